@@ -1,0 +1,3 @@
+"""squidd: a personal AI assistant daemon (Matrix, email, cron, heartbeat) with durable memory."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,123 @@
+"""squidd's configuration: one `Settings` object built from a TOML file and the environment.
+
+Precedence, highest first: `SQUIDD_<SECTION>__<KEY>` environment variables, the TOML file,
+the defaults. The file is `--config PATH`, else `$SQUIDD_CONFIG`, else
+`~/.config/squidd/config.toml`, else `/etc/squidd/config.toml`; none at all is fine.
+Every problem is reported with its key path (`agents.keep_recent_ratio: ...`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from squidd.config.email import EmailSettings
+from squidd.config.matrix import MatrixSettings
+from squidd.config.sections import (
+    AgentSettings,
+    CronSettings,
+    GatewaySettings,
+    HeartbeatSettings,
+    LLMSettings,
+    LoggingSettings,
+    StorageSettings,
+)
+from squidd.config.tools import ToolsSettings
+from squidd.errors import ConfigError
+
+__all__ = ["ConfigError", "Settings", "find_config_file", "load_settings"]
+
+
+class Settings(BaseSettings):
+    """Everything squidd can be told. Passed down explicitly; never a global."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SQUIDD_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
+    cron: CronSettings = Field(default_factory=CronSettings)
+    matrix: MatrixSettings = Field(default_factory=MatrixSettings)
+    email: EmailSettings = Field(default_factory=EmailSettings)
+    tools: ToolsSettings = Field(default_factory=ToolsSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file arrives as init kwargs; the environment overrides it.
+        return (env_settings, init_settings)
+
+    @property
+    def workspace_dir(self) -> Path:
+        return self.agents.workspace or self.storage.data_dir / "workspace"
+
+
+def find_config_file(explicit: Path | None = None) -> Path | None:
+    """The config file to read, by the documented search order; None when there is none."""
+    if explicit is not None:
+        return explicit
+    from_env = os.environ.get("SQUIDD_CONFIG")
+    if from_env:
+        return Path(from_env)
+    for candidate in (
+        Path.home() / ".config" / "squidd" / "config.toml",
+        Path("/etc/squidd/config.toml"),
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _format_error(err: Any) -> str:
+    loc = ".".join(str(part) for part in err.get("loc", ()) if part != "__root__")
+    msg = str(err.get("msg", "invalid value"))
+    msg = msg.removeprefix("Value error, ")
+    if err.get("type") == "extra_forbidden":
+        msg = "unknown key (check the spelling against config.example.toml)"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Read and validate the configuration; raise `ConfigError` listing every problem."""
+    config_file = find_config_file(path)
+    data: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            raw = config_file.read_bytes()
+        except OSError as exc:
+            raise ConfigError([f"{config_file}: cannot read: {exc.strerror}"]) from None
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ConfigError([f"{config_file}: not UTF-8 text"]) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError([f"{config_file}: TOML syntax: {exc}"]) from None
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        # Inputs are deliberately left out of the messages: they may be secrets.
+        problems = [_format_error(err) for err in exc.errors(include_input=False)]
+        raise ConfigError(problems) from None

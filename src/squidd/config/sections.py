@@ -1,0 +1,160 @@
+"""Core configuration sections: the LLM, the agent and memory, storage, logging, the
+gateway, cron and the heartbeat. Channel and tool sections live beside this file."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from squidd.config._base import Section
+
+_TARGET_RE = re.compile(r"^(matrix|email|terminal|session):")
+
+
+def default_data_dir() -> Path:
+    """`$STATE_DIRECTORY` under systemd, else the XDG data home."""
+    state = os.environ.get("STATE_DIRECTORY")
+    if state:
+        # systemd may pass several colon-separated dirs; the first is ours.
+        return Path(state.split(":")[0])
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
+    return base / "squidd"
+
+
+class LLMSettings(Section):
+    """An OpenAI-compatible chat endpoint."""
+
+    secret_fields: ClassVar[tuple[str, ...]] = ("api_key",)
+    credential_prefix: ClassVar[str] = "llm"
+
+    base_url: str = "https://api.openai.com/v1"
+    api_key: SecretStr | None = None
+    api_key_file: Path | None = None
+    model: str = "gpt-4o-mini"
+    fallback_models: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=120.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    retry_base_delay_s: float = Field(default=1.0, ge=0)
+    retry_max_delay_s: float = Field(default=30.0, ge=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @field_validator("model")
+    @classmethod
+    def _model_named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name a model")
+        return value
+
+
+class AgentSettings(Section):
+    """The agent loop and its memory (see the memory design documents)."""
+
+    consolidation_threshold: int = Field(default=100, gt=0)
+    keep_recent_ratio: float = Field(default=0.2, gt=0, lt=1)
+    max_tool_rounds: int = Field(default=20, gt=0, le=200)
+    workspace: Path | None = None
+    system_prompt: str = ""
+    memory_max_chars: int = Field(default=20_000, gt=0)
+
+
+class StorageSettings(Section):
+    """Where squidd keeps its state (the embedded JSONL store)."""
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+
+class LoggingSettings(Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+class GatewaySettings(Section):
+    """The daemon: concurrency, shutdown and restart behaviour."""
+
+    max_concurrent_turns: int = Field(default=8, gt=0, le=1000)
+    shutdown_grace_s: float = Field(default=30.0, ge=0)
+    restart_initial_delay_s: float = Field(default=1.0, gt=0)
+    restart_max_delay_s: float = Field(default=300.0, gt=0)
+    healthy_after_s: float = Field(default=60.0, gt=0)
+    handled_retention_days: int = Field(default=30, gt=0)
+    turn_retries: int = Field(default=2, ge=0, le=10)
+
+    @model_validator(mode="after")
+    def _delays(self) -> GatewaySettings:
+        if self.restart_max_delay_s < self.restart_initial_delay_s:
+            raise ValueError("restart_max_delay_s must be >= restart_initial_delay_s")
+        return self
+
+
+def _check_target(value: str) -> str:
+    if value and not _TARGET_RE.match(value):
+        raise ValueError(
+            "must look like 'matrix:!room:server', 'email:user@example.org' or 'terminal'"
+        )
+    return value
+
+
+class HeartbeatSettings(Section):
+    enabled: bool = False
+    interval_minutes: int = Field(default=30, gt=0)
+    active_hours: str = "08:00-22:00"
+    timezone: str = "UTC"
+    target: str = ""
+
+    @field_validator("active_hours")
+    @classmethod
+    def _hours(cls, value: str) -> str:
+        if not re.fullmatch(r"([01]\d|2[0-4]):[0-5]\d-([01]\d|2[0-4]):[0-5]\d", value):
+            raise ValueError("must look like 'HH:MM-HH:MM', e.g. '08:00-22:00'")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        return check_timezone(value)
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        return _check_target(value)
+
+
+class CronSettings(Section):
+    enabled: bool = True
+    misfire_grace_s: float = Field(default=300.0, ge=0)
+    default_timezone: str = "UTC"
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        return check_timezone(value)
+
+
+def check_timezone(value: str) -> str:
+    """An IANA zone name that this machine knows."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown IANA timezone {value!r}") from None
+    return value

@@ -1,0 +1,181 @@
+"""Typed values that travel between the core and the adapters.
+
+Everything here is immutable. `Message` is what the history file stores and what the
+LLM port consumes; `Inbound`/`Outbound` are what channels hand to the router and get back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, NewType
+
+SessionId = NewType("SessionId", str)
+"""A conversation: one Matrix room, one email sender, one cron job, the terminal."""
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call requested by the model; `arguments` is the raw JSON text it sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data["arguments"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One entry of a conversation as the model sees it (and as the JSONL history stores it)."""
+
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    ts: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [tc.to_dict() for tc in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            data["name"] = self.name
+        if self.ts is not None:
+            data["ts"] = self.ts
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        role = data.get("role")
+        if role not in ("system", "user", "assistant", "tool"):
+            raise ValueError(f"unknown message role: {role!r}")
+        content = data.get("content")
+        if content is not None and not isinstance(content, str):
+            raise ValueError("message content must be a string or null")
+        calls = tuple(ToolCall.from_dict(c) for c in data.get("tool_calls") or ())
+        tool_call_id = data.get("tool_call_id")
+        name = data.get("name")
+        ts = data.get("ts")
+        return cls(
+            role=role,
+            content=content,
+            tool_calls=calls,
+            tool_call_id=None if tool_call_id is None else str(tool_call_id),
+            name=None if name is None else str(name),
+            ts=None if ts is None else str(ts),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """What the model is told about a tool: its name, purpose and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns; `is_error` results are shown to the model as failures."""
+
+    content: str
+    is_error: bool = False
+
+
+# --- what the LLM port streams -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the assistant's reply text, in order."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsReady:
+    """The response ended asking for these tool calls (already assembled from deltas)."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRestart:
+    """Text streamed so far for this response is void: a fallback model starts over.
+
+    Consumers drop what they buffered since the response began, so no text reaches the
+    user twice.
+    """
+
+    reason: str
+
+
+LLMEvent = TextDelta | ToolCallsReady | StreamRestart
+
+
+# --- what channels exchange with the router --------------------------------------------------
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+AckHook = Callable[[], Awaitable[None]]
+
+
+async def _no_ack() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """A message that arrived on a channel.
+
+    `source_id` is stable across redeliveries (Matrix event id, email Message-ID, cron run id):
+    the router records it once the reply was delivered, so a redelivery is not answered twice.
+    `ack` tells the source the message is done (IMAP \\Seen, Matrix sync position); the router
+    calls it only after the reply was delivered. `meta` carries what the channel needs to
+    reply in context (thread ids, subject, References) and is opaque to the core.
+    """
+
+    channel: str
+    source_id: str
+    session_id: SessionId
+    sender: str
+    text: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    ack: AckHook = _no_ack
+    received_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """A reply (or a scheduled message) for a channel to deliver.
+
+    `target` is the channel-level address (room id, email address); `in_reply_to` is the
+    inbound it answers, if any, so the channel can thread the reply.
+    """
+
+    channel: str
+    target: str
+    text: str
+    session_id: SessionId
+    in_reply_to: Inbound | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,143 @@
+"""The ports: small protocols through which the core talks to the outside.
+
+Each one is implemented by an adapter (`squidd.llm`, `squidd.store`, `squidd.channels`,
+`squidd.tools`) and by simple doubles in the tests. Keep them small: a port that grows a
+dozen methods is a sign that logic leaked out of the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from anyio.abc import TaskStatus
+
+from squidd.core.models import (
+    Inbound,
+    LLMEvent,
+    Message,
+    Outbound,
+    SessionId,
+    ToolDefinition,
+    ToolResult,
+)
+
+
+class LLMPort(Protocol):
+    """A chat model that streams its answer.
+
+    `chat` yields `TextDelta`s in order, then at most one `ToolCallsReady`; a `StreamRestart`
+    means everything yielded before it is void (a fallback model starts over). Failures
+    after retries raise `squidd.errors.LLMError`.
+    """
+
+    def chat(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
+    ) -> AsyncIterator[LLMEvent]: ...
+
+
+class Tool(Protocol):
+    """A function the model may call. `execute` gets the decoded JSON arguments."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def parameters(self) -> Mapping[str, Any]: ...
+
+    async def execute(self, arguments: Mapping[str, Any]) -> ToolResult: ...
+
+
+class ToolPolicy(Protocol):
+    """Decides which tools a turn may see, by tool name, channel and session."""
+
+    def allows(self, tool: str, channel: str, session: SessionId) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryWindow:
+    """What a turn needs from a session's history.
+
+    `cursor` is the number of messages already folded into the summary; `messages` are the
+    ones after it, in order. The total history length is `cursor + len(messages)`.
+    """
+
+    cursor: int
+    messages: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryHit:
+    """One search result: where it was found and a short snippet around the match."""
+
+    source: str
+    index: int
+    role: str
+    ts: str | None
+    snippet: str
+
+
+class MemoryStore(Protocol):
+    """Durable memory of every session (the memory port of the design documents)."""
+
+    async def append_messages(self, session_id: SessionId, messages: Sequence[Message]) -> None:
+        """Append one turn's messages at once, as whole lines, atomically per line."""
+        ...
+
+    async def load_window(self, session_id: SessionId) -> HistoryWindow:
+        """The cursor and the messages after it; cost bounded by that window, not the file."""
+        ...
+
+    async def load_consolidated_cursor(self, session_id: SessionId) -> int: ...
+
+    async def save_consolidated_cursor(self, session_id: SessionId, cursor: int) -> None: ...
+
+    async def load_global_memory(self) -> str: ...
+
+    async def save_global_memory(self, content: str) -> None: ...
+
+    async def load_session_summary(self, session_id: SessionId) -> str: ...
+
+    async def save_session_summary(self, session_id: SessionId, content: str) -> None: ...
+
+    async def search_history(
+        self, session_id: SessionId, query: str, *, limit: int
+    ) -> list[HistoryHit]: ...
+
+
+class ChannelState(StrEnum):
+    STARTING = "starting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class Inbox(Protocol):
+    """Where a channel's receive loop hands what arrives, and reports how it is doing."""
+
+    async def put(self, message: Inbound) -> None: ...
+
+    def report(self, state: ChannelState, detail: str = "") -> None: ...
+
+
+class Channel(Protocol):
+    """A messaging channel: a receive loop and a way to send.
+
+    `run` connects, calls `task_status.started()` once it is receiving, then delivers every
+    inbound message to `inbox` until cancelled. It raises `TransientError` for what a
+    reconnect may fix and `PermanentError` for what it will not. `send` delivers one
+    outbound message and raises `DeliveryError` if it could not.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    async def run(self, inbox: Inbox, *, task_status: TaskStatus[None]) -> None: ...
+
+    async def send(self, outbound: Outbound) -> None: ...

@@ -1,0 +1,52 @@
+"""The small exception hierarchy shared by the core and every adapter.
+
+Adapters translate their library's exceptions into these types at the edge
+(`raise TransientError(...) from exc`), so callers decide on retry versus give-up
+by type, never by matching strings. Messages never carry secrets.
+"""
+
+from __future__ import annotations
+
+
+class SquiddError(Exception):
+    """Base class of every error squidd raises on purpose."""
+
+
+class ConfigError(SquiddError):
+    """The configuration is invalid; the process must not start."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+class TransientError(SquiddError):
+    """Worth retrying later: a network blip, a 5xx, a timeout, a server restart."""
+
+
+class PermanentError(SquiddError):
+    """Retrying will not help until a human acts: rejected credentials, a revoked token."""
+
+
+class LLMError(SquiddError):
+    """The language model could not produce an answer (after retries and fallbacks)."""
+
+
+class LLMUnavailableError(LLMError, TransientError):
+    """The endpoint did not answer or kept failing: timeouts, connection errors, 429/5xx."""
+
+
+class LLMRejectedError(LLMError, PermanentError):
+    """The endpoint refused the request: bad key, unknown model, malformed request."""
+
+
+class StorageError(SquiddError):
+    """A file of the data dir could not be read or written; the message names the file."""
+
+
+class DeliveryError(TransientError):
+    """A reply could not be handed to its channel; the inbound message stays unacknowledged."""
+
+
+class ToolError(SquiddError):
+    """A tool refused or failed; its message is shown to the model as the tool result."""
