@@ -1,0 +1,114 @@
+"""Command-line parsing only. Each command loads settings, sets up logging, then calls into
+the module that does the work. Start-up happens in phases (args, settings, logging,
+validation, event loop) so a bad config fails fast with its own exit code.
+
+Exit codes: 0 ok, 1 runtime failure, 2 configuration error (systemd does not restart on it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from squidd import __version__
+from squidd.config import Settings, load_settings
+from squidd.errors import ConfigError
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="squidd", description="A personal AI assistant daemon.")
+    parser.add_argument("--version", action="version", version=f"squidd {__version__}")
+    parser.add_argument(
+        "--config", type=Path, default=None, help="config file (default: see README)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("run", help="run the daemon (channels, cron, heartbeat)")
+
+    chat = sub.add_parser("chat", help="talk to the assistant in the terminal")
+    chat.add_argument("-m", "--message", help="send one message, print the reply, exit")
+    chat.add_argument("--session", default="terminal", help="session name (default: terminal)")
+
+    sub.add_parser("status", help="ask the running daemon how it is doing")
+
+    config = sub.add_parser("config", help="configuration helpers")
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    config_sub.add_parser("check", help="validate the config file; exit 2 on problems")
+
+    sub.add_parser("init", help="write a config and a workspace with prompt files")
+
+    cron = sub.add_parser("cron", help="manage scheduled prompts")
+    cron_sub = cron.add_subparsers(dest="cron_command", required=True, metavar="ACTION")
+    cron_sub.add_parser("list", help="list jobs")
+    cron_add = cron_sub.add_parser("add", help="add a job")
+    cron_add.add_argument("--name", required=True)
+    cron_add.add_argument("--prompt", required=True)
+    when = cron_add.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", help="a cron expression, e.g. '0 8 * * mon-fri'")
+    when.add_argument("--every", help="an interval, e.g. 30m, 2h, 1d")
+    when.add_argument("--at", help="one time, ISO 8601, e.g. 2026-12-24T18:00")
+    cron_add.add_argument("--timezone", default=None, help="IANA timezone (default from config)")
+    cron_add.add_argument("--target", default="", help="where to deliver, e.g. email:me@x.org")
+    cron_rm = cron_sub.add_parser("remove", help="remove a job")
+    cron_rm.add_argument("name")
+    return parser
+
+
+def _load(args: argparse.Namespace) -> Settings:
+    return load_settings(args.config)
+
+
+def _print_config_problems(exc: ConfigError) -> None:
+    for problem in exc.problems:
+        print(f"config: {problem}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+
+    if args.command == "init":
+        from squidd.workspace import init_command
+
+        return init_command(args.config)
+
+    try:
+        settings = _load(args)
+    except ConfigError as exc:
+        _print_config_problems(exc)
+        return EXIT_CONFIG
+
+    if args.command == "config":
+        from squidd.config.check import check_command
+
+        return check_command(settings, args.config)
+
+    from squidd.log import configure_logging
+    from squidd.secrets import known_secrets
+
+    configure_logging(
+        settings.logging.level, settings.logging.format, known_secrets=known_secrets(settings)
+    )
+
+    if args.command == "chat":
+        from squidd.channels.terminal import chat_command
+
+        return chat_command(settings, message=args.message, session=args.session)
+    if args.command == "run":
+        from squidd.app import run_command
+
+        return run_command(settings)
+    if args.command == "status":
+        from squidd.status import status_command
+
+        return status_command(settings)
+    if args.command == "cron":
+        from squidd.scheduling_cli import cron_command
+
+        return cron_command(settings, args)
+    raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover

@@ -1,0 +1,116 @@
+"""structlog setup: JSON lines off a terminal (journald), readable console output on one,
+and a processor that redacts secrets from every event before it is rendered."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Iterable, MutableMapping
+from typing import Any, TextIO
+
+import structlog
+
+_SECRET_KEY_RE = re.compile(
+    r"(pass(word)?|secret|token|api[_-]?key|authorization|credential|cookie)", re.IGNORECASE
+)
+# Values that look like secrets even under an innocent key.
+_SECRET_VALUE_RES = (
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"\bsyt_[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*"),
+    re.compile(r"(?i)(access_token|api_key|password)=([^&\s]+)"),
+)
+REDACTED = "[redacted]"
+
+
+class SecretRedactor:
+    """Replaces values of secret-looking keys, and secret-looking substrings, in an event.
+
+    Known secrets (from the settings) are passed in and scrubbed wherever they appear.
+    """
+
+    def __init__(self, known_secrets: Iterable[str] = ()) -> None:
+        self._known = sorted({s for s in known_secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        for secret in self._known:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        for pattern in _SECRET_VALUE_RES:
+            text = pattern.sub(
+                lambda m: f"{m.group(1)}={REDACTED}" if m.re.groups >= 2 else REDACTED, text
+            )
+        return text
+
+    def _clean(self, key: str, value: Any) -> Any:
+        if _SECRET_KEY_RE.search(key) and value not in (None, "", False):
+            return REDACTED
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {k: self._clean(str(k), v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self._clean(key, v) for v in value)
+        if isinstance(value, BaseException):
+            return self.scrub(f"{type(value).__name__}: {value}")
+        return value
+
+    def __call__(
+        self, logger: Any, method: str, event_dict: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        for key in list(event_dict):
+            if key == "exc_info":
+                continue
+            event_dict[key] = self._clean(key, event_dict[key])
+        return event_dict
+
+
+def _scrub_rendered(redactor: SecretRedactor) -> Any:
+    def processor(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:
+        # Tracebacks are rendered into the "exception" key; scrub them as text.
+        exc = event_dict.get("exception")
+        if isinstance(exc, str):
+            event_dict["exception"] = redactor.scrub(exc)
+        return event_dict
+
+    return processor
+
+
+def configure_logging(
+    level: str = "info",
+    fmt: str = "auto",
+    *,
+    known_secrets: Iterable[str] = (),
+    stream: TextIO | None = None,
+) -> None:
+    """Configure structlog (and the stdlib loggers of our libraries) once, at start-up."""
+    out = stream or sys.stderr
+    use_json = fmt == "json" or (fmt == "auto" and not out.isatty())
+    redactor = SecretRedactor(known_secrets)
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redactor,
+    ]
+    renderer: Any
+    if use_json:
+        tail: list[Any] = [
+            structlog.processors.format_exc_info,
+            _scrub_rendered(redactor),
+            structlog.processors.JSONRenderer(),
+        ]
+        renderer = tail
+    else:
+        renderer = [structlog.dev.ConsoleRenderer(colors=out.isatty())]
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    structlog.configure(
+        processors=[*shared, *renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(out),
+        cache_logger_on_first_use=False,
+    )
+    # Libraries (nio, aioimaplib, apscheduler) log through the stdlib: route them to stderr
+    # at warning and above, so they neither vanish nor flood.
+    logging.basicConfig(level=logging.WARNING, stream=out, format="%(name)s: %(message)s")

@@ -1,0 +1,227 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1 for end-to-end tests.
+
+It runs in a background thread (so a daemon under test, in this process or a child
+process, can reach it), answers `POST /v1/chat/completions` streamed or not, and records
+every request. Replies come from a queue of scripted replies, else from a responder
+function, else a default echo. Each reply is a `Reply`: text, tool calls, an HTTP error
+status to return instead, or a delay before answering.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str = ""
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    status: int = 200
+    delay: float = 0.0
+    # Break the stream after this many content characters (simulates a dropped connection).
+    cut_after: int | None = None
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+
+
+def _last_user_text(request: dict[str, Any]) -> str:
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") == "user":
+            return str(message.get("content") or "")
+    return ""
+
+
+def echo_responder(request: dict[str, Any]) -> Reply:
+    return Reply(content=f"echo: {_last_user_text(request)}")
+
+
+class FakeLLM:
+    """Start with `with FakeLLM() as llm:`; point `llm.base_url` at it."""
+
+    def __init__(self, responder: Responder | None = None, model: str = "fake-model") -> None:
+        self.model = model
+        self.responder: Responder = responder or echo_responder
+        self.script: list[Reply] = []
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- scripting ---------------------------------------------------------------------
+    def push(self, *replies: Reply | str) -> None:
+        with self._lock:
+            for reply in replies:
+                self.script.append(Reply(content=reply) if isinstance(reply, str) else reply)
+
+    def next_reply(self, request: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if self.script:
+                return self.script.pop(0)
+        return self.responder(request)
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.requests)
+
+    # --- server ------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def start(self) -> FakeLLM:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path.endswith("/models"):
+                    self._json(200, {"object": "list", "data": [{"id": owner.model}]})
+                else:
+                    self._json(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                request = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self._json(404, {"error": {"message": "not found"}})
+                    return
+                reply = owner.next_reply(request)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status != 200:
+                    self._json(
+                        reply.status,
+                        {"error": {"message": f"scripted {reply.status}", "type": "server"}},
+                    )
+                    return
+                if request.get("stream"):
+                    self._stream(reply, request.get("model", owner.model))
+                else:
+                    self._json(200, _completion(reply, request.get("model", owner.model)))
+
+            def _stream(self, reply: Reply, model: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for event in _stream_events(reply, model):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except _Cut:
+                    self.close_connection = True
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Cut(Exception):
+    pass
+
+
+def _chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    obj = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _stream_events(reply: Reply, model: str) -> Iterator[bytes]:
+    cid = "chatcmpl-" + uuid.uuid4().hex[:12]
+    yield _chunk(cid, model, {"role": "assistant", "content": ""})
+    text = reply.content
+    sent = 0
+    for i in range(0, len(text), 7):
+        piece = text[i : i + 7]
+        yield _chunk(cid, model, {"content": piece})
+        sent += len(piece)
+        if reply.cut_after is not None and sent >= reply.cut_after:
+            raise _Cut
+    for idx, (name, args) in enumerate(reply.tool_calls):
+        call_id = f"call_{uuid.uuid4().hex[:8]}"
+        first = {"index": idx, "id": call_id, "type": "function"}
+        yield _chunk(
+            cid, model, {"tool_calls": [{**first, "function": {"name": name, "arguments": ""}}]}
+        )
+        raw = args if isinstance(args, str) else json.dumps(args)
+        for i in range(0, len(raw), 9):
+            frag = {"index": idx, "function": {"arguments": raw[i : i + 9]}}
+            yield _chunk(cid, model, {"tool_calls": [frag]})
+    yield _chunk(cid, model, {}, finish="tool_calls" if reply.tool_calls else "stop")
+    yield b"data: [DONE]\n\n"
+
+
+def _completion(reply: Reply, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:8]}",
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+            for name, args in reply.tool_calls
+        ]
+    return {
+        "id": "chatcmpl-" + uuid.uuid4().hex[:12],
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
