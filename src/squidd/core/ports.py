@@ -141,3 +141,13 @@ class Channel(Protocol):
     async def run(self, inbox: Inbox, *, task_status: TaskStatus[None]) -> None: ...
 
     async def send(self, outbound: Outbound) -> None: ...
+
+
+class PromptSource(Protocol):
+    """The base system prompt (from the workspace files); cheap to call on every turn."""
+
+    async def system_prompt(self) -> str: ...
+
+    def invalidate(self) -> None:
+        """Forget anything cached, so the next call re-reads its sources (SIGHUP)."""
+        ...
