@@ -1,0 +1,221 @@
+"""MemoryManager: what the model sees of the past on every turn.
+
+It follows the memory design documents:
+
+* a consolidation cursor per session: only messages after it count toward the threshold,
+  and only they are summarised; the cursor survives restarts (no re-consolidation);
+* two levels of memory: the global `MEMORY.md` (written only by `memory_write`) and a
+  per-session summary (written only by consolidation);
+* meta-consolidation: a summary grown past 600 words is re-summarised to about 8 sentences,
+  keeping the long one when that LLM call fails (graceful degradation);
+* a warning in the system prompt one turn before consolidation, and a verbatim window of
+  `keep_recent_ratio * consolidation_threshold` messages kept after consolidating.
+
+System prompt order: base prompt, `## Your Memory`, `## Conversation Summary`, warning.
+The manager is pure logic: storage and the LLM are ports handed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from squidd.core.models import Message, SessionId, TextDelta, ToolCallsReady
+from squidd.core.ports import HistoryWindow, LLMPort, MemoryStore
+
+log = structlog.get_logger()
+
+CONSOLIDATION_WARNING = (
+    "\n\n[System: Conversation history will soon be summarized and condensed. "
+    "Use the memory_write tool now to preserve anything critical before it happens.]\n"
+)
+
+_CONSOLIDATION_SYSTEM = (
+    "You are a memory consolidation assistant. You condense a conversation into a factual "
+    "summary that will replace it in the assistant's context. Keep names, dates, decisions, "
+    "open tasks and preferences; drop small talk. Output only the summary text."
+)
+
+_CONSOLIDATION_PROMPT = (
+    "Summarize the following conversation history into a concise memory entry. "
+    "Focus on key facts, decisions, and context useful for future conversations. "
+    "Do not include small talk or filler.\n\n"
+    "Conversation history:\n{history}\n\n"
+    "Provide a summary of a few sentences suitable for appending to a memory document."
+)
+
+_META_CONSOLIDATION_SYSTEM = (
+    "You are a memory consolidation assistant. "
+    "You are given an existing session summary that has grown too long. "
+    "Compress it into a shorter summary that retains all facts, decisions, and context. "
+    "Output only the summary text — no preamble, no commentary, no formatting."
+)
+
+_META_CONSOLIDATION_PROMPT = (
+    "The following is a session summary that has grown too long and needs to be compressed.\n\n"
+    "{summary}\n\n"
+    "Rewrite this as a compact summary of approximately {sentences} sentences. "
+    "Retain all facts, decisions, and context. Do not discard any information."
+)
+
+META_SUMMARY_WORD_LIMIT = 600
+META_SUMMARY_SENTENCES = 8
+
+
+def _turn_start(messages: Sequence[Message], index: int) -> int:
+    """The index of the user message that begins the turn containing `messages[index]`.
+
+    Splitting a conversation inside a turn would leave tool results without their call,
+    which chat APIs reject; the verbatim window therefore always starts at a user message.
+    """
+    while index > 0 and messages[index].role != "user":
+        index -= 1
+    return index
+
+
+def _drop_to_first_user(messages: list[Message]) -> list[Message]:
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            return messages[index:]
+    return []
+
+
+class MemoryManager:
+    """Builds each turn's message list and folds old history into the session summary."""
+
+    def __init__(
+        self,
+        storage: MemoryStore,
+        llm: LLMPort | None = None,
+        consolidation_threshold: int = 100,
+        keep_recent_ratio: float = 0.2,
+    ) -> None:
+        if consolidation_threshold <= 0:
+            raise ValueError("consolidation_threshold must be > 0")
+        if not 0 < keep_recent_ratio < 1:
+            raise ValueError("keep_recent_ratio must be between 0 and 1 (exclusive)")
+        self._storage = storage
+        self._llm = llm
+        self._consolidation_threshold = consolidation_threshold
+        self._keep_recent = max(1, int(consolidation_threshold * keep_recent_ratio))
+
+    @property
+    def keep_recent(self) -> int:
+        return self._keep_recent
+
+    async def build_messages(
+        self, session_id: SessionId, system_prompt: str, user_message: str
+    ) -> list[Message]:
+        """[system + memory + summary + warning] + recent history + the new user message."""
+        window = await self._storage.load_window(session_id)
+        recent = window.messages
+        if len(recent) > self._consolidation_threshold and self._llm is not None:
+            recent = await self._consolidate(session_id, window)
+
+        global_memory = await self._storage.load_global_memory()
+        session_summary = await self._storage.load_session_summary(session_id)
+
+        full_system = system_prompt
+        if global_memory.strip():
+            full_system += f"\n\n## Your Memory\n\n{global_memory.strip()}"
+        if session_summary.strip():
+            full_system += f"\n\n## Conversation Summary\n\n{session_summary.strip()}"
+        if len(recent) >= self._consolidation_threshold - 2:
+            full_system += CONSOLIDATION_WARNING
+
+        return [
+            Message(role="system", content=full_system),
+            *_drop_to_first_user(recent),
+            Message(role="user", content=user_message),
+        ]
+
+    async def persist_turn(self, session_id: SessionId, messages: Sequence[Message]) -> None:
+        """Append a finished turn (user message, tool traffic, reply) to the history."""
+        await self._storage.append_messages(session_id, messages)
+
+    async def _consolidate(self, session_id: SessionId, window: HistoryWindow) -> list[Message]:
+        """Summarise `window.messages` except the recent ones; advance the cursor.
+
+        Returns the messages to keep verbatim. On any failure the window stays as it was
+        (the next turn tries again): nothing is lost.
+        """
+        messages = window.messages
+        split = _turn_start(messages, len(messages) - self._keep_recent)
+        to_summarize, recent = messages[:split], messages[split:]
+        if not to_summarize:
+            return messages
+
+        history_text = "".join(
+            f"{m.role}: {m.content}\n"
+            for m in to_summarize
+            if m.role in ("user", "assistant") and m.content
+        )
+        new_cursor = window.cursor + len(to_summarize)
+        if not history_text.strip():
+            # Only tool traffic: nothing worth a summary, but no reason to re-read it either.
+            await self._storage.save_consolidated_cursor(session_id, new_cursor)
+            return recent
+
+        summary = await self._call_llm(
+            [
+                Message(role="system", content=_CONSOLIDATION_SYSTEM),
+                Message(role="user", content=_CONSOLIDATION_PROMPT.format(history=history_text)),
+            ]
+        )
+        if summary is None:
+            return messages
+
+        existing = await self._storage.load_session_summary(session_id)
+        updated = f"{existing.strip()}\n\n{summary}" if existing.strip() else summary
+        updated = await self._maybe_meta_consolidate(updated)
+        # Summary first, cursor second: a crash in between re-summarises (duplicate text),
+        # the other order could lose the summarised messages.
+        await self._storage.save_session_summary(session_id, updated)
+        await self._storage.save_consolidated_cursor(session_id, new_cursor)
+        log.info(
+            "history_consolidated",
+            session=session_id,
+            summarized=len(to_summarize),
+            cursor=new_cursor,
+            kept=len(recent),
+        )
+        return recent
+
+    async def _call_llm(self, messages: list[Message]) -> str | None:
+        """The model's text answer to `messages`, or None on any failure or an empty answer."""
+        llm = self._llm
+        if llm is None:
+            return None
+        chunks: list[str] = []
+        try:
+            async for event in llm.chat(messages, []):
+                if isinstance(event, TextDelta):
+                    chunks.append(event.text)
+                elif isinstance(event, ToolCallsReady):
+                    continue
+                else:  # StreamRestart: a fallback model starts over
+                    chunks.clear()
+        except Exception as exc:  # noqa: BLE001 - consolidation must never break a turn
+            log.warning("consolidation_llm_failed", error=f"{type(exc).__name__}: {exc}")
+            return None
+        result = "".join(chunks).strip()
+        return result or None
+
+    async def _maybe_meta_consolidate(self, summary: str) -> str:
+        """Compress a summary longer than 600 words; keep it as it is if that fails."""
+        if len(summary.split()) <= META_SUMMARY_WORD_LIMIT:
+            return summary
+        prompt = _META_CONSOLIDATION_PROMPT.format(
+            summary=summary, sentences=META_SUMMARY_SENTENCES
+        )
+        result = await self._call_llm(
+            [
+                Message(role="system", content=_META_CONSOLIDATION_SYSTEM),
+                Message(role="user", content=prompt),
+            ]
+        )
+        if result is None:
+            log.warning("meta_consolidation_skipped", words=len(summary.split()))
+            return summary
+        return result

@@ -1,0 +1,131 @@
+"""File primitives of the embedded store: safe names, atomic writes, locked appends.
+
+These are synchronous on purpose; async callers run them through `anyio.to_thread`.
+
+* `safe_name` turns any external id (Matrix room id, email address, cron job name) into a
+  file name that cannot escape its directory and cannot collide with another id's name,
+  even on a case-insensitive file system.
+* `atomic_write_*` replaces a file whole (temp file, fsync, rename, fsync of the directory):
+  a reader sees the old or the new content, never half of it.
+* `append_lines_locked` appends whole lines under an exclusive `flock`, so two processes on
+  the same data dir (the daemon and a `squidd chat`) never interleave or tear a line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from squidd.errors import StorageError
+
+_SLUG_BAD = re.compile(r"[^a-z0-9._-]+")
+_SLUG_MAX = 48
+_DIGEST_CHARS = 20  # 80 bits of SHA-256: no collision among any realistic number of ids
+
+
+def safe_name(raw_id: str) -> str:
+    """A readable, collision-free, traversal-proof file name for `raw_id`.
+
+    The readable part is a lowercase slug (for humans browsing the data dir); uniqueness
+    comes from a hash of the exact id, so `a:b` and `a__b`, or `Room` and `room`, differ.
+    """
+    slug = _SLUG_BAD.sub("_", raw_id.lower()).strip("._-")[:_SLUG_MAX].strip("._-")
+    digest = hashlib.sha256(raw_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{slug or 'id'}-{digest[:_DIGEST_CHARS]}"
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new file whole."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int = 0o600) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def read_text_or_empty(path: Path) -> str:
+    """The file's text, '' when it does not exist; a clear error naming it otherwise."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except UnicodeDecodeError as exc:
+        raise StorageError(f"cannot read {path}: not UTF-8 text") from exc
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+@contextlib.contextmanager
+def locked(fd: int, *, shared: bool = False) -> Iterator[None]:
+    fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def append_lines_locked(path: Path, lines: Sequence[str], *, fsync: bool = True) -> None:
+    """Append `lines` (no newlines inside) as whole lines, under an exclusive file lock.
+
+    If a previous writer crashed mid-line, the torn line is terminated first, so the new
+    lines start clean and only the torn one is lost (readers skip it with a warning).
+    """
+    if not lines:
+        return
+    for line in lines:
+        if "\n" in line or "\r" in line:
+            raise ValueError("a line to append must not contain a line break")
+    payload = "".join(f"{line}\n" for line in lines).encode("utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StorageError(f"cannot open {path} for append: {exc.strerror or exc}") from exc
+    try:
+        with locked(fd):
+            size = os.fstat(fd).st_size
+            if size > 0:
+                with open(path, "rb") as reader:
+                    reader.seek(size - 1)
+                    if reader.read(1) != b"\n":
+                        payload = b"\n" + payload
+            view = memoryview(payload)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if fsync:
+                os.fsync(fd)
+    except OSError as exc:
+        raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)

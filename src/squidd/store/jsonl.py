@@ -1,0 +1,245 @@
+"""The embedded default store: JSON lines on local disk.
+
+Layout under the data dir (names from `safe_name`, so no id can escape or collide):
+
+    sessions/<name>.jsonl        one message per line, append-only
+    sessions/<name>.meta.json    {"session_id", "last_consolidated", "offset"}: the cursor
+    memory/<name>/summary.md     written only by consolidation
+    workspace/MEMORY.md          global memory, written only by `memory_write`
+
+The cursor records, besides the message count already consolidated, the byte offset where
+the first unconsolidated message starts. A turn reads from that offset only, so its cost
+depends on the unconsolidated window, not on how long the session has lived. Damaged data
+degrades, never stops: a torn line is skipped with a warning; a corrupt meta file reads as
+cursor 0 (re-consolidation at worst, no data loss).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from squidd.core.models import Message, SessionId
+from squidd.core.ports import HistoryHit, HistoryWindow
+from squidd.errors import StorageError
+from squidd.store.files import (
+    append_lines_locked,
+    atomic_write_text,
+    read_text_or_empty,
+    safe_name,
+)
+
+log = structlog.get_logger()
+
+_SNIPPET_RADIUS = 80
+
+
+@dataclass(frozen=True, slots=True)
+class _Meta:
+    cursor: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    offset: int
+    end: int
+    message: Message
+
+
+def _iter_messages(path: Path, start: int = 0) -> Iterator[_Line]:
+    """Messages of a JSONL file from byte `start` on; damaged lines are skipped and logged."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with handle:
+        handle.seek(start)
+        offset = start
+        for raw in handle:
+            end = offset + len(raw)
+            line_offset = offset
+            offset = end
+            if not raw.strip():
+                continue
+            try:
+                message = Message.from_dict(json.loads(raw))
+            except (ValueError, TypeError, KeyError) as exc:
+                torn = not raw.endswith(b"\n")
+                log.warning(
+                    "history_line_skipped",
+                    file=str(path),
+                    offset=line_offset,
+                    reason="torn last line" if torn else f"{type(exc).__name__}",
+                )
+                continue
+            yield _Line(line_offset, end, message)
+
+
+class JsonlStore:
+    """`MemoryStore` on local files. All blocking I/O runs in worker threads."""
+
+    def __init__(self, data_dir: Path, *, workspace_dir: Path | None = None) -> None:
+        self._data_dir = data_dir
+        self._sessions = data_dir / "sessions"
+        self._memory = data_dir / "memory"
+        self._workspace = workspace_dir or data_dir / "workspace"
+
+    @property
+    def data_dir(self) -> Path:
+        return self._data_dir
+
+    # --- paths ------------------------------------------------------------------------------
+    def history_path(self, session_id: str) -> Path:
+        return self._sessions / f"{safe_name(session_id)}.jsonl"
+
+    def meta_path(self, session_id: str) -> Path:
+        return self._sessions / f"{safe_name(session_id)}.meta.json"
+
+    def summary_path(self, session_id: str) -> Path:
+        return self._memory / safe_name(session_id) / "summary.md"
+
+    @property
+    def global_memory_path(self) -> Path:
+        return self._workspace / "MEMORY.md"
+
+    # --- history ----------------------------------------------------------------------------
+    async def append_messages(self, session_id: SessionId, messages: Sequence[Message]) -> None:
+        lines = [m.to_json() for m in messages]
+        await anyio.to_thread.run_sync(append_lines_locked, self.history_path(session_id), lines)
+
+    def _read_meta(self, session_id: str) -> _Meta:
+        path = self.meta_path(session_id)
+        text = read_text_or_empty(path)
+        if not text:
+            return _Meta(0, 0)
+        try:
+            data: Any = json.loads(text)
+            cursor = int(data["last_consolidated"])
+            offset = int(data.get("offset", -1))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            cursor = -1
+        if cursor < 0:
+            log.warning("meta_file_corrupt", file=str(path), effect="cursor reset to 0")
+            return _Meta(0, 0)
+        return _Meta(cursor, offset)
+
+    def _offset_valid(self, path: Path, offset: int) -> bool:
+        """The offset must lie inside the file and at the start of a line."""
+        if offset < 0:
+            return False
+        if offset == 0:
+            return True
+        try:
+            with path.open("rb") as handle:
+                handle.seek(offset - 1)
+                return handle.read(1) == b"\n"
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def _locate(self, path: Path, meta: _Meta, index: int) -> int:
+        """Byte offset where message number `index` starts (the file's end if beyond)."""
+        count, start = 0, 0
+        if self._offset_valid(path, meta.offset) and meta.cursor <= index:
+            count, start = meta.cursor, meta.offset
+        for line in _iter_messages(path, start):
+            if count == index:
+                return line.offset
+            count += 1
+            start = line.end
+        return start
+
+    def _load_window_sync(self, session_id: str) -> HistoryWindow:
+        path = self.history_path(session_id)
+        meta = self._read_meta(session_id)
+        start = meta.offset
+        if meta.cursor > 0 and not self._offset_valid(path, meta.offset):
+            log.warning("cursor_offset_rebuilt", file=str(self.meta_path(session_id)))
+            start = self._locate(path, _Meta(0, 0), meta.cursor)
+        elif meta.cursor == 0:
+            start = 0
+        messages = [line.message for line in _iter_messages(path, start)]
+        return HistoryWindow(cursor=meta.cursor, messages=messages)
+
+    async def load_window(self, session_id: SessionId) -> HistoryWindow:
+        return await anyio.to_thread.run_sync(self._load_window_sync, session_id)
+
+    async def load_consolidated_cursor(self, session_id: SessionId) -> int:
+        meta = await anyio.to_thread.run_sync(self._read_meta, session_id)
+        return meta.cursor
+
+    def _save_cursor_sync(self, session_id: str, cursor: int) -> None:
+        if cursor < 0:
+            raise ValueError("cursor must be >= 0")
+        path = self.history_path(session_id)
+        offset = self._locate(path, self._read_meta(session_id), cursor)
+        payload = {"session_id": session_id, "last_consolidated": cursor, "offset": offset}
+        atomic_write_text(self.meta_path(session_id), json.dumps(payload))
+
+    async def save_consolidated_cursor(self, session_id: SessionId, cursor: int) -> None:
+        await anyio.to_thread.run_sync(self._save_cursor_sync, session_id, cursor)
+
+    # --- memory documents -------------------------------------------------------------------
+    async def load_global_memory(self) -> str:
+        return await anyio.to_thread.run_sync(read_text_or_empty, self.global_memory_path)
+
+    async def save_global_memory(self, content: str) -> None:
+        await anyio.to_thread.run_sync(atomic_write_text, self.global_memory_path, content)
+
+    async def load_session_summary(self, session_id: SessionId) -> str:
+        return await anyio.to_thread.run_sync(read_text_or_empty, self.summary_path(session_id))
+
+    async def save_session_summary(self, session_id: SessionId, content: str) -> None:
+        path = self.summary_path(session_id)
+        await anyio.to_thread.run_sync(atomic_write_text, path, content)
+
+    # --- search -----------------------------------------------------------------------------
+    def _search_sync(self, session_id: str, query: str, limit: int) -> list[HistoryHit]:
+        terms = [t for t in query.lower().split() if t]
+        if not terms:
+            return []
+        hits: list[HistoryHit] = []
+        summary = read_text_or_empty(self.summary_path(session_id))
+        for para_index, paragraph in enumerate(p for p in summary.split("\n\n") if p.strip()):
+            snippet = _match(paragraph, terms)
+            if snippet is not None:
+                hits.append(HistoryHit("summary", para_index, "summary", None, snippet))
+        history: list[HistoryHit] = []
+        for index, line in enumerate(_iter_messages(self.history_path(session_id))):
+            message = line.message
+            if message.role not in ("user", "assistant") or not message.content:
+                continue
+            snippet = _match(message.content, terms)
+            if snippet is not None:
+                history.append(HistoryHit("history", index, message.role, message.ts, snippet))
+                if len(history) > limit:
+                    history.pop(0)  # keep the newest `limit` matches only
+        history.reverse()
+        return (history + hits)[:limit]
+
+    async def search_history(
+        self, session_id: SessionId, query: str, *, limit: int
+    ) -> list[HistoryHit]:
+        return await anyio.to_thread.run_sync(self._search_sync, session_id, query, limit)
+
+
+def _match(text: str, terms: list[str]) -> str | None:
+    lowered = text.lower()
+    positions = [lowered.find(term) for term in terms]
+    if any(pos < 0 for pos in positions):
+        return None
+    first = min(positions)
+    start = max(0, first - _SNIPPET_RADIUS)
+    end = min(len(text), first + _SNIPPET_RADIUS)
+    snippet = " ".join(text[start:end].split())
+    return ("…" if start > 0 else "") + snippet + ("…" if end < len(text) else "")
