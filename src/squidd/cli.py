@@ -91,9 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from squidd.log import configure_logging
     from squidd.secrets import known_secrets
 
-    configure_logging(
-        settings.logging.level, settings.logging.format, known_secrets=known_secrets(settings)
-    )
+    level = settings.logging.level
+    if args.command in ("chat", "status", "cron") and level in ("debug", "info"):
+        # Interactive commands print their own output; only problems should interleave.
+        level = "warning" if level == "info" else level
+    configure_logging(level, settings.logging.format, known_secrets=known_secrets(settings))
 
     if args.command == "chat":
         from squidd.channels.terminal import chat_command

@@ -1,0 +1,110 @@
+"""`squidd chat`: the terminal channel.
+
+`squidd chat -m "..."` sends one message and prints the reply (for scripts and quick
+questions); `squidd chat` opens an interactive prompt that streams replies as they arrive.
+Both go through the same AgentLoop as the daemon, with the per-call memory tools, on the
+same data dir (appends are locked, so the daemon may run at the same time).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+import anyio
+import structlog
+
+from squidd.config import Settings
+from squidd.core.models import LLMEvent, SessionId, StreamRestart, TextDelta
+from squidd.errors import LLMError, StorageError
+from squidd.runtime import Runtime, build_runtime
+
+log = structlog.get_logger()
+
+CHANNEL = "terminal"
+_PROMPT = "you> "
+_EXIT_WORDS = frozenset({"/exit", "/quit", ":q"})
+
+
+def session_for(name: str) -> SessionId:
+    return SessionId(f"terminal:{name}")
+
+
+def _preflight(settings: Settings) -> str | None:
+    """A problem that makes any LLM call pointless, said in one line; None when fine."""
+    if settings.llm.api_key is None and settings.llm.base_url.startswith("https://api.openai."):
+        return (
+            "llm.api_key is not set: put it in the config ([llm] api_key or api_key_file) "
+            "or in SQUIDD_LLM__API_KEY"
+        )
+    return None
+
+
+async def _one_message(runtime: Runtime, session: SessionId, text: str, out: TextIO) -> None:
+    reply = await runtime.agent.run(
+        session, text, CHANNEL, extra_tools=runtime.memory_tools(session)
+    )
+    out.write(reply + "\n")
+    out.flush()
+
+
+async def _interactive(runtime: Runtime, session: SessionId, out: TextIO) -> None:
+    async def show(event: LLMEvent) -> None:
+        if isinstance(event, TextDelta):
+            out.write(event.text)
+            out.flush()
+        elif isinstance(event, StreamRestart):
+            out.write("\n[connection lost; the answer starts over]\n")
+            out.flush()
+
+    out.write("squidd chat — /exit or Ctrl-D to leave\n")
+    while True:
+        try:
+            line = await anyio.to_thread.run_sync(input, _PROMPT)
+        except EOFError:
+            out.write("\n")
+            return
+        text = line.strip()
+        if not text:
+            continue
+        if text in _EXIT_WORDS:
+            return
+        out.write("squidd> ")
+        try:
+            await runtime.agent.run(
+                session, text, CHANNEL, extra_tools=runtime.memory_tools(session), on_event=show
+            )
+        except LLMError as exc:
+            out.write(f"\n[no answer: {exc}]\n")
+        out.write("\n")
+        out.flush()
+
+
+async def _chat(settings: Settings, message: str | None, session_name: str) -> int:
+    runtime = build_runtime(settings)
+    session = session_for(session_name)
+    try:
+        if message is not None:
+            await _one_message(runtime, session, message, sys.stdout)
+        else:
+            await _interactive(runtime, session, sys.stdout)
+    finally:
+        await runtime.aclose()
+    return 0
+
+
+def chat_command(settings: Settings, *, message: str | None, session: str) -> int:
+    problem = _preflight(settings)
+    if problem is not None:
+        print(f"squidd: {problem}", file=sys.stderr)
+        return 1
+    try:
+        return anyio.run(_chat, settings, message, session)
+    except LLMError as exc:
+        print(f"squidd: {exc} ({settings.llm.base_url})", file=sys.stderr)
+        return 1
+    except StorageError as exc:
+        print(f"squidd: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,250 @@
+"""The LLM adapter for any OpenAI-compatible chat endpoint, over `openai.AsyncOpenAI`.
+
+It streams, assembles tool calls from their deltas (the first delta of a call assigns its
+`id` and `name`, later ones only append `arguments`; servers that repeat `id`/`name` in
+every delta are handled the same way), retries 429/5xx/timeouts/connection errors with
+capped exponential backoff and jitter (honouring `Retry-After`), then falls back through an
+ordered list of models. When a failure strikes after text was already streamed, it emits
+`StreamRestart` before starting over, so no text reaches the user twice.
+
+openai's own errors are translated here into `squidd.errors` types; no message carries the
+API key.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+import httpx2
+import openai
+import structlog
+from openai import AsyncOpenAI
+
+from squidd.config.sections import LLMSettings
+from squidd.core.models import (
+    LLMEvent,
+    Message,
+    StreamRestart,
+    TextDelta,
+    ToolCall,
+    ToolCallsReady,
+    ToolDefinition,
+)
+from squidd.errors import LLMRejectedError, LLMUnavailableError
+
+log = structlog.get_logger()
+
+_RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_NEXT_MODEL_STATUSES = frozenset({400, 404, 422})
+
+
+class _Retry(Exception):
+    """This attempt failed in a way a retry may fix."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class _NextModel(Exception):
+    """This model cannot serve the request; another model might."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def to_openai_message(message: Message) -> dict[str, Any]:
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        data["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in message.tool_calls
+        ]
+    if message.role == "tool":
+        data["tool_call_id"] = message.tool_call_id
+        data["content"] = message.content or ""
+    return data
+
+
+def to_openai_tool(tool: ToolDefinition) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": dict(tool.parameters),
+        },
+    }
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class _CallSlot:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+
+
+class OpenAILLM:
+    """`LLMPort` for OpenAI-compatible endpoints."""
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        http_client: httpx2.AsyncClient | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self._settings = settings
+        api_key = settings.api_key.get_secret_value() if settings.api_key else "not-needed"
+        self._client = AsyncOpenAI(
+            api_key=api_key,
+            base_url=settings.base_url,
+            timeout=httpx2.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+            max_retries=0,  # retries are ours: they must not replay streamed text
+            http_client=http_client,
+        )
+        self._sleep = sleep
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    @property
+    def models(self) -> list[str]:
+        return [self._settings.model, *self._settings.fallback_models]
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        cap = self._settings.retry_max_delay_s
+        if retry_after is not None:
+            return min(retry_after, cap)
+        base = min(cap, self._settings.retry_base_delay_s * (2.0**attempt))
+        return base * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not cryptography
+
+    async def chat(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
+    ) -> AsyncIterator[LLMEvent]:
+        payload = [to_openai_message(m) for m in messages]
+        tool_payload = [to_openai_tool(t) for t in tools]
+        last_reason = "no model configured"
+        for model in self.models:
+            for attempt in range(self._settings.max_retries + 1):
+                streamed = False
+                try:
+                    async for event in self._stream_once(model, payload, tool_payload):
+                        if isinstance(event, TextDelta):
+                            streamed = True
+                        yield event
+                except _Retry as exc:
+                    last_reason = exc.reason
+                    if streamed:
+                        yield StreamRestart(exc.reason)
+                    if attempt < self._settings.max_retries:
+                        delay = self._delay(attempt, exc.retry_after)
+                        log.warning(
+                            "llm_retry",
+                            model=model,
+                            attempt=attempt + 1,
+                            reason=exc.reason,
+                            delay_s=round(delay, 2),
+                        )
+                        await self._sleep(delay)
+                    continue
+                except _NextModel as exc:
+                    last_reason = exc.reason
+                    if streamed:
+                        yield StreamRestart(exc.reason)
+                    log.warning("llm_model_failed", model=model, reason=exc.reason)
+                    break
+                else:
+                    return
+            else:
+                log.warning("llm_model_exhausted", model=model, reason=last_reason)
+            continue
+        if last_reason.startswith("rejected"):
+            raise LLMRejectedError(f"the model endpoint refused the request: {last_reason}")
+        raise LLMUnavailableError(f"the model endpoint did not answer: {last_reason}")
+
+    async def _stream_once(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[LLMEvent]:
+        options: dict[str, Any] = {}
+        if tools:
+            options["tools"] = tools
+        if self._settings.temperature is not None:
+            options["temperature"] = self._settings.temperature
+        if self._settings.max_tokens is not None:
+            options["max_tokens"] = self._settings.max_tokens
+        slots: dict[int, _CallSlot] = {}
+        try:
+            request: Any = messages  # plain dicts in the wire format of the typed params
+            stream = await self._client.chat.completions.create(
+                model=model, messages=request, stream=True, **options
+            )
+            async for chunk in stream:
+                if not chunk.choices:
+                    continue
+                delta = chunk.choices[0].delta
+                if delta is None:
+                    continue
+                if delta.content:
+                    yield TextDelta(delta.content)
+                for position, tc in enumerate(delta.tool_calls or ()):
+                    index = tc.index if tc.index is not None else position
+                    slot = slots.setdefault(index, _CallSlot())
+                    if tc.id and slot.id is None:
+                        slot.id = tc.id
+                    function = tc.function
+                    if function is not None:
+                        if function.name and slot.name is None:
+                            slot.name = function.name
+                        if function.arguments:
+                            slot.arguments.append(function.arguments)
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise LLMRejectedError(
+                f"the model endpoint rejected the credentials (HTTP {exc.status_code})"
+            ) from None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            if status in _RETRY_STATUSES or status >= 500:
+                raise _Retry(f"HTTP {status}", _retry_after(exc)) from None
+            if status in _NEXT_MODEL_STATUSES:
+                raise _NextModel(f"rejected by model {model} (HTTP {status})") from None
+            raise _NextModel(f"rejected (HTTP {status})") from None
+        except openai.APITimeoutError:
+            raise _Retry("timeout") from None
+        except openai.APIConnectionError as exc:
+            cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
+            raise _Retry(f"connection failed ({cause})") from None
+        except (httpx2.HTTPError, openai.APIResponseValidationError) as exc:
+            raise _Retry(f"broken response ({type(exc).__name__})") from None
+        if slots:
+            calls = tuple(
+                ToolCall(
+                    id=slot.id or f"call_{uuid.uuid4().hex[:12]}",
+                    name=slot.name or "",
+                    arguments="".join(slot.arguments),
+                )
+                for _, slot in sorted(slots.items())
+            )
+            yield ToolCallsReady(calls)

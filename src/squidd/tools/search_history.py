@@ -1,0 +1,56 @@
+"""`search_history`: find earlier messages of this session (and its summary) by words."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from squidd.core.models import SessionId, ToolResult
+from squidd.core.ports import MemoryStore
+from squidd.errors import StorageError, ToolError
+
+
+class SearchHistoryTool:
+    name = "search_history"
+    description = (
+        "Search this conversation's full history, including parts already condensed into the "
+        "summary, for messages containing all the given words. Returns short snippets, "
+        "newest first."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "Words that must all appear."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, storage: MemoryStore, session_id: SessionId, *, limit: int = 10) -> None:
+        self._storage = storage
+        self._session_id = session_id
+        self._limit = limit
+
+    async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ToolError("search_history needs a non-empty 'query' string")
+        if len(query) > 500:
+            raise ToolError("the query is too long (500 characters at most)")
+        limit = arguments.get("limit", self._limit)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ToolError("'limit' must be a positive integer")
+        limit = min(limit, self._limit, 50)
+        try:
+            hits = await self._storage.search_history(self._session_id, query, limit=limit)
+        except StorageError as exc:
+            raise ToolError(f"history could not be searched: {exc}") from exc
+        if not hits:
+            return ToolResult(f"No messages found containing: {query}")
+        lines = []
+        for hit in hits:
+            where = f"summary §{hit.index + 1}" if hit.source == "summary" else f"#{hit.index}"
+            when = f" {hit.ts}" if hit.ts else ""
+            lines.append(f"[{where}{when}] {hit.role}: {hit.snippet}")
+        return ToolResult("\n".join(lines))
