@@ -1,0 +1,232 @@
+"""The OpenAI-compatible adapter over a mocked HTTP transport: real SSE parsing, tool-call
+assembly, retries, fallback models, no text twice, errors translated."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+
+from squidd.config.sections import LLMSettings
+from squidd.core.models import (
+    LLMEvent,
+    Message,
+    StreamRestart,
+    TextDelta,
+    ToolCallsReady,
+    ToolDefinition,
+)
+from squidd.errors import LLMRejectedError, LLMUnavailableError
+from squidd.llm.openai import OpenAILLM
+from tests.support.fake_llm import Reply
+from tests.support.mock_llm import scripted_llm
+
+pytestmark = pytest.mark.anyio
+
+HELLO = [Message(role="user", content="hello")]
+
+
+async def collect(stream: AsyncIterator[LLMEvent]) -> list[LLMEvent]:
+    return [event async for event in stream]
+
+
+def text_of(events: list[LLMEvent]) -> str:
+    out: list[str] = []
+    for event in events:
+        if isinstance(event, TextDelta):
+            out.append(event.text)
+        elif isinstance(event, StreamRestart):
+            out.clear()
+    return "".join(out)
+
+
+async def test_streams_text_in_pieces() -> None:
+    llm, mock = scripted_llm("The quick brown fox jumps.")
+    events = await collect(llm.chat(HELLO, []))
+    assert len([e for e in events if isinstance(e, TextDelta)]) > 1
+    assert text_of(events) == "The quick brown fox jumps."
+    assert mock.requests[0]["stream"] is True
+    assert mock.requests[0]["model"] == "main-model"
+
+
+async def test_tool_calls_assembled_from_fragments() -> None:
+    llm, mock = scripted_llm(
+        Reply(tool_calls=[("get_weather", {"city": "Paris"}), ("echo", {"text": "x" * 40})])
+    )
+    tools = [ToolDefinition("get_weather", "weather", {"type": "object", "properties": {}})]
+    events = await collect(llm.chat(HELLO, tools))
+    ready = [e for e in events if isinstance(e, ToolCallsReady)]
+    assert len(ready) == 1
+    calls = ready[0].calls
+    assert [c.name for c in calls] == ["get_weather", "echo"]
+    assert json.loads(calls[0].arguments) == {"city": "Paris"}
+    assert json.loads(calls[1].arguments) == {"text": "x" * 40}
+    assert all(c.id.startswith("call_") for c in calls)
+    assert mock.requests[0]["tools"][0]["function"]["name"] == "get_weather"
+
+
+def _sse(*deltas: dict[str, Any], finish: str = "tool_calls") -> bytes:
+    body = b""
+    for delta in [*deltas, {}]:
+        chunk = {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None if delta else finish}],
+        }
+        body += b"data: " + json.dumps(chunk).encode() + b"\n\n"
+    return body + b"data: [DONE]\n\n"
+
+
+async def test_servers_repeating_id_and_name_in_every_delta() -> None:
+    """Some servers resend id and name with each fragment: assign them, append arguments only."""
+    frag = {"id": "call_1", "type": "function"}
+    body = _sse(
+        {"tool_calls": [{"index": 0, **frag, "function": {"name": "echo", "arguments": '{"te'}}]},
+        {"tool_calls": [{"index": 0, **frag, "function": {"name": "echo", "arguments": 'xt":'}}]},
+        {"tool_calls": [{"index": 0, **frag, "function": {"name": "echo", "arguments": '"hi"}'}}]},
+    )
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    llm = OpenAILLM(LLMSettings(base_url="http://127.0.0.1:9/v1"), http_client=client)
+    events = await collect(llm.chat(HELLO, []))
+    (ready,) = [e for e in events if isinstance(e, ToolCallsReady)]
+    assert ready.calls[0].id == "call_1"
+    assert ready.calls[0].name == "echo"
+    assert json.loads(ready.calls[0].arguments) == {"text": "hi"}
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+async def test_retries_transient_statuses(status: int) -> None:
+    llm, mock = scripted_llm(Reply(status=status), Reply(status=status), "finally", max_retries=2)
+    events = await collect(llm.chat(HELLO, []))
+    assert text_of(events) == "finally"
+    assert len(mock.requests) == 3
+
+
+async def test_gives_up_after_retries_with_clear_error() -> None:
+    llm, mock = scripted_llm(*[Reply(status=503)] * 3, max_retries=2)
+    with pytest.raises(LLMUnavailableError, match="HTTP 503"):
+        await collect(llm.chat(HELLO, []))
+    assert len(mock.requests) == 3
+
+
+async def test_falls_back_to_next_model() -> None:
+    llm, mock = scripted_llm(
+        Reply(status=503),
+        Reply(status=503),
+        "from fallback",
+        max_retries=1,
+        fallback_models=["backup-model"],
+    )
+    events = await collect(llm.chat(HELLO, []))
+    assert text_of(events) == "from fallback"
+    assert [r["model"] for r in mock.requests] == ["main-model", "main-model", "backup-model"]
+
+
+async def test_unknown_model_goes_to_fallback_at_once() -> None:
+    llm, mock = scripted_llm(Reply(status=404), "ok", max_retries=3, fallback_models=["b"])
+    assert text_of(await collect(llm.chat(HELLO, []))) == "ok"
+    assert [r["model"] for r in mock.requests] == ["main-model", "b"]
+
+
+async def test_partial_output_then_failure_restarts_without_duplicate_text() -> None:
+    llm, _ = scripted_llm(
+        Reply(content="This answer breaks off in the middle", cut_after=14),
+        "Complete answer.",
+        max_retries=0,
+        fallback_models=["backup-model"],
+    )
+    events = await collect(llm.chat(HELLO, []))
+    restarts = [e for e in events if isinstance(e, StreamRestart)]
+    assert len(restarts) == 1
+    assert text_of(events) == "Complete answer."
+
+
+async def test_bad_key_is_rejected_without_retry_and_without_the_key() -> None:
+    llm, mock = scripted_llm(
+        Reply(status=401),
+        api_key="sk-supersecretvalue123",
+        max_retries=3,
+        fallback_models=["b"],
+    )
+    with pytest.raises(LLMRejectedError) as info:
+        await collect(llm.chat(HELLO, []))
+    assert len(mock.requests) == 1
+    assert "sk-supersecret" not in str(info.value)
+
+
+async def test_timeout_is_retried() -> None:
+    attempts = 0
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise httpx2.ReadTimeout("slow", request=request)
+        return httpx2.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            content=_sse({"content": "late but here"}, finish="stop"),
+        )
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    llm = OpenAILLM(
+        LLMSettings(base_url="http://127.0.0.1:9/v1", max_retries=1),
+        http_client=client,
+        sleep=no_sleep,
+    )
+    assert text_of(await collect(llm.chat(HELLO, []))) == "late but here"
+    assert attempts == 2
+
+
+async def test_unreachable_endpoint_is_unavailable() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("connection refused", request=request)
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    llm = OpenAILLM(
+        LLMSettings(base_url="http://127.0.0.1:9/v1", max_retries=1),
+        http_client=client,
+        sleep=no_sleep,
+    )
+    with pytest.raises(LLMUnavailableError, match="connection failed"):
+        await collect(llm.chat(HELLO, []))
+
+
+async def test_retry_after_header_is_honoured() -> None:
+    delays: list[float] = []
+
+    async def record(delay: float) -> None:
+        delays.append(delay)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if not delays:
+            return httpx2.Response(429, headers={"retry-after": "7"}, json={"error": {}})
+        return httpx2.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            content=_sse({"content": "ok"}, finish="stop"),
+        )
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    llm = OpenAILLM(
+        LLMSettings(base_url="http://127.0.0.1:9/v1", max_retries=2),
+        http_client=client,
+        sleep=record,
+    )
+    assert text_of(await collect(llm.chat(HELLO, []))) == "ok"
+    assert delays == [7.0]
