@@ -1,11 +1,105 @@
-"""The `[tools]` section: which tools exist and where each may be used."""
+"""The `[tools]` section: which tools exist, their limits, and where each may be used.
+
+File tools are always on and confined to the workspace. The shell is off until
+`[tools.shell] enabled = true`. `web_fetch` is on, behind an SSRF guard. Who may use which
+tool is decided by `[[tools.policy]]` rules, matched on the channel and the session id.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+
+from pydantic import Field, field_validator, model_validator
 
 from squidd.config._base import Section
+
+# Names squidd itself uses; rules may also name tools added later, so this is not a gate.
+CHANNEL_NAMES = ("terminal", "matrix", "email", "cron", "heartbeat")
+
+
+class FilesSettings(Section):
+    """Caps of the workspace file tools."""
+
+    max_read_bytes: int = Field(default=256 * 1024, gt=0, le=64 * 1024 * 1024)
+    max_write_bytes: int = Field(default=256 * 1024, gt=0, le=64 * 1024 * 1024)
+    max_list_entries: int = Field(default=500, gt=0, le=100_000)
+
+
+class ShellSettings(Section):
+    """The shell tool. Off by default: whoever can use it runs commands as the daemon user.
+
+    With an empty `allow` list any command runs through `/bin/sh -c`, and `deny` is a guard
+    against mistakes (a shell can always spell a command another way). With a non-empty
+    `allow` list no shell is involved: the command is split into words and its first word
+    must equal an entry of `allow`; pipes and redirections are then plain arguments.
+    """
+
+    enabled: bool = False
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    max_output_bytes: int = Field(default=16 * 1024, ge=256, le=4 * 1024 * 1024)
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(
+        default_factory=lambda: ["sudo", "su", "doas", "pkexec", "shutdown", "reboot", "mkfs"]
+    )
+    # Extra environment variables handed to commands (besides PATH, HOME, LANG, ...).
+    env_passthrough: list[str] = Field(default_factory=list)
+
+    @field_validator("env_passthrough")
+    @classmethod
+    def _no_daemon_env(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name.upper().startswith("SQUIDD_") or name in ("CREDENTIALS_DIRECTORY",):
+                raise ValueError(f"{name} carries the daemon's configuration; not passed on")
+        return value
+
+
+class WebFetchSettings(Section):
+    """`web_fetch`: public http(s) pages only, with size, time and redirect caps."""
+
+    enabled: bool = True
+    timeout_s: float = Field(default=20.0, gt=0, le=300)
+    max_bytes: int = Field(default=2 * 1024 * 1024, gt=0, le=64 * 1024 * 1024)
+    max_chars: int = Field(default=40_000, gt=0, le=1_000_000)
+    max_redirects: int = Field(default=5, ge=0, le=20)
+    user_agent: str = "squidd (personal assistant; +https://example.invalid/squidd)"
+    # TEST ONLY. Lets web_fetch reach loopback and private addresses, which defeats the
+    # SSRF guard. `squidd config check` warns when it is on. Never set it in production.
+    allow_private_addresses_test_only: bool = False
+
+
+class PolicyRule(Section):
+    """One rule: for turns on `channel` whose session id matches `session` (a glob),
+    the tools named in `allow` are allowed and those in `deny` refused (`*` globs work).
+    Rules are read in order; the first rule that matches the turn and names the tool decides;
+    within one rule `deny` wins."""
+
+    channel: str = "*"
+    session: str = "*"
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+    @field_validator("channel", "session")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty (use '*' for any)")
+        return value
+
+    @model_validator(mode="after")
+    def _names_something(self) -> PolicyRule:
+        if not self.allow and not self.deny:
+            raise ValueError("a rule needs 'allow' or 'deny'")
+        for name in (*self.allow, *self.deny):
+            if not re.fullmatch(r"[A-Za-z0-9_*?\-]+", name):
+                raise ValueError(f"{name!r} is not a tool name or glob")
+        return self
 
 
 class ToolsSettings(Section):
     search_history_limit: int = Field(default=10, gt=0, le=100)
+    files: FilesSettings = Field(default_factory=FilesSettings)
+    shell: ShellSettings = Field(default_factory=ShellSettings)
+    web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)
+    # Tools refused wherever no rule allows them.
+    default_deny: list[str] = Field(default_factory=lambda: ["shell"])
+    policy: list[PolicyRule] = Field(default_factory=list)

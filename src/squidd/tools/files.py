@@ -1,0 +1,347 @@
+"""File tools confined to the workspace: `read_file`, `write_file`, `edit_file`, `list_dir`.
+
+Whoever can message the assistant can ask it to use these, so every path is checked the
+same way before any I/O: no `..` component, absolute paths only inside the workspace,
+symlinks resolved and the real path compared with the real workspace by whole path
+components (so `workspace-evil` is not inside `workspace`), the final component opened
+with `O_NOFOLLOW`, and only regular files read or replaced (no devices, pipes, sockets).
+Reads and writes are capped. Every refusal is a `ToolError` with a message for the model.
+
+Known limit: these checks do not defend against a concurrent process swapping a parent
+directory for a symlink between the check and the open. Only the shell tool (off by
+default) could do that, and whoever has the shell already has the daemon user's access.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import anyio.to_thread
+import structlog
+
+from squidd.config.tools import FilesSettings
+from squidd.core.models import ToolResult
+from squidd.errors import ToolError
+
+log = structlog.get_logger()
+
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+class WorkspaceJail:
+    """Maps a path given by the model to a real path inside the workspace, or refuses."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+
+    def real_root(self) -> Path:
+        real = Path(os.path.realpath(self._root))
+        if not real.is_dir():
+            raise ToolError("the workspace does not exist yet (run `squidd init`)")
+        return real
+
+    def display(self, real: Path) -> str:
+        """The path as the model should see it: relative to the workspace."""
+        rel = real.relative_to(self.real_root())
+        return str(rel) if str(rel) != "." else "."
+
+    def resolve(self, raw: object) -> Path:
+        if not isinstance(raw, str) or not raw.strip():
+            raise ToolError("path must be a non-empty string (relative to the workspace)")
+        if "\x00" in raw:
+            raise ToolError("path must not contain NUL characters")
+        pure = PurePosixPath(raw)
+        if ".." in pure.parts:
+            raise ToolError(
+                f"refused {raw!r}: '..' is not allowed; name a path inside the workspace"
+            )
+        root = self.real_root()
+        if pure.is_absolute():
+            lexical = Path(os.path.normpath(raw))
+            # Accept the workspace as configured or as resolved; whole components only.
+            inside = next(
+                (base for base in (root, self._root.absolute()) if lexical.is_relative_to(base)),
+                None,
+            )
+            if inside is None:
+                raise ToolError(f"refused {raw!r}: absolute path outside the workspace")
+            candidate = root / lexical.relative_to(inside)
+        else:
+            candidate = root / pure
+        real = Path(os.path.realpath(candidate))
+        if not real.is_relative_to(root):
+            raise ToolError(f"refused {raw!r}: it leads outside the workspace (symlink)")
+        return real
+
+
+def _string_arg(arguments: Mapping[str, Any], name: str, *, default: str | None = None) -> str:
+    value = arguments.get(name, default)
+    if not isinstance(value, str):
+        raise ToolError(f"argument {name!r} must be a string")
+    return value
+
+
+def _open_regular(real: Path, shown: str, flags: int) -> tuple[int, os.stat_result]:
+    try:
+        fd = os.open(real, flags | _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise ToolError(f"{shown}: no such file") from None
+    except IsADirectoryError:
+        raise ToolError(f"{shown}: is a directory (use list_dir)") from None
+    except OSError as exc:
+        raise ToolError(f"{shown}: cannot open: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a directory (use list_dir)" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ToolError(f"{shown}: refused, {kind} (devices, pipes and sockets are off limits)")
+    return fd, info
+
+
+def _read_text(jail: WorkspaceJail, raw: str, cap: int) -> tuple[Path, str, str]:
+    real = jail.resolve(raw)
+    shown = jail.display(real)
+    fd, info = _open_regular(real, shown, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > cap:
+            raise ToolError(f"{shown}: {info.st_size} bytes is over the read cap of {cap} bytes")
+        data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise ToolError(f"{shown}: over the read cap of {cap} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{shown}: not UTF-8 text (binary files are not supported)") from None
+    return real, shown, text
+
+
+# Kept by its own tool: memory_write caps it, and the memory design relies on that.
+PROTECTED_FILES = frozenset({"MEMORY.md"})
+
+
+def _atomic_replace(jail: WorkspaceJail, real: Path, shown: str, data: bytes) -> bool:
+    """Write `data` to `real` through a temporary file and a rename; True if it was new."""
+    if shown in PROTECTED_FILES:
+        raise ToolError(f"{shown} is kept by the memory_write tool; use that instead")
+    created = False
+    try:
+        info = os.lstat(real)
+    except FileNotFoundError:
+        created = True
+        mode = 0o644
+    else:
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{shown}: refused, exists and is not a regular file")
+        mode = stat.S_IMODE(info.st_mode)
+    parent = real.parent
+    root = jail.real_root()
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except NotADirectoryError:
+        raise ToolError(f"{shown}: a parent is a file, not a directory") from None
+    except OSError as exc:
+        raise ToolError(f"{shown}: cannot create its directory: {exc.strerror}") from None
+    if not Path(os.path.realpath(parent)).is_relative_to(root):
+        raise ToolError(f"refused {shown!r}: it leads outside the workspace")
+    tmp = parent / f".{real.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, real)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ToolError(f"{shown}: cannot write: {exc.strerror}") from None
+    return created
+
+
+class _FileTool:
+    """Shared plumbing: argument errors and refusals become error results for the model."""
+
+    name = ""
+    description = ""
+    parameters: Mapping[str, Any] = {}
+
+    def __init__(self, workspace: Path, settings: FilesSettings | None = None) -> None:
+        self._jail = WorkspaceJail(workspace)
+        self._settings = settings or FilesSettings()
+
+    def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
+        raise NotImplementedError
+
+    async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
+        try:
+            work = self._work(arguments)
+            content = await anyio.to_thread.run_sync(work)
+        except ToolError as exc:
+            log.info("tool_refused", tool=self.name, reason=str(exc))
+            return ToolResult(str(exc), is_error=True)
+        return ToolResult(content)
+
+
+class ReadFileTool(_FileTool):
+    name = "read_file"
+    description = "Read a UTF-8 text file of the workspace. Paths are relative to the workspace."
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "e.g. notes/todo.md"}},
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+
+    def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
+        path = _string_arg(arguments, "path")
+        return partial(self._read, path)
+
+    def _read(self, path: str) -> str:
+        _, _, text = _read_text(self._jail, path, self._settings.max_read_bytes)
+        return text if text else "(empty file)"
+
+
+class WriteFileTool(_FileTool):
+    name = "write_file"
+    description = (
+        "Create or replace a UTF-8 text file in the workspace with the given content. "
+        "Missing directories are created."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "relative to the workspace"},
+            "content": {"type": "string", "description": "the whole new content"},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    }
+
+    def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
+        path = _string_arg(arguments, "path")
+        content = _string_arg(arguments, "content")
+        return partial(self._write, path, content)
+
+    def _write(self, path: str, content: str) -> str:
+        data = content.encode("utf-8")
+        cap = self._settings.max_write_bytes
+        if len(data) > cap:
+            raise ToolError(f"refused: {len(data)} bytes is over the write cap of {cap} bytes")
+        real = self._jail.resolve(path)
+        shown = self._jail.display(real)
+        if real == self._jail.real_root():
+            raise ToolError("refused: the workspace itself is a directory, name a file in it")
+        created = _atomic_replace(self._jail, real, shown, data)
+        log.info("workspace_file_written", path=shown, bytes=len(data), created=created)
+        return f"{'created' if created else 'replaced'} {shown} ({len(data)} bytes)"
+
+
+class EditFileTool(_FileTool):
+    name = "edit_file"
+    description = (
+        "Replace one exact piece of text in a workspace file. Fails when old_text is not "
+        "found or occurs more than once (then include more surrounding text)."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "relative to the workspace"},
+            "old_text": {"type": "string", "description": "exact text to replace"},
+            "new_text": {"type": "string", "description": "replacement text"},
+        },
+        "required": ["path", "old_text", "new_text"],
+        "additionalProperties": False,
+    }
+
+    def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
+        path = _string_arg(arguments, "path")
+        old = _string_arg(arguments, "old_text")
+        new = _string_arg(arguments, "new_text")
+        if not old:
+            raise ToolError("old_text must not be empty")
+        return partial(self._edit, path, old, new)
+
+    def _edit(self, path: str, old: str, new: str) -> str:
+        real, shown, text = _read_text(self._jail, path, self._settings.max_read_bytes)
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(f"{shown}: old_text not found; read the file and copy it exactly")
+        if count > 1:
+            raise ToolError(
+                f"{shown}: old_text occurs {count} times; include more text so it is unique"
+            )
+        data = text.replace(old, new, 1).encode("utf-8")
+        cap = self._settings.max_write_bytes
+        if len(data) > cap:
+            raise ToolError(f"{shown}: the result would be over the write cap of {cap} bytes")
+        _atomic_replace(self._jail, real, shown, data)
+        log.info("workspace_file_edited", path=shown, bytes=len(data))
+        return f"edited {shown}"
+
+
+class ListDirTool(_FileTool):
+    name = "list_dir"
+    description = (
+        "List a directory of the workspace ('.' for its top). Directories end with '/', "
+        "symlinks with '@'; files show their size in bytes."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "default '.'"}},
+        "additionalProperties": False,
+    }
+
+    def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
+        path = _string_arg(arguments, "path", default=".")
+        return partial(self._list, path)
+
+    def _list(self, path: str) -> str:
+        real = self._jail.resolve(path)
+        shown = self._jail.display(real)
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | _OPEN_FLAGS)
+        except FileNotFoundError:
+            raise ToolError(f"{shown}: no such directory") from None
+        except NotADirectoryError:
+            raise ToolError(f"{shown}: not a directory (use read_file)") from None
+        except OSError as exc:
+            raise ToolError(f"{shown}: cannot open: {exc.strerror}") from None
+        try:
+            with os.scandir(fd) as entries:
+                lines = [self._describe(entry) for entry in entries]
+        finally:
+            os.close(fd)
+        lines.sort()
+        cap = self._settings.max_list_entries
+        more = len(lines) - cap
+        lines = lines[:cap]
+        if more > 0:
+            lines.append(f"... and {more} more entries")
+        return "\n".join(lines) if lines else f"{shown}: empty directory"
+
+    @staticmethod
+    def _describe(entry: os.DirEntry[str]) -> str:
+        if entry.is_symlink():
+            return f"{entry.name}@"
+        if entry.is_dir(follow_symlinks=False):
+            return f"{entry.name}/"
+        if entry.is_file(follow_symlinks=False):
+            return f"{entry.name}  {entry.stat(follow_symlinks=False).st_size}"
+        return f"{entry.name}  (special file)"
+
+
+def file_tools(workspace: Path, settings: FilesSettings | None = None) -> list[_FileTool]:
+    """The four workspace tools, sharing one jail."""
+    return [
+        ReadFileTool(workspace, settings),
+        WriteFileTool(workspace, settings),
+        EditFileTool(workspace, settings),
+        ListDirTool(workspace, settings),
+    ]
