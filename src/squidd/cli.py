@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from squidd import __version__
 from squidd.config import Settings, load_settings
@@ -27,26 +28,33 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", type=Path, default=None, help="config file (default: see README)"
     )
+    # --config is accepted before or after the command (`squidd config check --config X`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", type=Path, default=argparse.SUPPRESS, help="config file")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("run", help="run the daemon (channels, cron, heartbeat)")
+    def add(group: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parsed: argparse.ArgumentParser = group.add_parser(name, parents=[common], **kwargs)
+        return parsed
 
-    chat = sub.add_parser("chat", help="talk to the assistant in the terminal")
+    add(sub, "run", help="run the daemon (channels, cron, heartbeat)")
+
+    chat = add(sub, "chat", help="talk to the assistant in the terminal")
     chat.add_argument("-m", "--message", help="send one message, print the reply, exit")
     chat.add_argument("--session", default="terminal", help="session name (default: terminal)")
 
-    sub.add_parser("status", help="ask the running daemon how it is doing")
+    add(sub, "status", help="ask the running daemon how it is doing")
 
-    config = sub.add_parser("config", help="configuration helpers")
+    config = add(sub, "config", help="configuration helpers")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    config_sub.add_parser("check", help="validate the config file; exit 2 on problems")
+    add(config_sub, "check", help="validate the config file; exit 2 on problems")
 
-    sub.add_parser("init", help="write a config and a workspace with prompt files")
+    add(sub, "init", help="write a config and a workspace with prompt files")
 
-    cron = sub.add_parser("cron", help="manage scheduled prompts")
+    cron = add(sub, "cron", help="manage scheduled prompts")
     cron_sub = cron.add_subparsers(dest="cron_command", required=True, metavar="ACTION")
-    cron_sub.add_parser("list", help="list jobs")
-    cron_add = cron_sub.add_parser("add", help="add a job")
+    add(cron_sub, "list", help="list jobs")
+    cron_add = add(cron_sub, "add", help="add a job")
     cron_add.add_argument("--name", required=True)
     cron_add.add_argument("--prompt", required=True)
     when = cron_add.add_mutually_exclusive_group(required=True)
@@ -55,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     when.add_argument("--at", help="one time, ISO 8601, e.g. 2026-12-24T18:00")
     cron_add.add_argument("--timezone", default=None, help="IANA timezone (default from config)")
     cron_add.add_argument("--target", default="", help="where to deliver, e.g. email:me@x.org")
-    cron_rm = cron_sub.add_parser("remove", help="remove a job")
+    cron_rm = add(cron_sub, "remove", help="remove a job")
     cron_rm.add_argument("name")
     return parser
 
