@@ -1,0 +1,385 @@
+"""The router: from an inbound message to a delivered, acknowledged reply.
+
+Messages of one session are handled strictly in arrival order by one worker task; different
+sessions run concurrently up to a cap. A session's queue and worker exist only while it has
+work, so memory does not grow with the number of sessions ever seen.
+
+Durable acknowledgement, per message:
+1. a source id already recorded as handled is only acknowledged (a redelivery after a crash);
+2. a reply kept in the outbox (the daemon died after the turn, before delivery) is sent
+   again as it was, without running the model again;
+3. otherwise the turn runs; its reply goes to the outbox *before* it is sent;
+4. the send is retried with capped backoff until it works (or the daemon stops);
+5. only then is the id recorded as handled, the outbox entry dropped and `ack` called.
+A turn that fails (the model is down after its retries) is answered with a short apology.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from squidd.core.models import Inbound, Outbound, SessionId, utcnow
+from squidd.core.ports import Channel, ChannelState
+from squidd.core.supervisor import Backoff, ChildHealth
+from squidd.errors import LLMError, PermanentError
+
+log = structlog.get_logger()
+
+APOLOGY = (
+    "Sorry, I could not answer this just now: the language model is not available. "
+    "Please try again in a while."
+)
+QUIET_REPLY_META = "quiet_reply"
+"""`Inbound.meta` key: a reply equal to this text is not delivered (the heartbeat's
+`HEARTBEAT_OK`)."""
+REPLY_TARGET_META = "reply_target"
+"""`Inbound.meta` key a channel may set: the address to answer (default: the sender)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a reply goes: a channel name and an address on it."""
+
+    channel: str
+    target: str
+
+    @classmethod
+    def parse(cls, text: str) -> Destination | None:
+        """`"matrix:!room:example.org"` -> Destination("matrix", "!room:example.org").
+
+        The part before the first colon names the channel; the rest is its address. An empty
+        string, or a bare channel name with no address ("terminal"), delivers nowhere.
+        """
+        channel, sep, target = text.strip().partition(":")
+        if not sep or not channel or not target:
+            return None
+        return cls(channel, target)
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.target}"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReply:
+    """A finished reply not yet delivered, as the outbox keeps it."""
+
+    channel: str
+    target: str
+    text: str
+    session_id: SessionId
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel,
+            "target": self.target,
+            "text": self.text,
+            "session_id": self.session_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PendingReply:
+        return cls(
+            channel=str(data["channel"]),
+            target=str(data["target"]),
+            text=str(data["text"]),
+            session_id=SessionId(str(data["session_id"])),
+        )
+
+
+class HandledLog(Protocol):
+    """The persisted record of (channel, source id) pairs whose reply was delivered."""
+
+    async def contains(self, channel: str, source_id: str) -> bool: ...
+
+    async def add(self, channel: str, source_id: str) -> None: ...
+
+
+class Outbox(Protocol):
+    """Finished replies waiting for delivery, keyed by the inbound's channel and source id."""
+
+    async def get(self, channel: str, source_id: str) -> PendingReply | None: ...
+
+    async def put(self, channel: str, source_id: str, reply: PendingReply) -> None: ...
+
+    async def remove(self, channel: str, source_id: str) -> None: ...
+
+
+TurnRunner = Callable[[Inbound], Awaitable[str]]
+"""Runs one agent turn for an inbound message and returns the reply text."""
+
+
+class _Undeliverable(Exception):
+    """The channel refused the reply for good; the message stays unacknowledged."""
+
+
+class _SessionQueue:
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: deque[tuple[Inbound, Destination | None]] = deque()
+
+
+class _ChannelInbox:
+    """The `Inbox` a channel's receive loop gets: hands messages to the router and reports
+    the channel's state for `squidd status`."""
+
+    def __init__(self, router: Router, name: str, health: ChildHealth) -> None:
+        self._router = router
+        self._name = name
+        self._health = health
+
+    async def put(self, message: Inbound) -> None:
+        await self._router.submit(message)
+
+    def report(self, state: ChannelState, detail: str = "") -> None:
+        if state != self._health.state or detail != self._health.detail:
+            log.info("channel_state", channel=self._name, state=str(state), detail=detail)
+        self._health.set(state, detail)
+
+
+class Router:
+    """Per-session ordering, a global concurrency cap, and acknowledgement after delivery."""
+
+    def __init__(
+        self,
+        *,
+        run_turn: TurnRunner,
+        channels: Mapping[str, Channel],
+        handled: HandledLog,
+        outbox: Outbox,
+        health_of: Callable[[str], ChildHealth],
+        max_concurrent_turns: int,
+        delivery_backoff: Backoff,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        apology: str = APOLOGY,
+    ) -> None:
+        self._run_turn = run_turn
+        self._channels = channels
+        self._handled = handled
+        self._outbox = outbox
+        self._health_of = health_of
+        self._limiter = anyio.CapacityLimiter(max_concurrent_turns)
+        self._delivery_backoff = delivery_backoff
+        self._sleep = sleep
+        self._apology = apology
+        self._sessions: dict[SessionId, _SessionQueue] = {}
+        self._tg: TaskGroup | None = None
+        self._accepting = True
+        self._in_flight = 0
+        self._queued = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.last_turn_at: datetime | None = None
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the task group of the session workers; runs until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            await anyio.sleep_forever()
+
+    @property
+    def stopping(self) -> bool:
+        return not self._accepting
+
+    def stop_intake(self) -> None:
+        """Stop taking messages: `submit` blocks from now on and queued messages that have not
+        started are left unacknowledged, for their source to deliver again after a restart."""
+        if self._accepting:
+            self._accepting = False
+            log.info("intake_stopped", in_flight=self._in_flight, queued=self._queued)
+
+    async def wait_idle(self) -> None:
+        """Return once no turn is in flight (used for the shutdown grace period)."""
+        while self._in_flight:
+            await self._idle.wait()
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "in_flight": self._in_flight,
+            "queued": self._queued,
+            "sessions": len(self._sessions),
+        }
+
+    def inbox(self, channel: str) -> _ChannelInbox:
+        return _ChannelInbox(self, channel, self._health_of(channel))
+
+    # --- intake ----------------------------------------------------------------------------
+
+    async def submit(self, inbound: Inbound, *, reply_to: Destination | None = None) -> None:
+        """Queue a message; returns once it is queued. `reply_to` overrides where the reply
+        goes (cron and heartbeat runs); by default it answers the sender on its channel."""
+        tg = self._tg
+        if not self._accepting or tg is None:
+            # Shutting down (or not started): the caller must not ack; it is cancelled soon.
+            await anyio.sleep_forever()
+            return
+        self._health_of(inbound.channel).last_inbound = utcnow()
+        queue = self._sessions.get(inbound.session_id)
+        if queue is None:
+            queue = self._sessions[inbound.session_id] = _SessionQueue()
+            queue.items.append((inbound, reply_to))
+            self._queued += 1
+            tg.start_soon(self._worker, inbound.session_id, queue)
+        else:
+            queue.items.append((inbound, reply_to))
+            self._queued += 1
+        log.debug(
+            "message_queued",
+            channel=inbound.channel,
+            session=inbound.session_id,
+            message_id=inbound.source_id,
+            position=len(queue.items),
+        )
+
+    async def _worker(self, session: SessionId, queue: _SessionQueue) -> None:
+        try:
+            while queue.items and self._accepting:
+                async with self._limiter:
+                    if self.stopping:
+                        break
+                    inbound, reply_to = queue.items.popleft()
+                    self._queued -= 1
+                    self._in_flight += 1
+                    if self._idle.is_set():
+                        self._idle = anyio.Event()
+                    try:
+                        await self._handle(inbound, reply_to)
+                    finally:
+                        self._in_flight -= 1
+                        if not self._in_flight:
+                            self._idle.set()
+        finally:
+            # No await between the loop's last check and here: a message submitted for this
+            # session from now on starts a new worker.
+            self._queued -= len(queue.items)
+            if self._sessions.get(session) is queue:
+                del self._sessions[session]
+
+    # --- one message -----------------------------------------------------------------------
+
+    async def _handle(self, inbound: Inbound, reply_to: Destination | None) -> None:
+        with structlog.contextvars.bound_contextvars(
+            channel=inbound.channel, session=inbound.session_id, message_id=inbound.source_id
+        ):
+            try:
+                await self._handle_bound(inbound, reply_to)
+            except _Undeliverable:
+                return
+            except Exception:  # the per-message boundary: log it, leave the message unacked
+                log.exception("message_failed")
+
+    async def _handle_bound(self, inbound: Inbound, reply_to: Destination | None) -> None:
+        channel, source_id = inbound.channel, inbound.source_id
+        if await self._handled.contains(channel, source_id):
+            log.info("redelivery_skipped")
+            await self._ack(inbound)
+            return
+        pending = await self._outbox.get(channel, source_id)
+        if pending is not None:
+            log.info("reply_resumed_from_outbox", to=f"{pending.channel}:{pending.target}")
+        else:
+            started = time.monotonic()
+            text = await self._turn(inbound)
+            self.last_turn_at = utcnow()
+            destination = reply_to or self._default_destination(inbound)
+            quiet = inbound.meta.get(QUIET_REPLY_META)
+            if quiet is not None and text.strip() == str(quiet):
+                log.info("reply_suppressed", ms=_ms(started))
+                await self._finish(inbound)
+                return
+            if destination is None or destination.channel not in self._channels:
+                log.warning(
+                    "reply_not_delivered",
+                    reason="no running channel for the target",
+                    to=str(destination) if destination else "",
+                    ms=_ms(started),
+                )
+                await self._finish(inbound)
+                return
+            pending = PendingReply(
+                destination.channel, destination.target, text, inbound.session_id
+            )
+            await self._outbox.put(channel, source_id, pending)
+            log.debug("reply_ready", ms=_ms(started))
+        await self._deliver(inbound, pending)
+        await self._handled.add(channel, source_id)
+        await self._outbox.remove(channel, source_id)
+        await self._ack(inbound)
+
+    async def _turn(self, inbound: Inbound) -> str:
+        try:
+            return await self._run_turn(inbound)
+        except LLMError as exc:
+            log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
+        except Exception:
+            log.exception("turn_crashed")
+        return self._apology
+
+    async def _deliver(self, inbound: Inbound, pending: PendingReply) -> None:
+        outbound = Outbound(
+            channel=pending.channel,
+            target=pending.target,
+            text=pending.text,
+            session_id=pending.session_id,
+            in_reply_to=inbound if pending.channel == inbound.channel else None,
+        )
+        failures = 0
+        while True:
+            channel = self._channels.get(pending.channel)
+            if channel is None:
+                log.error("reply_undeliverable", reason="channel not running", to=pending.channel)
+                raise _Undeliverable
+            started = time.monotonic()
+            try:
+                await channel.send(outbound)
+            except PermanentError as exc:
+                log.error("reply_rejected", to=pending.channel, reason=str(exc))  # noqa: TRY400 - expected; the reason is enough
+                raise _Undeliverable from exc
+            except Exception as exc:  # noqa: BLE001 - DeliveryError or not: retry later
+                failures += 1
+                delay = self._delivery_backoff.delay(failures)
+                log.warning(
+                    "reply_delivery_failed",
+                    to=pending.channel,
+                    attempt=failures,
+                    retry_in_s=round(delay, 2),
+                    reason=str(exc) or type(exc).__name__,
+                )
+                await self._sleep(delay)
+                continue
+            self._health_of(pending.channel).last_outbound = utcnow()
+            log.info("reply_sent", to=pending.channel, ms=_ms(started), chars=len(pending.text))
+            return
+
+    async def _finish(self, inbound: Inbound) -> None:
+        await self._handled.add(inbound.channel, inbound.source_id)
+        await self._ack(inbound)
+
+    async def _ack(self, inbound: Inbound) -> None:
+        try:
+            await inbound.ack()
+        except Exception as exc:  # noqa: BLE001 - handled is recorded: no second answer
+            log.warning("ack_failed", reason=str(exc) or type(exc).__name__)
+
+    @staticmethod
+    def _default_destination(inbound: Inbound) -> Destination | None:
+        target = inbound.meta.get(REPLY_TARGET_META) or inbound.sender
+        if not target:
+            return None
+        return Destination(inbound.channel, str(target))
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

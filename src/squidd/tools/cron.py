@@ -1,0 +1,160 @@
+"""`cron_add`, `cron_list`, `cron_remove`: the agent schedules prompts for later.
+
+Built per call with the session they serve and that session's reply address, so a job
+created from a conversation delivers there unless the model names another target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from squidd.core.models import SessionId, ToolResult
+from squidd.core.ports import Tool
+from squidd.core.scheduling import CronJob, JobStore, make_job
+from squidd.errors import StorageError, ToolError
+
+
+@dataclass(frozen=True, slots=True)
+class CronToolContext:
+    """What the three tools share for one turn."""
+
+    store: JobStore
+    session_id: SessionId
+    default_target: str
+    default_timezone: str
+    on_change: Callable[[], None] = lambda: None
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
+def format_job(job: CronJob) -> str:
+    nxt = job.next_run.isoformat(timespec="minutes") if job.next_run else "-"
+    target = job.target or "(history only)"
+    return f"{job.name}: {job.describe()}; next {nxt}; to {target}; prompt: {job.prompt}"
+
+
+class CronAddTool:
+    name = "cron_add"
+    description = (
+        "Schedule a prompt to run later, once or repeatedly; the answer is delivered to this "
+        "conversation unless 'target' names another ('matrix:!room:server', "
+        "'email:someone@example.org'). Give exactly one of: 'cron' (5-field cron expression, "
+        "e.g. '0 8 * * 1-5'), 'every' (interval like '30m', '2h', '1d') or 'at' (one ISO "
+        "8601 time, e.g. '2026-12-24T18:00'). Times are in 'timezone' (IANA name)."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "Unique job name (letters, digits, -_.)"},
+            "prompt": {"type": "string", "description": "What to do when the job runs."},
+            "cron": {"type": "string"},
+            "every": {"type": "string"},
+            "at": {"type": "string"},
+            "timezone": {"type": "string", "description": "IANA timezone, e.g. Europe/Paris"},
+            "target": {"type": "string"},
+        },
+        "required": ["name", "prompt"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, context: CronToolContext) -> None:
+        self._ctx = context
+
+    async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
+        def text(key: str) -> str | None:
+            value = arguments.get(key)
+            if value is None or value == "":
+                return None
+            if not isinstance(value, str):
+                raise ToolError(f"'{key}' must be a string")
+            return value
+
+        try:
+            job = make_job(
+                text("name") or "",
+                text("prompt") or "",
+                cron=text("cron"),
+                every=text("every"),
+                at=text("at"),
+                timezone=text("timezone") or self._ctx.default_timezone,
+                target=text("target") or self._ctx.default_target,
+                created_by=self._ctx.session_id,
+                now=self._ctx.clock(),
+            )
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+
+        def add(jobs: list[CronJob]) -> list[CronJob]:
+            if any(existing.name == job.name for existing in jobs):
+                raise ToolError(f"a job named {job.name!r} exists; remove it or pick another")
+            return [*jobs, job]
+
+        try:
+            await self._ctx.store.modify(add)
+        except StorageError as exc:
+            raise ToolError(f"the job could not be saved: {exc}") from exc
+        self._ctx.on_change()
+        return ToolResult(f"Scheduled. {format_job(job)}")
+
+
+class CronListTool:
+    name = "cron_list"
+    description = "List the scheduled jobs: name, schedule, next run, target and prompt."
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
+
+    def __init__(self, context: CronToolContext) -> None:
+        self._ctx = context
+
+    async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
+        try:
+            jobs = await self._ctx.store.load()
+        except StorageError as exc:
+            raise ToolError(str(exc)) from exc
+        if not jobs:
+            return ToolResult("No scheduled jobs.")
+        return ToolResult("\n".join(format_job(job) for job in jobs))
+
+
+class CronRemoveTool:
+    name = "cron_remove"
+    description = "Remove a scheduled job by its name."
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, context: CronToolContext) -> None:
+        self._ctx = context
+
+    async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
+        name = arguments.get("name")
+        if not isinstance(name, str) or not name:
+            raise ToolError("cron_remove needs the job's 'name'")
+        found = False
+
+        def remove(jobs: list[CronJob]) -> list[CronJob]:
+            nonlocal found
+            kept = [job for job in jobs if job.name != name]
+            found = len(kept) != len(jobs)
+            if not found:
+                raise ToolError(f"no job named {name!r}")
+            return kept
+
+        try:
+            await self._ctx.store.modify(remove)
+        except StorageError as exc:
+            raise ToolError(f"the job could not be removed: {exc}") from exc
+        self._ctx.on_change()
+        return ToolResult(f"Removed job {name!r}.")
+
+
+def cron_tools(context: CronToolContext) -> list[Tool]:
+    return [CronAddTool(context), CronListTool(context), CronRemoveTool(context)]
