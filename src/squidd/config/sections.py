@@ -12,7 +12,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from squidd.config._base import Section
 
-_TARGET_RE = re.compile(r"^(matrix|email|terminal|session):")
+# "<channel>:<address>": the channel's name, then an address on it (room id, email address).
+_TARGET_RE = re.compile(r"^[a-z][a-z0-9_-]*:\S")
 
 
 def default_data_dir() -> Path:
@@ -88,7 +89,7 @@ class LoggingSettings(Section):
 
 
 class GatewaySettings(Section):
-    """The daemon: concurrency, shutdown and restart behaviour."""
+    """The daemon: concurrency, shutdown, restart and delivery behaviour."""
 
     max_concurrent_turns: int = Field(default=8, gt=0, le=1000)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
@@ -96,19 +97,34 @@ class GatewaySettings(Section):
     restart_max_delay_s: float = Field(default=300.0, gt=0)
     healthy_after_s: float = Field(default=60.0, gt=0)
     handled_retention_days: int = Field(default=30, gt=0)
-    turn_retries: int = Field(default=2, ge=0, le=10)
+    delivery_retry_initial_s: float = Field(default=2.0, gt=0)
+    delivery_retry_max_s: float = Field(default=120.0, gt=0)
+    # Extra channel factories, "package.module:function" taking the Settings and returning a
+    # Channel: for channels that live outside squidd (and for the daemon's own tests).
+    extra_channels: list[str] = Field(default_factory=list)
+
+    @field_validator("extra_channels")
+    @classmethod
+    def _factories(cls, value: list[str]) -> list[str]:
+        for spec in value:
+            if not re.fullmatch(r"[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?", spec):
+                raise ValueError(f"{spec!r} must look like 'package.module:function'")
+        return value
 
     @model_validator(mode="after")
     def _delays(self) -> GatewaySettings:
         if self.restart_max_delay_s < self.restart_initial_delay_s:
             raise ValueError("restart_max_delay_s must be >= restart_initial_delay_s")
+        if self.delivery_retry_max_s < self.delivery_retry_initial_s:
+            raise ValueError("delivery_retry_max_s must be >= delivery_retry_initial_s")
         return self
 
 
 def _check_target(value: str) -> str:
     if value and not _TARGET_RE.match(value):
         raise ValueError(
-            "must look like 'matrix:!room:server', 'email:user@example.org' or 'terminal'"
+            "must look like 'matrix:!room:server' or 'email:user@example.org' "
+            "(a channel name, a colon, an address on that channel)"
         )
     return value
 
@@ -142,6 +158,8 @@ class CronSettings(Section):
     enabled: bool = True
     misfire_grace_s: float = Field(default=300.0, ge=0)
     default_timezone: str = "UTC"
+    # How often the daemon looks for jobs changed by `squidd cron add|remove`.
+    poll_s: float = Field(default=5.0, gt=0, le=300)
 
     @field_validator("default_timezone")
     @classmethod
