@@ -1,0 +1,101 @@
+"""Building the outgoing mail: threading headers, a derived Message-ID, text and HTML parts.
+
+A reply's Message-ID is derived from the inbound Message-ID, so a reply sent again after a
+crash is recognisably the same mail (same id: clients and servers collapse duplicates).
+The HTML part is rendered from the model's markdown and sanitised; the plain part is the
+markdown itself, which reads fine as text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
+
+import nh3
+from markdown_it import MarkdownIt
+
+_RE_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
+_MAX_REFERENCES = 20
+_MAX_SUBJECT = 200
+
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+_markdown.enable(["table", "strikethrough"])
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadContext:
+    """What a reply needs to know about the mail it answers."""
+
+    source_id: str
+    """The inbound's stable id (its Message-ID, or one derived when it had none)."""
+    message_id: str
+    """The inbound's real Message-ID; empty when it had none (nothing to thread on)."""
+    subject: str
+    references: Sequence[str]
+
+
+def reply_subject(subject: str) -> str:
+    """`Re: <subject>`, without stacking `Re: Re:` (or `AW:`/`SV:`) prefixes."""
+    base = _RE_PREFIX.sub("", subject).strip()
+    return f"Re: {base}"[:_MAX_SUBJECT] if base else "Re: your message"
+
+
+def derived_message_id(inbound_message_id: str, domain: str) -> str:
+    """A Message-ID that depends only on the inbound one (so a resend repeats it)."""
+    digest = hashlib.sha256(inbound_message_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"<reply.{digest[:40]}@{domain}>"
+
+
+def render_html(markdown_text: str) -> str:
+    body = nh3.clean(_markdown.render(markdown_text))
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"></head><body>\n{body}</body></html>\n'
+    )
+
+
+def _address(addr: str, name: str = "") -> Address:
+    local, _, domain = addr.rpartition("@")
+    return Address(display_name=name, username=local, domain=domain)
+
+
+def build_message(
+    *,
+    from_addr: str,
+    from_name: str,
+    to_addr: str,
+    text: str,
+    thread: ThreadContext | None,
+    subject: str = "",
+    now: datetime | None = None,
+) -> EmailMessage:
+    """The mail to send: a reply in `thread`, or a fresh message (cron, heartbeat)."""
+    domain = from_addr.rpartition("@")[2] or "localhost"
+    msg = EmailMessage()
+    msg["From"] = _address(from_addr, from_name)
+    msg["To"] = _address(to_addr)
+    msg["Date"] = format_datetime(now or datetime.now(UTC))
+    if thread is not None:
+        msg["Subject"] = reply_subject(thread.subject)
+        msg["Message-ID"] = derived_message_id(thread.source_id, domain)
+        if thread.message_id:
+            msg["In-Reply-To"] = thread.message_id
+            references = [r for r in thread.references if r != thread.message_id]
+            references = [*references[-(_MAX_REFERENCES - 1) :], thread.message_id]
+            msg["References"] = " ".join(references)
+        msg["Auto-Submitted"] = "auto-replied"
+    else:
+        msg["Subject"] = (subject.strip() or "A message from your assistant")[:_MAX_SUBJECT]
+        msg["Message-ID"] = make_msgid(domain=domain)
+        msg["Auto-Submitted"] = "auto-generated"
+    # Exchange and friends: do not send vacation notices back to a robot.
+    msg["X-Auto-Response-Suppress"] = "All"
+    plain = text if text.endswith("\n") else text + "\n"
+    msg.set_content(plain, subtype="plain", charset="utf-8")
+    msg.add_alternative(render_html(text), subtype="html", charset="utf-8")
+    return msg

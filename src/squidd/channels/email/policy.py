@@ -1,0 +1,177 @@
+"""Who gets an answer: loop protection, the allowlist, sender authentication, rate limits.
+
+The From header alone proves nothing, so by default a mail is answered only when the
+receiving server the user trusts (its authserv-id) wrote an `Authentication-Results` field
+(RFC 8601) saying DMARC passed, or DKIM passed for a domain aligned with the From domain.
+Robots are never answered (RFC 3834), so two auto-responders cannot ping-pong.
+
+Every check returns a short machine-readable reason, logged when a mail is ignored.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from squidd.channels.email.parse import MailHeaders
+
+_ROBOT_LOCAL_RE = re.compile(
+    r"^(mailer-daemon|postmaster|no-?reply|do-?not-?reply|bounces?|notifications?)([+._-].*)?$"
+)
+_COMMENT_RE = re.compile(r"\([^()]*\)")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthResult:
+    """One `method=result` of an Authentication-Results field, with its properties."""
+
+    method: str
+    result: str
+    props: dict[str, str] = field(default_factory=dict)
+
+
+def parse_auth_results(value: str) -> tuple[str, list[AuthResult]]:
+    """(authserv-id, results) of one Authentication-Results field (RFC 8601, tolerant)."""
+    text = value
+    for _ in range(5):  # comments may nest
+        text = _COMMENT_RE.sub(" ", text)
+    parts = [p.strip() for p in text.split(";")]
+    if not parts or not parts[0]:
+        return "", []
+    authserv_id = parts[0].split()[0].lower()
+    results: list[AuthResult] = []
+    for part in parts[1:]:
+        tokens = part.split()
+        if not tokens or "=" not in tokens[0]:
+            continue
+        method, _, result = tokens[0].partition("=")
+        props: dict[str, str] = {}
+        for token in tokens[1:]:
+            key, sep, val = token.partition("=")
+            if sep:
+                props[key.lower()] = val.strip('"').lower()
+        results.append(AuthResult(method.split("/")[0].lower(), result.lower(), props))
+    return authserv_id, results
+
+
+def _aligned(signing_domain: str, from_domain: str) -> bool:
+    """Relaxed alignment: same domain, or one a subdomain of the other (never a bare TLD)."""
+    d = signing_domain.strip(".").lower()
+    f = from_domain.strip(".").lower()
+    if not d or "." not in d or not f:
+        return False
+    return d == f or f.endswith("." + d) or d.endswith("." + f)
+
+
+def authentication_failure(headers: MailHeaders, trusted_authserv_id: str) -> str | None:
+    """None when the trusted server vouches for the From domain, else why not."""
+    if not headers.from_addr:
+        return "no_single_from"
+    from_domain = headers.from_addr.rpartition("@")[2]
+    trusted = trusted_authserv_id.strip().lower()
+    results: list[AuthResult] = []
+    for value in headers.auth_results:
+        authserv_id, found = parse_auth_results(value)
+        if authserv_id == trusted:
+            results.extend(found)
+    if not results:
+        return "no_trusted_authentication_results"
+    dmarc = [r for r in results if r.method == "dmarc"]
+    if any(r.result == "fail" for r in dmarc):
+        return "dmarc_fail"
+    for r in dmarc:
+        header_from = r.props.get("header.from", from_domain)
+        if r.result == "pass" and header_from == from_domain:
+            return None
+    for r in results:
+        if r.method != "dkim" or r.result != "pass":
+            continue
+        signer = r.props.get("header.d") or r.props.get("header.i", "").rpartition("@")[2]
+        if _aligned(signer, from_domain):
+            return None
+    return "no_dmarc_or_aligned_dkim_pass"
+
+
+def loop_reason(headers: MailHeaders, own_address: str) -> str | None:
+    """Why answering this mail could start a mail loop (RFC 3834), or None."""
+    sender = headers.from_addr
+    if headers.from_count == 0:
+        return "no_from"
+    if headers.from_count > 1:
+        return "several_from_addresses"
+    if sender == own_address.strip().lower():
+        return "own_address"
+    if headers.auto_submitted and headers.auto_submitted.split(";")[0].strip() != "no":
+        return "auto_submitted"
+    if headers.precedence in ("bulk", "list", "junk"):
+        return "precedence_" + headers.precedence
+    if headers.has_list_id:
+        return "mailing_list"
+    if headers.return_path is not None and headers.return_path == "":
+        return "null_return_path"
+    if headers.autoreply_marked:
+        return "autoreply_header"
+    if "multipart/report" in headers.content_type:
+        return "delivery_report"
+    if _ROBOT_LOCAL_RE.match(sender.partition("@")[0]):
+        return "robot_sender"
+    return None
+
+
+def is_allowed(address: str, senders: Sequence[str], domains: Sequence[str]) -> bool:
+    """Allowlisted by exact address or by domain (subdomains not included). Empty: nobody."""
+    address = address.lower()
+    domain = address.rpartition("@")[2]
+    return address in senders or domain in domains
+
+
+class RateLimiter:
+    """At most `count` answers per sender within a sliding `window_s`."""
+
+    def __init__(
+        self, count: int, window_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._count = count
+        self._window = window_s
+        self._clock = clock
+        self._hits: dict[str, deque[float]] = {}
+
+    def _prune(self, sender: str) -> deque[float]:
+        hits = self._hits.setdefault(sender, deque())
+        horizon = self._clock() - self._window
+        while hits and hits[0] <= horizon:
+            hits.popleft()
+        return hits
+
+    def allows(self, sender: str) -> bool:
+        return len(self._prune(sender)) < self._count
+
+    def record(self, sender: str) -> None:
+        self._prune(sender).append(self._clock())
+        # Senders whose window emptied are forgotten, so the table cannot grow without bound.
+        for key in [k for k, v in self._hits.items() if not v and k != sender]:
+            del self._hits[key]
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The full decision for one mail, in the order that keeps robots out first."""
+
+    own_address: str
+    allowed_senders: Sequence[str]
+    allowed_domains: Sequence[str]
+    require_authentication: bool
+    trusted_authserv_id: str
+
+    def reason_to_ignore(self, headers: MailHeaders) -> str | None:
+        reason = loop_reason(headers, self.own_address)
+        if reason:
+            return reason
+        if not is_allowed(headers.from_addr, self.allowed_senders, self.allowed_domains):
+            return "not_allowlisted"
+        if self.require_authentication:
+            return authentication_failure(headers, self.trusted_authserv_id)
+        return None

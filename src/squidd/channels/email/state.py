@@ -1,0 +1,80 @@
+"""What the receive loop remembers across restarts, per mailbox folder.
+
+* `uidvalidity`: UIDs are only meaningful under it; when the server changes it, the UIDs
+  below are void and the folder is rescanned for unseen mail.
+* `last_uid`: every mail up to it was looked at (answered, handed on, or ignored), so a
+  restart neither misses new mail nor re-reads what it ignored.
+* `pending`: UIDs handed to the router but not yet acknowledged (no reply sent yet). After a
+  crash they are handed on again; the router's handled-id record keeps that from producing
+  a second reply.
+
+The file is replaced atomically on each change (a crash leaves the old or the new state).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import structlog
+
+from squidd.store.files import atomic_write_text, safe_name
+
+log = structlog.get_logger()
+
+
+@dataclass
+class FolderState:
+    uidvalidity: int | None = None
+    last_uid: int | None = None
+    pending: set[int] = field(default_factory=set)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "uidvalidity": self.uidvalidity,
+                "last_uid": self.last_uid,
+                "pending": sorted(self.pending),
+            }
+        )
+
+
+def state_path(data_dir: Path, account: str, folder: str) -> Path:
+    """The state file of one account's folder; the name is safe whatever the inputs."""
+    return data_dir / "email" / f"{safe_name(f'{account}|{folder}')}.json"
+
+
+class StateFile:
+    """The persisted `FolderState`; one writer at a time within the process."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = anyio.Lock()
+        self.state = FolderState()
+
+    async def load(self) -> FolderState:
+        path = anyio.Path(self._path)
+        try:
+            raw = await path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            self.state = FolderState()
+            return self.state
+        try:
+            data = json.loads(raw)
+            self.state = FolderState(
+                uidvalidity=None if data.get("uidvalidity") is None else int(data["uidvalidity"]),
+                last_uid=None if data.get("last_uid") is None else int(data["last_uid"]),
+                pending={int(u) for u in data.get("pending", [])},
+            )
+        except (ValueError, TypeError, AttributeError):
+            # Starting over is safe: unseen mail is rescanned, handled ids prevent repeats.
+            log.warning("email_state_unreadable", path=str(self._path))
+            self.state = FolderState()
+        return self.state
+
+    async def save(self) -> None:
+        async with self._lock:
+            text = self.state.to_json()
+            await anyio.to_thread.run_sync(atomic_write_text, self._path, text)
