@@ -1,0 +1,147 @@
+"""`squidd chat -m` end to end: a real process against the scripted OpenAI-compatible server
+on 127.0.0.1, real files. Covers the foundation's acceptance: replies, consolidation once
+(and not again in the next process), global memory across sessions, clear failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.fake_llm import FakeLLM, Reply
+
+
+def run_chat(
+    data: Path, base_url: str, message: str, *extra: str, **env_extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("SQUIDD_CONFIG", None)
+    env.update(
+        {
+            "SQUIDD_LLM__BASE_URL": base_url,
+            "SQUIDD_LLM__API_KEY": "sk-test-not-a-real-key-42",
+            "SQUIDD_STORAGE__DATA_DIR": str(data),
+            "SQUIDD_AGENTS__CONSOLIDATION_THRESHOLD": "6",
+            "SQUIDD_LLM__MAX_RETRIES": "0",
+            "HOME": str(data.parent),
+            **env_extra,
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "squidd", "chat", "-m", message, *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def summary_files(data: Path) -> list[Path]:
+    return sorted((data / "memory").glob("*/summary.md"))
+
+
+def test_chat_replies(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    result = run_chat(tmp_path / "data", fake_llm.base_url, "hello there")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "echo: hello there\n"
+    request = fake_llm.chat_requests[0]
+    assert request["messages"][-1] == {"role": "user", "content": "hello there"}
+    assert any(t["function"]["name"] == "memory_write" for t in request["tools"])
+
+
+def test_consolidates_once_and_not_again_in_a_new_process(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    consolidations = 0
+
+    def responder(request: dict[str, object]) -> Reply:
+        nonlocal consolidations
+        messages = request["messages"]
+        assert isinstance(messages, list)
+        if "Summarize the following conversation" in str(messages[-1]["content"]):
+            consolidations += 1
+            return Reply(content="The user counted from zero upwards.")
+        return Reply(content="ok")
+
+    fake_llm.responder = responder
+    # Each turn stores 2 messages: after 4 turns there are 8 (> threshold 6).
+    for i in range(4):
+        assert run_chat(data, fake_llm.base_url, f"count {i}").returncode == 0
+    assert consolidations == 0
+    result = run_chat(data, fake_llm.base_url, "count 4")
+    assert result.returncode == 0, result.stderr
+    assert consolidations == 1
+    (summary,) = summary_files(data)
+    assert summary.read_text() == "The user counted from zero upwards."
+    (meta,) = (data / "sessions").glob("*.meta.json")
+    assert json.loads(meta.read_text())["last_consolidated"] > 0
+    # The next process does not consolidate again, and shows the summary.
+    assert run_chat(data, fake_llm.base_url, "count 5").returncode == 0
+    assert consolidations == 1
+    system = fake_llm.chat_requests[-1]["messages"][0]["content"]
+    assert "## Conversation Summary\n\nThe user counted from zero upwards." in system
+
+
+def test_memory_write_in_one_session_shows_in_another(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    data = tmp_path / "data"
+    fake_llm.push(
+        Reply(tool_calls=[("memory_write", {"content": "The owner is allergic to peanuts."})]),
+        "I'll remember that.",
+    )
+    first = run_chat(data, fake_llm.base_url, "remember: no peanuts", "--session", "kitchen")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "I'll remember that.\n"
+    assert (data / "workspace" / "MEMORY.md").read_text() == "The owner is allergic to peanuts."
+    second = run_chat(data, fake_llm.base_url, "what should I cook?", "--session", "office")
+    assert second.returncode == 0, second.stderr
+    system = fake_llm.chat_requests[-1]["messages"][0]["content"]
+    assert "## Your Memory\n\nThe owner is allergic to peanuts." in system
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_unreachable_endpoint_is_one_clear_line(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    result = run_chat(tmp_path / "data", url, "hello", SQUIDD_LOGGING__LEVEL="error")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("squidd: the model endpoint did not answer")
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_key_is_one_clear_line(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    env.pop("SQUIDD_LLM__API_KEY", None)
+    env.pop("SQUIDD_CONFIG", None)
+    env.update({"HOME": str(tmp_path), "SQUIDD_STORAGE__DATA_DIR": str(tmp_path / "d")})
+    result = subprocess.run(
+        [sys.executable, "-m", "squidd", "chat", "-m", "hi"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "squidd: llm.api_key is not set: put it in the config ([llm] api_key or api_key_file) "
+        "or in SQUIDD_LLM__API_KEY"
+    ]
+
+
+def test_rejected_key_is_one_clear_line_without_the_key(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.push(Reply(status=401))
+    result = run_chat(tmp_path / "data", fake_llm.base_url, "hi", SQUIDD_LOGGING__LEVEL="error")
+    assert result.returncode == 1
+    assert "rejected the credentials" in result.stderr
+    assert "sk-test-not-a-real-key" not in result.stderr + result.stdout

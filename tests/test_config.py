@@ -1,0 +1,179 @@
+"""Configuration: defaults, validation with key paths, env overrides, secrets from files
+and systemd credentials, `squidd config check` exit codes, the documented example file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from squidd.config import ConfigError, Settings, load_settings
+from squidd.config.sections import AgentSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "config.example.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def squidd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "squidd", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_consolidation_defaults() -> None:
+    settings = Settings()
+    assert settings.agents.consolidation_threshold == 100
+    assert settings.agents.keep_recent_ratio == 0.2
+    assert not hasattr(settings.agents, "keep_recent")
+    assert not hasattr(settings.agents, "consolidation_pool")
+
+
+def test_keep_recent_ratio_must_be_between_0_and_1_exclusive() -> None:
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValidationError):
+            AgentSettings(consolidation_threshold=100, keep_recent_ratio=bad)
+
+
+def test_keep_recent_ratio_valid() -> None:
+    assert (
+        AgentSettings(consolidation_threshold=100, keep_recent_ratio=0.3).keep_recent_ratio == 0.3
+    )
+
+
+def test_consolidation_threshold_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path, "[agents]\nconsolidation_threshold = 0\n"))
+    assert info.value.problems[0].startswith("agents.consolidation_threshold:")
+
+
+def test_every_problem_is_reported_with_its_key_path(tmp_path: Path) -> None:
+    config = write(
+        tmp_path,
+        '[agents]\nkeep_recent_ratio = 1.5\n[llm]\nbase_url = "ftp://x"\nmodle = "typo"\n'
+        '[heartbeat]\ntimezone = "Mars/Olympus"\nactive_hours = "8 to 10"\n',
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(config)
+    keys = sorted(p.split(":")[0] for p in info.value.problems)
+    assert keys == [
+        "agents.keep_recent_ratio",
+        "heartbeat.active_hours",
+        "heartbeat.timezone",
+        "llm.base_url",
+        "llm.modle",
+    ]
+
+
+def test_toml_syntax_error_names_the_file(tmp_path: Path) -> None:
+    config = write(tmp_path, "[llm\nmodel = 'x'\n")
+    with pytest.raises(ConfigError, match="TOML syntax"):
+        load_settings(config)
+
+
+def test_env_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(tmp_path, '[llm]\nmodel = "from-file"\nmax_retries = 1\n')
+    monkeypatch.setenv("SQUIDD_LLM__MODEL", "from-env")
+    settings = load_settings(config)
+    assert settings.llm.model == "from-env"
+    assert settings.llm.max_retries == 1
+
+
+def test_config_path_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SQUIDD_CONFIG", str(write(tmp_path, '[llm]\nmodel = "via-env-path"\n')))
+    assert load_settings().llm.model == "via-env-path"
+
+
+def test_secret_from_file_never_shown(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-from-file-123456\n")
+    settings = load_settings(write(tmp_path, f'[llm]\napi_key_file = "{key_file}"\n'))
+    assert settings.llm.api_key is not None
+    assert settings.llm.api_key.get_secret_value() == "sk-from-file-123456"
+    assert "sk-from-file" not in repr(settings)
+
+
+def test_secret_from_systemd_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "llm_api_key").write_text("sk-credential-abcdef")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    settings = load_settings(write(tmp_path, ""))
+    assert settings.llm.api_key is not None
+    assert settings.llm.api_key.get_secret_value() == "sk-credential-abcdef"
+
+
+def test_secret_inline_and_file_conflict(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("x-secret-1")
+    with pytest.raises(ConfigError) as info:
+        load_settings(
+            write(tmp_path, f'[llm]\napi_key = "sk-inline-999"\napi_key_file = "{key_file}"\n')
+        )
+    assert "sk-inline-999" not in str(info.value)
+    assert info.value.problems[0].startswith("llm:")
+
+
+def test_missing_secret_file_is_a_clear_problem(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read secret file"):
+        load_settings(write(tmp_path, f'[llm]\napi_key_file = "{tmp_path}/nope"\n'))
+
+
+def test_invalid_value_is_not_echoed(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path, "[llm]\napi_key = 12345678901\n"))
+    assert "12345678901" not in str(info.value)
+
+
+def test_config_check_example_passes() -> None:
+    result = squidd("config", "check", "--config", str(EXAMPLE))
+    assert result.returncode == 0, result.stderr
+    assert "config ok" in result.stdout
+
+
+def test_config_check_bad_ratio_exits_2_and_names_key(tmp_path: Path) -> None:
+    result = squidd(
+        "config", "check", "--config", str(write(tmp_path, "[agents]\nkeep_recent_ratio = 1.5\n"))
+    )
+    assert result.returncode == 2
+    assert "agents.keep_recent_ratio" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys.extend(_keys(annotation, f"{prefix}{name}."))
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def test_example_documents_every_key() -> None:
+    """Every settings key appears in config.example.toml (set, or commented out) with a comment."""
+    text = EXAMPLE.read_text()
+    tomllib.loads(text)
+    section = ""
+    present: set[str] = set()
+    for raw in text.splitlines():
+        line = raw.strip().lstrip("#").strip()
+        if line.startswith("[") and line.endswith("]") and " " not in line:
+            section = line.strip("[]")
+        elif "=" in line and section:
+            present.add(f"{section}.{line.split('=', 1)[0].strip()}")
+    missing = [k for k in _keys(Settings) if k not in present]
+    assert missing == []
