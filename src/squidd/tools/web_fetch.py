@@ -210,9 +210,16 @@ class WebFetchTool:
         "additionalProperties": False,
     }
 
-    def __init__(self, settings: WebFetchSettings, *, resolver: Resolver | None = None) -> None:
+    def __init__(
+        self,
+        settings: WebFetchSettings,
+        *,
+        resolver: Resolver | None = None,
+        address_check: Callable[[IPAddress], str | None] = refusal_reason,
+    ) -> None:
         self._settings = settings
         self._resolve = resolver or system_resolver
+        self._refusal = address_check
         self._ssl_context: ssl.SSLContext | None = None
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
@@ -251,7 +258,7 @@ class WebFetchTool:
                 address = ipaddress.ip_address(raw.partition("%")[0])
             except ValueError:
                 raise ToolError(f"{target.host!r} resolved to an unusable address") from None
-            reason = refusal_reason(address)
+            reason = self._refusal(address)
             if reason is not None:
                 log.warning("web_fetch_blocked", host=target.host, address=str(address))
                 raise ToolError(f"{target.host!r} resolves to {address}, {reason}; refused")
