@@ -1,0 +1,70 @@
+"""Logging: JSON lines off a terminal, and no secret ever rendered."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from squidd.config import Settings
+from squidd.log import configure_logging
+from squidd.secrets import known_secrets
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()
+
+
+def render(**event: object) -> dict[str, object]:
+    out = io.StringIO()
+    configure_logging("info", "auto", known_secrets=["hunter2-long-secret"], stream=out)
+    structlog.get_logger().info("something_happened", **event)
+    line = out.getvalue().strip().splitlines()[-1]
+    result: dict[str, object] = json.loads(line)
+    return result
+
+
+def test_json_when_not_a_terminal() -> None:
+    event = render(session="s1", ms=12)
+    assert event["event"] == "something_happened"
+    assert event["session"] == "s1"
+    assert event["level"] == "info"
+    assert "timestamp" in event
+
+
+def test_secret_keys_and_values_are_redacted() -> None:
+    event = render(
+        password="pw-value",
+        api_key="sk-abcdefghijklmnop",
+        detail="login with hunter2-long-secret failed",
+        url="https://host/_matrix?access_token=syt_abcdefghijkl&x=1",
+        header="Bearer abcdefghijklmnopqrstuvwxyz",
+    )
+    text = json.dumps(event)
+    for secret in ("pw-value", "sk-abcdefghijklmnop", "hunter2-long-secret", "syt_abcdefghijkl"):
+        assert secret not in text
+    assert "abcdefghijklmnopqrstuvwxyz" not in text
+    assert event["password"] == "[redacted]"
+
+
+def test_exception_text_is_scrubbed() -> None:
+    out = io.StringIO()
+    configure_logging("info", "json", known_secrets=["hunter2-long-secret"], stream=out)
+    try:
+        raise RuntimeError("auth failed for hunter2-long-secret")
+    except RuntimeError:
+        structlog.get_logger().exception("login_failed")
+    assert "hunter2-long-secret" not in out.getvalue()
+    assert "login_failed" in out.getvalue()
+
+
+def test_known_secrets_collects_every_secret_field() -> None:
+    settings = Settings.model_validate(
+        {"llm": {"api_key": "sk-one-1234"}, "email": {"password": "mail-pass-5678"}}
+    )
+    assert set(known_secrets(settings)) >= {"sk-one-1234", "mail-pass-5678"}
