@@ -145,3 +145,32 @@ def test_rejected_key_is_one_clear_line_without_the_key(tmp_path: Path, fake_llm
     assert result.returncode == 1
     assert "rejected the credentials" in result.stderr
     assert "sk-test-not-a-real-key" not in result.stderr + result.stdout
+
+
+def test_interactive_chat_streams_and_exits(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    env = dict(os.environ)
+    env.pop("SQUIDD_CONFIG", None)
+    env.update(
+        {
+            "SQUIDD_LLM__BASE_URL": fake_llm.base_url,
+            "SQUIDD_LLM__API_KEY": "sk-test-not-a-real-key-42",
+            "SQUIDD_STORAGE__DATA_DIR": str(tmp_path / "data"),
+            "HOME": str(tmp_path),
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "squidd", "chat"],
+        input="first question\n\nsecond question\n/exit\nnever sent\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "echo: first question" in result.stdout
+    assert "echo: second question" in result.stdout
+    assert [r["messages"][-1]["content"] for r in fake_llm.chat_requests] == [
+        "first question",
+        "second question",
+    ]
