@@ -43,6 +43,11 @@ def echo_responder(request: dict[str, Any]) -> Reply:
     return Reply(content=f"echo: {_last_user_text(request)}")
 
 
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) resets connections when many turns start at once.
+    request_queue_size = 256
+
+
 class FakeLLM:
     """Start with `with FakeLLM() as llm:`; point `llm.base_url` at it."""
 
@@ -137,7 +142,7 @@ class FakeLLM:
                 except _Cut:
                     self.close_connection = True
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

@@ -1,0 +1,65 @@
+"""Helpers for the daemon's tests: settings pointing at the scripted LLM, a daemon running
+in this process with in-memory channels, and a way to wait for what it delivers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from squidd.app import Daemon
+from squidd.config import Settings
+from squidd.core.ports import Channel
+from squidd.runtime import build_runtime
+from tests.support.clock import FakeClock
+
+
+def make_settings(data: Path, llm_url: str, **sections: dict[str, Any]) -> Settings:
+    gateway = {
+        "restart_initial_delay_s": 0.01,
+        "restart_max_delay_s": 0.05,
+        "delivery_retry_initial_s": 0.01,
+        "delivery_retry_max_s": 0.05,
+        "shutdown_grace_s": 5,
+        **sections.pop("gateway", {}),
+    }
+    return Settings(
+        llm={"base_url": llm_url, "api_key": "sk-test-gateway-key-0001", "max_retries": 0},
+        storage={"data_dir": data},
+        gateway=gateway,
+        cron={"poll_s": 0.05, **sections.pop("cron", {})},
+        **sections,
+    )
+
+
+@asynccontextmanager
+async def running_daemon(
+    settings: Settings, channels: Sequence[Channel], *, clock: FakeClock | None = None
+) -> AsyncIterator[Daemon]:
+    runtime = build_runtime(settings)
+    daemon = Daemon(settings, runtime, list(channels), clock=clock, handle_signals=False)
+    result: list[int] = []
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def serve() -> None:
+                result.append(await daemon.serve())
+
+            tg.start_soon(serve)
+            with anyio.fail_after(10):
+                await daemon.ready.wait()
+            yield daemon
+            daemon.request_stop()
+    finally:
+        await runtime.aclose()
+    assert result == [0]
+
+
+async def eventually(check: Callable[[], bool], *, timeout: float = 10.0) -> None:
+    """Poll `check` until it holds (a bound, not a speed assertion)."""
+    with anyio.fail_after(timeout):
+        while not check():
+            await anyio.sleep(0.01)

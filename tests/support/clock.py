@@ -1,0 +1,25 @@
+"""A manual clock for schedules: tests move time with `advance` instead of waiting for it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import anyio
+
+
+class FakeClock:
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+        self._moved = anyio.Event()
+
+    def now(self) -> datetime:
+        return self._now
+
+    async def sleep_until(self, when: datetime) -> None:
+        while self._now < when:
+            await self._moved.wait()
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+        moved, self._moved = self._moved, anyio.Event()
+        moved.set()
