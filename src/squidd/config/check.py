@@ -19,4 +19,18 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
     channels = [name for name in ("matrix", "email") if getattr(settings, name).enabled]
     print(f"  channels:  {', '.join(channels) if channels else 'none enabled'}")
     print(f"  heartbeat: {'on' if settings.heartbeat.enabled else 'off'}")
+    _print_tool_policy(settings)
     return 0
+
+
+def _print_tool_policy(settings: Settings) -> None:
+    from squidd.config.tools import CHANNEL_NAMES
+    from squidd.tools.policy import describe_policy
+
+    for number, line in enumerate(describe_policy(settings.tools, CHANNEL_NAMES)):
+        print(f"  {'tools:' if number == 0 else '':<10} {line}")
+    if settings.tools.web_fetch.allow_private_addresses_test_only:
+        print(
+            "  warning:   tools.web_fetch.allow_private_addresses_test_only is on: web_fetch "
+            "can reach this machine and its network (for tests only)"
+        )

@@ -2,7 +2,7 @@
 
 File tools are always on and confined to the workspace. The shell is off until
 `[tools.shell] enabled = true`. `web_fetch` is on, behind an SSRF guard. Who may use which
-tool is decided by `[[tools.policy]]` rules, matched on the channel and the session id.
+tool is decided by `[[tools.policy.rules]]`, matched on the channel and the session id.
 """
 
 from __future__ import annotations
@@ -95,11 +95,17 @@ class PolicyRule(Section):
         return self
 
 
+class PolicySettings(Section):
+    """`[tools.policy]`: `default_deny` tools are refused wherever no rule allows them;
+    `[[tools.policy.rules]]` tables decide per channel and session, first match wins."""
+
+    default_deny: list[str] = Field(default_factory=lambda: ["shell"])
+    rules: list[PolicyRule] = Field(default_factory=list)
+
+
 class ToolsSettings(Section):
     search_history_limit: int = Field(default=10, gt=0, le=100)
     files: FilesSettings = Field(default_factory=FilesSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
     web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)
-    # Tools refused wherever no rule allows them.
-    default_deny: list[str] = Field(default_factory=lambda: ["shell"])
-    policy: list[PolicyRule] = Field(default_factory=list)
+    policy: PolicySettings = Field(default_factory=PolicySettings)

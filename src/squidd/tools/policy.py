@@ -1,4 +1,4 @@
-"""Which tools a turn may use, decided by channel and session (`[[tools.policy]]` rules).
+"""Which tools a turn may use, decided by channel and session (`[[tools.policy.rules]]`).
 
 The agent loop asks `allows(tool, channel, session)` before it offers a tool to the model
 and again before it runs one, so a tool the policy refuses is neither seen nor executed.
@@ -33,7 +33,7 @@ class ConfiguredToolPolicy:
 
     @classmethod
     def from_settings(cls, tools: ToolsSettings) -> ConfiguredToolPolicy:
-        return cls(tools.policy, tools.default_deny)
+        return cls(tools.policy.rules, tools.policy.default_deny)
 
     def decide(self, tool: str, channel: str, session: str) -> Decision:
         for number, rule in enumerate(self._rules, start=1):
@@ -49,3 +49,43 @@ class ConfiguredToolPolicy:
 
     def allows(self, tool: str, channel: str, session: SessionId) -> bool:
         return self.decide(tool, channel, session).allowed
+
+
+FILE_TOOLS = ("read_file", "write_file", "edit_file", "list_dir")
+# Per-turn tools the runtime adds to every turn (they obey the policy too).
+SESSION_TOOLS = ("memory_write", "search_history")
+
+
+def configured_tools(tools: ToolsSettings) -> list[str]:
+    """Names of the tools the settings turn on, in the order the model sees them."""
+    names = list(FILE_TOOLS)
+    if tools.web_fetch.enabled:
+        names.append("web_fetch")
+    if tools.shell.enabled:
+        names.append("shell")
+    return [*names, *SESSION_TOOLS]
+
+
+def describe_policy(tools: ToolsSettings, channels: Sequence[str]) -> list[str]:
+    """Readable lines for `squidd config check`: what each channel may use, then the rules."""
+    policy = ConfiguredToolPolicy.from_settings(tools)
+    names = configured_tools(tools)
+    lines: list[str] = []
+    for channel in channels:
+        # "*" as the session: only channel-wide rules apply; session rules are listed below.
+        refused = [name for name in names if not policy.decide(name, channel, "*").allowed]
+        allowed = [name for name in names if name not in refused]
+        text = f"{channel}: {', '.join(allowed) if allowed else 'no tools'}"
+        if refused:
+            text += f" (refused: {', '.join(refused)})"
+        lines.append(text)
+    for number, rule in enumerate(tools.policy.rules, start=1):
+        parts = [f"rule {number}: channel {rule.channel}", f"session {rule.session}"]
+        if rule.allow:
+            parts.append(f"allow {', '.join(rule.allow)}")
+        if rule.deny:
+            parts.append(f"deny {', '.join(rule.deny)}")
+        lines.append(", ".join(parts))
+    if not tools.shell.enabled:
+        lines.append("shell: off ([tools.shell] enabled = false)")
+    return lines
