@@ -1,29 +1,129 @@
-"""The `[matrix]` section: homeserver, bot credentials, who may talk to the bot."""
+"""The `[matrix]` section: homeserver, bot credentials, who may talk to the bot, and tuning.
+
+Defaults are the safe choice: end-to-end encryption on, nobody answered until listed, group
+rooms answered only when the bot is mentioned, and room keys shared only with the devices
+of allowlisted users (trust on first use, see the README's Matrix section).
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from squidd.config._base import Section
 
+# Loose on purpose: historical user ids allow more than today's grammar, and a stricter
+# check here would lock people out. The homeserver is the authority.
+_MXID_RE = re.compile(r"^@[^:\s]+:[^\s]+$")
+# Room ids of room version 12 have no server part (`!hash`); aliases always do.
+_ROOM_RE = re.compile(r"^(![^\s]+|#[^:\s]+:[^\s]+)$")
+_SERVER_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+$")
+
 
 class MatrixSettings(Section):
+    """One bot account on one homeserver."""
+
     secret_fields: ClassVar[tuple[str, ...]] = ("access_token", "password")
     credential_prefix: ClassVar[str] = "matrix"
 
     enabled: bool = False
     homeserver: str = ""
+    """Base URL of the client-server API, e.g. `https://matrix.example.org`."""
     user_id: str = ""
+    """The bot's full MXID. Required with a password; with a token the server tells it."""
     access_token: SecretStr | None = None
     access_token_file: Path | None = None
     password: SecretStr | None = None
     password_file: Path | None = None
+    """With a password squidd logs in once and keeps the device id and token in the data dir."""
     device_name: str = "squidd"
+
     allowed_users: list[str] = Field(default_factory=list)
+    """Full MXIDs that are answered and whose invites are accepted."""
     allowed_servers: list[str] = Field(default_factory=list)
+    """Whole homeservers whose users are all allowed (e.g. your own server)."""
     allowed_rooms: list[str] = Field(default_factory=list)
+    """Group rooms (ids `!…` or aliases `#…`) answered in. Empty: any room the bot was
+    invited to by an allowed user. Direct chats (two members) are always allowed."""
     open_rooms: list[str] = Field(default_factory=list)
+    """Group rooms where every message of an allowed user is answered, mention or not."""
+
     e2ee: bool = True
+    device_trust: Literal["allowlisted", "all"] = "allowlisted"
+    """Who gets the room keys of the bot's encrypted replies: `allowlisted` trusts the
+    devices of allowed users on first sight and shares with no one else; `all` shares with
+    every device in the room."""
+    decrypt_wait_s: float = Field(default=60.0, ge=0)
+    """How long an undecryptable message waits for its room key before it is given up."""
+
+    msgtype: Literal["m.text", "m.notice"] = "m.text"
+    """`m.text` notifies people like a human's message; `m.notice` marks the bot's replies
+    as automated (clients usually do not notify for them)."""
+    max_message_bytes: int = Field(default=16_000, ge=1_000, le=30_000)
+    """Longer replies are split into several events (the homeserver caps events at 64 KiB,
+    and HTML plus encryption roughly triple the size)."""
+    typing_notice: bool = True
+
+    sync_timeout_s: float = Field(default=30.0, gt=0, le=300)
+    timeline_limit: int = Field(default=100, ge=1, le=1000)
+    """Events per room per sync; a longer gap is fetched with `/messages`."""
+    reconnect_initial_delay_s: float = Field(default=1.0, gt=0)
+    reconnect_max_delay_s: float = Field(default=60.0, gt=0)
+    request_timeout_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("homeserver")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @field_validator("user_id")
+    @classmethod
+    def _user_id(cls, value: str) -> str:
+        if value and not _MXID_RE.match(value):
+            raise ValueError("must be a full Matrix user id like '@bot:example.org'")
+        return value
+
+    @field_validator("allowed_users")
+    @classmethod
+    def _users(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not _MXID_RE.match(value):
+                raise ValueError(f"{value!r} is not a full Matrix user id like '@me:example.org'")
+        return values
+
+    @field_validator("allowed_servers")
+    @classmethod
+    def _servers(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not _SERVER_RE.match(value):
+                raise ValueError(f"{value!r} is not a server name like 'example.org'")
+        return [v.lower() for v in values]
+
+    @field_validator("allowed_rooms", "open_rooms")
+    @classmethod
+    def _rooms(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not _ROOM_RE.match(value):
+                raise ValueError(
+                    f"{value!r} is not a room id ('!abc…') or alias ('#room:example.org')"
+                )
+        return values
+
+    @model_validator(mode="after")
+    def _complete(self) -> MatrixSettings:
+        if self.reconnect_max_delay_s < self.reconnect_initial_delay_s:
+            raise ValueError("reconnect_max_delay_s must be >= reconnect_initial_delay_s")
+        if not self.enabled:
+            return self
+        if not self.homeserver:
+            raise ValueError("homeserver is required when matrix is enabled")
+        if self.access_token is None and self.password is None:
+            raise ValueError("set access_token (or access_token_file) or password")
+        if self.access_token is None and not self.user_id:
+            raise ValueError("user_id is required to log in with a password")
+        return self

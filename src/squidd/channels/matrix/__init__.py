@@ -1,0 +1,18 @@
+"""The Matrix channel (matrix-nio, end-to-end encryption on by default).
+
+`create_channel(settings)` builds it from the whole `Settings` (the `[matrix]` section and
+the data dir). Modules: `channel` (sync loop and send), `client` (login, error
+translation), `e2ee` (key chores, device trust), `policy` (who is answered), `render`
+(markdown to Matrix HTML, splitting), `state` (files in the data dir, sync position).
+"""
+
+from __future__ import annotations
+
+from squidd.channels.matrix.channel import MatrixChannel
+from squidd.config import Settings
+
+__all__ = ["MatrixChannel", "create_channel"]
+
+
+def create_channel(settings: Settings) -> MatrixChannel:
+    return MatrixChannel(settings.matrix, settings.storage.data_dir)

@@ -1,0 +1,183 @@
+"""Logging in, and translating matrix-nio's results into squidd's error types.
+
+nio returns `ErrorResponse` objects for refusals and raises aiohttp/asyncio errors for
+network trouble; both are turned into `TransientError` (worth retrying) or
+`PermanentError` (a human must act: a revoked token, a wrong password) here, at the edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypeVar
+
+import aiohttp
+import anyio
+import structlog
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    ErrorResponse,
+    LoginResponse,
+    WhoamiResponse,
+)
+
+from squidd.channels.matrix.state import Credentials, MatrixFiles
+from squidd.config._base import secret_value
+from squidd.config.matrix import MatrixSettings
+from squidd.errors import PermanentError, TransientError
+
+log = structlog.get_logger()
+
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    aiohttp.ClientError,
+    asyncio.TimeoutError,
+    TimeoutError,
+    OSError,
+)
+_PERMANENT_CODES = frozenset(
+    {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_USER_DEACTIVATED", "M_FORBIDDEN"}
+)
+
+
+class TokenRejectedError(PermanentError):
+    """The homeserver does not accept the access token (revoked, logged out, expired)."""
+
+
+R = TypeVar("R")
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def translate(action: str, response: ErrorResponse, *, login: bool = False) -> Exception:
+    """An exception for a refused request; the server's message carries no secret."""
+    code = response.status_code or "unknown"
+    message = f"{action} refused by the homeserver: {code} {response.message or ''}".strip()
+    if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
+        return TokenRejectedError(message)
+    if code in _PERMANENT_CODES and (login or code != "M_FORBIDDEN"):
+        return PermanentError(message)
+    return TransientError(message)
+
+
+async def call(action: str, awaitable: Any) -> Any:
+    """Await a nio request; network failures become `TransientError`."""
+    try:
+        return await awaitable
+    except NETWORK_ERRORS as exc:
+        raise TransientError(f"{action}: homeserver unreachable ({describe(exc)})") from exc
+
+
+def client_config(settings: MatrixSettings, store_name: str = "") -> AsyncClientConfig:
+    return AsyncClientConfig(
+        encryption_enabled=settings.e2ee and bool(store_name),
+        store_sync_tokens=False,  # the position is ours to persist, after the acks
+        store_name=store_name,
+        max_timeouts=0,  # network errors surface at once; our loop does the backoff
+        max_limit_exceeded=None,
+        request_timeout=settings.request_timeout_s,
+    )
+
+
+def _probe_client(settings: MatrixSettings) -> AsyncClient:
+    return AsyncClient(settings.homeserver, settings.user_id, config=client_config(settings))
+
+
+async def _whoami(settings: MatrixSettings, token: str) -> WhoamiResponse:
+    probe = _probe_client(settings)
+    probe.access_token = token
+    try:
+        response = await call("whoami", probe.whoami())
+    finally:
+        with anyio.CancelScope(shield=True):
+            await probe.close()
+    if isinstance(response, ErrorResponse):
+        raise translate("checking the access token", response)
+    return response
+
+
+async def _password_login(settings: MatrixSettings, password: str) -> Credentials:
+    probe = _probe_client(settings)
+    try:
+        response = await call(
+            "login", probe.login(password=password, device_name=settings.device_name)
+        )
+    finally:
+        with anyio.CancelScope(shield=True):
+            await probe.close()
+    if isinstance(response, ErrorResponse):
+        raise translate("password login", response, login=True)
+    if not isinstance(response, LoginResponse):
+        raise TransientError(f"login: unexpected answer {type(response).__name__}")
+    log.info("matrix_logged_in", user=response.user_id, device=response.device_id)
+    return Credentials(
+        homeserver=settings.homeserver,
+        user_id=response.user_id,
+        device_id=response.device_id,
+        access_token=response.access_token,
+    )
+
+
+async def resolve_credentials(settings: MatrixSettings, files: MatrixFiles) -> Credentials:
+    """Who we are: from the configured token, else the kept login, else a password login."""
+    token = secret_value(settings.access_token)
+    if token:
+        who = await _whoami(settings, token)
+        if settings.user_id and who.user_id != settings.user_id:
+            raise PermanentError(
+                f"the access token belongs to {who.user_id}, not to matrix.user_id "
+                f"{settings.user_id}"
+            )
+        if not who.device_id:
+            raise PermanentError(
+                "the access token has no device id; create one by logging in (see README)"
+            )
+        return Credentials(settings.homeserver, who.user_id, who.device_id, token)
+
+    password = secret_value(settings.password)
+    if not password:
+        raise PermanentError("matrix: neither access_token nor password is configured")
+    kept = await files.load_credentials()
+    if kept is not None and (
+        kept.homeserver != settings.homeserver or kept.user_id != settings.user_id
+    ):
+        log.info("matrix_kept_login_for_other_account_ignored")
+        kept = None
+    if kept is not None:
+        try:
+            who = await _whoami(settings, kept.access_token)
+        except TokenRejectedError:
+            log.warning("matrix_kept_token_rejected", action="logging in again")
+            await files.forget_credentials()
+        else:
+            if who.user_id == kept.user_id:
+                return kept
+            await files.forget_credentials()
+    creds = await _password_login(settings, password)
+    await files.save_credentials(creds)
+    return creds
+
+
+async def open_client(settings: MatrixSettings, files: MatrixFiles) -> AsyncClient:
+    """A logged-in client with its encryption store loaded (when e2ee is on)."""
+    creds = await resolve_credentials(settings, files)
+    store_name = MatrixFiles.store_name(creds.user_id, creds.device_id) if settings.e2ee else ""
+    client = AsyncClient(
+        settings.homeserver,
+        creds.user_id,
+        device_id=creds.device_id,
+        store_path=str(files.store_dir),
+        config=client_config(settings, store_name),
+    )
+    try:
+        # Loads (or creates) the Olm account from the SQLite store: a short local read.
+        client.restore_login(creds.user_id, creds.device_id, creds.access_token)
+    except Exception as exc:
+        with anyio.CancelScope(shield=True):
+            await client.close()
+        raise PermanentError(
+            f"cannot open the encryption store in {files.store_dir}: {describe(exc)}"
+        ) from exc
+    return client

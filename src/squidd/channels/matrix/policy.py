@@ -1,0 +1,125 @@
+"""Who is answered, where, and whose invites are accepted. Pure logic, no I/O.
+
+The rules (README, Matrix section):
+* a sender must be allowlisted (full MXID, or a whole server);
+* direct chats (at most two members) with an allowed sender are always answered;
+* group rooms must be listed in `allowed_rooms` (an empty list allows any room the bot
+  is in) and there the bot answers only when mentioned (intentional mention in
+  `m.mentions`, its MXID, or its display name), unless the room is in `open_rooms`;
+* the bot never answers itself, nor notices (the convention for bots' messages);
+* invites are accepted only from allowed users.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+def server_of(mxid: str) -> str:
+    """`@user:example.org` -> `example.org` (lowercase); '' for something that is no MXID."""
+    _, sep, server = mxid.partition(":")
+    return server.lower() if sep else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    answer: bool
+    reason: str
+
+
+@dataclass(slots=True)
+class Policy:
+    """The allowlists; room aliases are resolved to ids by the channel at start-up."""
+
+    bot_user_id: str
+    allowed_users: frozenset[str]
+    allowed_servers: frozenset[str]
+    allowed_rooms: frozenset[str]
+    open_rooms: frozenset[str]
+
+    @classmethod
+    def build(
+        cls,
+        bot_user_id: str,
+        *,
+        allowed_users: Iterable[str],
+        allowed_servers: Iterable[str],
+        allowed_rooms: Iterable[str],
+        open_rooms: Iterable[str],
+    ) -> Policy:
+        return cls(
+            bot_user_id=bot_user_id,
+            allowed_users=frozenset(allowed_users),
+            allowed_servers=frozenset(s.lower() for s in allowed_servers),
+            allowed_rooms=frozenset(allowed_rooms),
+            open_rooms=frozenset(open_rooms),
+        )
+
+    def user_allowed(self, mxid: str) -> bool:
+        if mxid == self.bot_user_id:
+            return False
+        return mxid in self.allowed_users or server_of(mxid) in self.allowed_servers
+
+    def invite_accepted(self, inviter: str) -> bool:
+        return self.user_allowed(inviter)
+
+    def room_allowed(self, room_id: str, *, direct: bool) -> bool:
+        if direct or room_id in self.open_rooms:
+            return True
+        return not self.allowed_rooms or room_id in self.allowed_rooms
+
+    def decide(
+        self,
+        *,
+        room_id: str,
+        sender: str,
+        msgtype: str,
+        content: Mapping[str, Any],
+        member_count: int,
+        display_names: Iterable[str],
+    ) -> Decision:
+        """Whether a text message is answered, with the reason for the log."""
+        if sender == self.bot_user_id:
+            return Decision(False, "own message")
+        if msgtype == "m.notice":
+            return Decision(False, "notice (bot message)")
+        if not self.user_allowed(sender):
+            return Decision(False, "sender not allowlisted")
+        direct = member_count <= 2
+        if not self.room_allowed(room_id, direct=direct):
+            return Decision(False, "room not allowlisted")
+        if direct:
+            return Decision(True, "direct chat")
+        if room_id in self.open_rooms:
+            return Decision(True, "open room")
+        if mentions_bot(content, self.bot_user_id, display_names):
+            return Decision(True, "mentioned")
+        return Decision(False, "group room without mention")
+
+
+def mentions_bot(
+    content: Mapping[str, Any], bot_user_id: str, display_names: Iterable[str]
+) -> bool:
+    """Intentional mention (`m.mentions.user_ids`), or the MXID / a display name in the text."""
+    mentions = content.get("m.mentions")
+    if isinstance(mentions, Mapping):
+        ids = mentions.get("user_ids")
+        if isinstance(ids, list) and bot_user_id in ids:
+            return True
+    texts = [content.get("body"), content.get("formatted_body")]
+    haystack = "\n".join(t for t in texts if isinstance(t, str))
+    if not haystack:
+        return False
+    if bot_user_id in haystack:
+        return True
+    for name in display_names:
+        name = name.strip()
+        if len(name) < 2:
+            continue
+        # Whole word, case-insensitive: "squidd," and "@squidd" count, "squiddy" does not.
+        if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", haystack, re.IGNORECASE):
+            return True
+    return False

@@ -1,0 +1,181 @@
+"""What the Matrix channel keeps in the data dir, and when the sync position may advance.
+
+Layout under `<data_dir>/matrix/` (file names never derive from room or user ids without
+`safe_name`):
+* `credentials.json` — user id, device id and access token of a password login (0600);
+* `sync.json`        — the sync position (`next_batch`) of the last fully handled batch;
+* `store/`           — matrix-nio's encryption store (Olm account, Megolm sessions).
+
+`SyncLedger` holds the batches of the sync stream that still have unacknowledged events.
+The persisted position advances to a batch's `next_batch` only when that batch and every
+earlier one are done, so a crash re-delivers whatever was not answered yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from squidd.errors import StorageError
+from squidd.store.files import atomic_write_text, read_text_or_empty, safe_name
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    homeserver: str
+    user_id: str
+    device_id: str
+    access_token: str
+
+
+class MatrixFiles:
+    """Paths and (de)serialisation of the channel's files; blocking work runs in threads."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / "matrix"
+        self.credentials_path = self.root / "credentials.json"
+        self.sync_path = self.root / "sync.json"
+        self.store_dir = self.root / "store"
+
+    async def prepare(self) -> None:
+        def make() -> None:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self.store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise StorageError(f"cannot create {self.root}: {exc.strerror or exc}") from exc
+
+        await anyio.to_thread.run_sync(make)
+
+    @staticmethod
+    def store_name(user_id: str, device_id: str) -> str:
+        """nio's store file name; nio would otherwise build it from the raw ids."""
+        return safe_name(f"{user_id}|{device_id}") + ".db"
+
+    async def _read_json(self, path: Path) -> dict[str, Any] | None:
+        text = await anyio.to_thread.run_sync(read_text_or_empty, path)
+        if not text.strip():
+            return None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            log.warning("matrix_state_file_unreadable", path=str(path))
+            return None
+        return data if isinstance(data, dict) else None
+
+    async def _write_json(self, path: Path, data: dict[str, Any]) -> None:
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        await anyio.to_thread.run_sync(atomic_write_text, path, text)
+
+    async def load_credentials(self) -> Credentials | None:
+        data = await self._read_json(self.credentials_path)
+        if data is None:
+            return None
+        try:
+            return Credentials(
+                homeserver=str(data["homeserver"]),
+                user_id=str(data["user_id"]),
+                device_id=str(data["device_id"]),
+                access_token=str(data["access_token"]),
+            )
+        except KeyError:
+            log.warning("matrix_credentials_incomplete", path=str(self.credentials_path))
+            return None
+
+    async def save_credentials(self, creds: Credentials) -> None:
+        await self._write_json(
+            self.credentials_path,
+            {
+                "homeserver": creds.homeserver,
+                "user_id": creds.user_id,
+                "device_id": creds.device_id,
+                "access_token": creds.access_token,
+            },
+        )
+
+    async def forget_credentials(self) -> None:
+        await anyio.Path(self.credentials_path).unlink(missing_ok=True)
+
+    async def load_sync_token(self, user_id: str) -> str | None:
+        """The persisted position, or None on the very first start (or another account)."""
+        data = await self._read_json(self.sync_path)
+        if data is None:
+            return None
+        if data.get("user_id") != user_id:
+            log.warning("matrix_sync_position_of_other_account_ignored")
+            return None
+        token = data.get("next_batch")
+        return token if isinstance(token, str) and token else None
+
+    async def save_sync_token(self, user_id: str, token: str) -> None:
+        await self._write_json(self.sync_path, {"user_id": user_id, "next_batch": token})
+
+
+@dataclass(eq=False)
+class Batch:
+    """One sync response: its `next_batch` and the events still waiting for an ack.
+
+    `token` is None for a batch that must not move the position (one whose processing was
+    interrupted: the same range is fetched again and lands in a later batch).
+    """
+
+    token: str | None
+    pending: set[str] = field(default_factory=set)
+    sealed: bool = False
+
+
+class SyncLedger:
+    """Orders batches and persists the newest position whose batches are all done."""
+
+    def __init__(self, save: Callable[[str], Awaitable[None]]) -> None:
+        self._save = save
+        self._batches: deque[Batch] = deque()
+        self._lock = anyio.Lock()
+        self.saved: str | None = None
+
+    def open(self, token: str) -> Batch:
+        batch = Batch(token)
+        self._batches.append(batch)
+        return batch
+
+    def add(self, batch: Batch, event_id: str) -> None:
+        batch.pending.add(event_id)
+
+    async def seal(self, batch: Batch) -> None:
+        """Everything of the batch was handed out; it is done once its events are acked."""
+        batch.sealed = True
+        await self._flush()
+
+    async def abandon(self, batch: Batch) -> None:
+        """Processing stopped half-way: keep its pending events, never save its token."""
+        batch.token = None
+        batch.sealed = True
+        await self._flush()
+
+    async def ack(self, batch: Batch, event_id: str) -> None:
+        batch.pending.discard(event_id)
+        await self._flush()
+
+    @property
+    def outstanding(self) -> int:
+        return sum(len(b.pending) for b in self._batches)
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            newest: str | None = None
+            while self._batches and self._batches[0].sealed and not self._batches[0].pending:
+                done = self._batches.popleft()
+                if done.token is not None:
+                    newest = done.token
+            if newest is not None and newest != self.saved:
+                await self._save(newest)
+                self.saved = newest

@@ -1,0 +1,319 @@
+"""Fixtures of the Matrix tests: one real Synapse per session, people and a bot on it.
+
+* `synapse` (session): the homeserver from tests/servers/synapse, stopped by PID at the end.
+  How long the Matrix part took (install and start included) is printed in the summary.
+* `bot` / `alice` / ... : fresh accounts per test (unique localparts), so tests share the
+  server without seeing each other's rooms.
+* `Human`: a matrix-nio client (with encryption) that plays the person at the keyboard.
+* `run_channel`: runs a `MatrixChannel` in a task group with a small inbox that answers
+  through `channel.send` and then acks, the way the gateway's router does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import TaskGroup
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    EnableEncryptionBuilder,
+    MegolmEvent,
+    RoomCreateResponse,
+    RoomSendResponse,
+    SyncResponse,
+)
+from nio.events import TypingNoticeEvent
+
+from squidd.channels.matrix import MatrixChannel
+from squidd.config.matrix import MatrixSettings
+from squidd.core.models import Inbound, Outbound
+from squidd.core.ports import ChannelState
+from tests.servers.synapse.server import SynapseServer, User, default_data_root
+
+_STARTED = pytest.StashKey[float]()
+_ELAPSED = pytest.StashKey[float]()
+
+
+@pytest.fixture(scope="session")
+def synapse(pytestconfig: pytest.Config) -> Iterator[SynapseServer]:
+    pytestconfig.stash[_STARTED] = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix="squidd-synapse-", dir=default_data_root()))
+    server = SynapseServer(root / "hs")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        pytestconfig.stash[_ELAPSED] = time.monotonic() - pytestconfig.stash[_STARTED]
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    elapsed = config.stash.get(_ELAPSED, None)
+    if elapsed is not None:
+        terminalreporter.write_line(
+            f"matrix: the Synapse-backed part took {elapsed:.1f}s "
+            "(homeserver install/start, tests, stop)"
+        )
+
+
+@pytest.fixture
+def uid() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def make_user(synapse: SynapseServer, uid: str) -> Callable[[str], User]:
+    def make(name: str) -> User:
+        return synapse.register(f"{name}-{uid}", password=f"pw-{name}-{uid}")
+
+    return make
+
+
+@pytest.fixture
+def bot(make_user: Callable[[str], User]) -> User:
+    return make_user("squidd")
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+def bot_settings(synapse: SynapseServer, bot: User, **overrides: Any) -> MatrixSettings:
+    values: dict[str, Any] = {
+        "enabled": True,
+        "homeserver": synapse.url,
+        "user_id": bot.user_id,
+        "password": bot.password,
+        "reconnect_initial_delay_s": 0.2,
+        "reconnect_max_delay_s": 1.0,
+        "sync_timeout_s": 5.0,
+    }
+    values.update(overrides)
+    return MatrixSettings(**values)
+
+
+# --- the person at the keyboard -----------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    room_id: str
+    event: Any
+
+    @property
+    def content(self) -> dict[str, Any]:
+        content: dict[str, Any] = self.event.source.get("content", {})
+        return content
+
+
+@dataclass
+class Human:
+    """A nio client with encryption that syncs on demand and keeps what it saw."""
+
+    client: AsyncClient
+    user: User
+    events: list[Seen] = field(default_factory=list)
+    typing: dict[str, list[set[str]]] = field(default_factory=dict)
+    next_batch: str | None = None
+
+    @property
+    def user_id(self) -> str:
+        return self.user.user_id
+
+    async def sync(self, timeout_ms: int = 0) -> None:
+        response = await self.client.sync(
+            timeout=timeout_ms,
+            since=self.next_batch,
+            sync_filter={"room": {"timeline": {"limit": 100}}},
+        )
+        assert isinstance(response, SyncResponse), response
+        self.next_batch = response.next_batch
+        if self.client.should_upload_keys:
+            await self.client.keys_upload()
+        if self.client.should_query_keys:
+            await self.client.keys_query()
+        if self.client.should_claim_keys:
+            await self.client.keys_claim(self.client.get_users_for_key_claiming())
+        for room_id, info in response.rooms.join.items():
+            for event in info.timeline.events:
+                self.events.append(Seen(room_id, event))
+            for ephemeral in info.ephemeral:
+                if isinstance(ephemeral, TypingNoticeEvent):
+                    self.typing.setdefault(room_id, []).append(set(ephemeral.users))
+        # Room keys may arrive after the event: retry what is still encrypted.
+        for seen in self.events:
+            if isinstance(seen.event, MegolmEvent):
+                seen.event.room_id = seen.room_id
+                try:
+                    seen.event = self.client.decrypt_event(seen.event)
+                except Exception:  # noqa: BLE001, S112 - the key has not arrived yet
+                    continue
+
+    async def wait_for(self, predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        try:
+            with anyio.fail_after(timeout):
+                while not predicate():
+                    await self.sync(timeout_ms=1000)
+        except TimeoutError:
+            raise AssertionError(f"{self.user_id} did not see: {what}") from None
+
+    def from_sender(self, sender: str, room_id: str | None = None) -> list[Seen]:
+        return [
+            s
+            for s in self.events
+            if getattr(s.event, "sender", None) == sender
+            and (room_id is None or s.room_id == room_id)
+            and s.event.source.get("type") in ("m.room.message", "m.room.encrypted")
+            and not isinstance(s.event, MegolmEvent)
+        ]
+
+    def replies_to(self, sender: str, event_id: str) -> list[Seen]:
+        return [
+            s
+            for s in self.from_sender(sender)
+            if (s.content.get("m.relates_to") or {}).get("m.in_reply_to", {}).get("event_id")
+            == event_id
+        ]
+
+    async def send(self, room_id: str, body: str, **extra: Any) -> str:
+        content = {"msgtype": "m.text", "body": body, **extra}
+        return await self.send_event(room_id, "m.room.message", content)
+
+    async def send_event(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
+        response = await self.client.room_send(
+            room_id, event_type, content, ignore_unverified_devices=True
+        )
+        assert isinstance(response, RoomSendResponse), response
+        event_id: str = response.event_id
+        return event_id
+
+    async def create_room(
+        self, invite: list[str], *, encrypted: bool = False, direct: bool = False, name: str = ""
+    ) -> str:
+        initial_state = [EnableEncryptionBuilder().as_dict()] if encrypted else []
+        response = await self.client.room_create(
+            name=name or None, invite=invite, is_direct=direct, initial_state=initial_state
+        )
+        assert isinstance(response, RoomCreateResponse), response
+        room_id: str = response.room_id
+        await self.sync()
+        return room_id
+
+    async def join(self, room_id: str) -> None:
+        response = await self.client.join(room_id)
+        assert not hasattr(response, "status_code"), response
+        await self.sync()
+
+    def membership(self, room_id: str, user_id: str) -> str | None:
+        room = self.client.rooms.get(room_id)
+        if room is None:
+            return None
+        if user_id in room.users:
+            return "invite" if room.users[user_id].invited else "join"
+        return "leave"
+
+
+@pytest.fixture
+async def make_human(
+    synapse: SynapseServer, make_user: Callable[[str], User], tmp_path: Path
+) -> AsyncIterator[Callable[[str], Any]]:
+    humans: list[Human] = []
+
+    async def make(name: str) -> Human:
+        user = make_user(name)
+        store = tmp_path / f"human-{name}"
+        store.mkdir()
+        client = AsyncClient(
+            synapse.url,
+            user.user_id,
+            device_id=user.device_id,
+            store_path=str(store),
+            config=AsyncClientConfig(encryption_enabled=True, store_sync_tokens=False),
+        )
+        client.restore_login(user.user_id, user.device_id, user.access_token)
+        human = Human(client=client, user=user)
+        humans.append(human)
+        await human.sync()
+        return human
+
+    yield make
+    for human in humans:
+        await human.client.close()
+
+
+# --- running the channel ------------------------------------------------------------------
+
+
+Responder = Callable[[Inbound], str]
+
+
+def echo(message: Inbound) -> str:
+    return f"echo: {message.text}"
+
+
+class AnsweringInbox:
+    """Answers every inbound through `channel.send`, then acks it (the router's contract)."""
+
+    def __init__(self, channel: MatrixChannel, tg: TaskGroup, responder: Responder) -> None:
+        self.channel = channel
+        self.responder = responder
+        self.received: list[Inbound] = []
+        self.states: list[tuple[ChannelState, str]] = []
+        self.answered: list[str] = []
+        self.gate: anyio.Event | None = None
+        self._tg = tg
+
+    async def put(self, message: Inbound) -> None:
+        self.received.append(message)
+        self._tg.start_soon(self._answer, message)
+
+    def report(self, state: ChannelState, detail: str = "") -> None:
+        self.states.append((state, detail))
+
+    async def _answer(self, message: Inbound) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        await self.channel.send(
+            Outbound(
+                channel="matrix",
+                target=str(message.meta["reply_target"]),
+                text=self.responder(message),
+                session_id=message.session_id,
+                in_reply_to=message,
+            )
+        )
+        self.answered.append(message.source_id)
+        await message.ack()
+
+    def texts(self) -> list[str]:
+        return [m.text for m in self.received]
+
+
+@asynccontextmanager
+async def run_channel(
+    settings: MatrixSettings, data_dir: Path, responder: Responder = echo
+) -> AsyncIterator[tuple[MatrixChannel, AnsweringInbox]]:
+    channel = MatrixChannel(settings, data_dir)
+    async with anyio.create_task_group() as tg:
+        inbox = AnsweringInbox(channel, tg, responder)
+        with anyio.fail_after(60):
+            await tg.start(channel.run, inbox)
+        try:
+            yield channel, inbox
+        finally:
+            tg.cancel_scope.cancel()
