@@ -3,18 +3,32 @@ in this process with in-memory channels, and a way to wait for what it delivers.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
+import structlog
 
 from squidd.app import Daemon
 from squidd.config import Settings
 from squidd.core.ports import Channel
 from squidd.runtime import build_runtime
 from tests.support.clock import FakeClock
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Tests that call `squidd.cli.main` configure logging onto pytest's capture streams,
+    which are closed after the test; put the defaults back so later tests do not log there."""
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    yield
+    structlog.reset_defaults()
+    root.handlers[:] = handlers
 
 
 def make_settings(data: Path, llm_url: str, **sections: dict[str, Any]) -> Settings:

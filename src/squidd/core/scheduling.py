@@ -275,7 +275,8 @@ def make_job(
         created_at=now,
         created_by=created_by,
     )
-    first = job.trigger().get_next_fire_time(None, now)
+    # Strictly after its creation: a job made at 08:00:00 for "0 8 * * *" starts tomorrow.
+    first = job.trigger().get_next_fire_time(None, now + timedelta(microseconds=1))
     if first is None or (kind == "at" and first <= now):
         raise ValueError(f"{spec!r} is in the past")
     return replace(job, next_run=first.astimezone(UTC))
@@ -408,12 +409,13 @@ class CronScheduler:
                 if late > self._grace:
                     log.warning(
                         "cron_run_missed",
+                        job=job.name,
                         scheduled=scheduled.isoformat(),
                         late_s=int(late.total_seconds()),
                         reason="the daemon was not running; outside the grace window",
                     )
                 else:
-                    log.info("cron_run", scheduled=scheduled.isoformat())
+                    log.info("cron_run", job=job.name, scheduled=scheduled.isoformat())
                     await self._fire(job, scheduled)
                     last = now
             outcomes[job.name] = (following_run(job, max(now, scheduled)), last)

@@ -1,0 +1,203 @@
+"""Cron jobs and the heartbeat, through the daemon, with a clock the test moves."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from squidd.cli import main
+from squidd.core.scheduling import CronJob, make_job
+from squidd.store.cron_jobs import JobsFile
+from tests.gateway.conftest import eventually, make_settings, running_daemon
+from tests.support.clock import FakeClock
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.memory_channel import MemoryChannel
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_every_minute_and_one_shot_jobs_deliver(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    data = tmp_path / "data"
+    clock = FakeClock()
+    start = clock.now()
+    jobs = JobsFile(data)
+    every = make_job(
+        "minutely",
+        "tick",
+        cron="* * * * *",
+        timezone="Europe/Paris",
+        target="memory:!room:example.org",
+        now=start,
+    )
+    once = make_job(
+        "once",
+        "just once",
+        at=(start + timedelta(seconds=90)).isoformat(),
+        timezone="UTC",
+        target="memory:me@example.org",
+        now=start,
+    )
+    await jobs.modify(lambda existing: [*existing, every, once])
+    settings = make_settings(data, fake_llm.base_url)
+    channel = MemoryChannel("memory")
+    async with running_daemon(settings, [channel], clock=clock) as daemon:
+        clock.advance(60)
+        await channel.wait_for(1)
+        clock.advance(30)
+        await channel.wait_for(2)
+        clock.advance(30)
+        await channel.wait_for(3)
+        await eventually(lambda: daemon.router.stats()["in_flight"] == 0)
+        stored = await jobs.load()
+    assert [(s.target, s.text, s.session_id) for s in channel.sent] == [
+        ("!room:example.org", "echo: tick", "cron:minutely"),
+        ("me@example.org", "echo: just once", "cron:once"),
+        ("!room:example.org", "echo: tick", "cron:minutely"),
+    ]
+    assert [job.name for job in stored] == ["minutely"]
+    assert stored[0].next_run == start + timedelta(minutes=3)
+
+
+async def test_missed_runs_within_grace_run_once_else_are_skipped(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    clock = FakeClock()
+    now = clock.now()
+    recent = make_job("recent", "r", every="1h", timezone="UTC", target="memory:a", now=now)
+    old = make_job("old", "o", every="1h", timezone="UTC", target="memory:b", now=now)
+    # The daemon was down: "recent" was due 2 minutes ago, "old" 3 hours ago.
+    recent = replace(recent, next_run=now - timedelta(minutes=2))
+    old = replace(old, next_run=now - timedelta(hours=3))
+    await JobsFile(data).modify(lambda _: [recent, old])
+    settings = make_settings(data, fake_llm.base_url, cron={"misfire_grace_s": 300})
+    channel = MemoryChannel("memory")
+    with capture_logs() as logs:
+        async with running_daemon(settings, [channel], clock=clock):
+            await channel.wait_for(1)
+            await eventually(lambda: any(e["event"] == "cron_run_missed" for e in logs))
+    assert [s.text for s in channel.sent] == ["echo: r"]
+    missed = [e for e in logs if e["event"] == "cron_run_missed"]
+    assert [e["job"] for e in missed] == ["old"]
+    assert len(fake_llm.chat_requests) == 1
+
+
+async def test_a_corrupt_jobs_file_is_reported_and_never_overwritten(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    path = JobsFile(data).path
+    path.parent.mkdir(parents=True)
+    path.write_text('{"format": 1, "jobs": [ {"name": "x", oops')
+    before = path.read_bytes()
+    settings = make_settings(data, fake_llm.base_url)
+    async with running_daemon(settings, [MemoryChannel("memory")]) as daemon:
+        await eventually(lambda: daemon.supervisor.children["cron"].state == "failed")
+        assert "not a valid jobs file" in daemon.supervisor.children["cron"].detail
+    assert path.read_bytes() == before
+    assert main(["--config", str(tmp_path / "none.toml"), "cron", "list"]) == 2  # no config
+    env_cfg = tmp_path / "c.toml"
+    env_cfg.write_text(f'[storage]\ndata_dir = "{data}"\n')
+    args = ["--config", str(env_cfg), "cron", "add", "--name", "n", "--prompt", "p"]
+    assert main([*args, "--every", "1h"]) == 1
+    assert path.read_bytes() == before
+
+
+def test_cron_cli_add_list_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[storage]\ndata_dir = "{tmp_path / "data"}"\n')
+    base = ["--config", str(cfg), "cron"]
+    add = [*base, "add", "--name", "standup", "--prompt", "Summarise my day"]
+    assert main([*add, "--cron", "30 8 * * mon-fri", "--timezone", "Europe/Berlin"]) == 0
+    assert main([*add, "--every", "1h"]) == 1  # same name
+    assert main([*base, "add", "--name", "bad", "--prompt", "p", "--cron", "61 * * * *"]) == 2
+    assert main([*base, "add", "--name", "past", "--prompt", "p", "--at", "2001-01-01T00:00"]) == 2
+    capsys.readouterr()
+    assert main([*base, "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "standup: cron 30 8 * * mon-fri (Europe/Berlin)" in listed
+    assert main([*base, "remove", "standup"]) == 0
+    assert main([*base, "remove", "standup"]) == 1
+    capsys.readouterr()
+    assert main([*base, "list"]) == 0
+    assert capsys.readouterr().out == "no jobs\n"
+
+
+HEARTBEAT_EMPTY = """# Heartbeat checklist
+
+<!-- Add items like:
+- [ ] check the build
+-->
+
+- [x] already done
+"""
+
+
+async def test_heartbeat_with_nothing_open_makes_no_llm_call(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "HEARTBEAT.md").write_text(HEARTBEAT_EMPTY)
+    settings = make_settings(
+        data,
+        fake_llm.base_url,
+        agents={"workspace": workspace},
+        heartbeat={"enabled": True, "interval_minutes": 30, "target": "memory:owner"},
+        cron={"enabled": False},
+    )
+    clock = FakeClock()
+    channel = MemoryChannel("memory")
+    with capture_logs() as logs:
+        async with running_daemon(settings, [channel], clock=clock):
+            clock.advance(30 * 60)
+            await eventually(lambda: any(e["event"] == "heartbeat_skipped" for e in logs))
+            # An open item: the agent is asked; HEARTBEAT_OK stays quiet, anything else goes out.
+            (workspace / "HEARTBEAT.md").write_text(HEARTBEAT_EMPTY + "- [ ] water the plants\n")
+            fake_llm.push(Reply(content="HEARTBEAT_OK"), Reply(content="Water the plants!"))
+            clock.advance(30 * 60)
+            await eventually(lambda: any(e["event"] == "reply_suppressed" for e in logs))
+            clock.advance(30 * 60)
+            await channel.wait_for(1)
+    skipped = [e for e in logs if e["event"] == "heartbeat_skipped"]
+    assert skipped[0]["reason"] == "no open items in HEARTBEAT.md"
+    assert len(fake_llm.chat_requests) == 2
+    assert "water the plants" in fake_llm.chat_requests[0]["messages"][-1]["content"]
+    assert [(s.target, s.text) for s in channel.sent] == [("owner", "Water the plants!")]
+
+
+async def test_heartbeat_outside_active_hours_does_nothing(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "HEARTBEAT.md").write_text("- [ ] something\n")
+    settings = make_settings(
+        tmp_path / "data",
+        fake_llm.base_url,
+        agents={"workspace": workspace},
+        heartbeat={
+            "enabled": True,
+            "interval_minutes": 60,
+            "active_hours": "22:00-06:00",
+            "timezone": "Asia/Tokyo",  # 12:00 UTC is 21:00 in Tokyo: just outside
+            "target": "memory:owner",
+        },
+    )
+    clock = FakeClock()
+    async with running_daemon(settings, [MemoryChannel("memory")], clock=clock) as daemon:
+        assert daemon.heartbeat is not None
+        clock.advance(60 * 60)  # 22:00 in Tokyo: inside
+        await eventually(lambda: len(fake_llm.chat_requests) == 1)
+        await anyio.sleep(0.05)
+    assert len(fake_llm.chat_requests) == 1
+
+
+def _job_names(jobs: list[CronJob]) -> list[str]:
+    return [job.name for job in jobs]
