@@ -83,7 +83,7 @@ class StatusServer:
             async with listener:
                 await listener.serve(self._handle)
         finally:
-            with contextlib.suppress(OSError):
+            with anyio.CancelScope(shield=True), contextlib.suppress(OSError):
                 await anyio.Path(self._path).unlink()
 
     async def _handle(self, stream: SocketStream) -> None:
@@ -159,8 +159,8 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
     turns = data.get("turns", {})
     lines.append(
         f"turns: {turns.get('in_flight', 0)} in flight, {turns.get('queued', 0)} queued, "
-        f"{turns.get('sessions', 0)} active session(s), "
-        f"{data.get('outbox', 0)} repl(ies) waiting for delivery"
+        f"{turns.get('sessions', 0)} active sessions; "
+        f"{data.get('outbox', 0)} replies waiting for delivery"
     )
     cron = data.get("cron")
     if cron is None:

@@ -1,0 +1,248 @@
+"""`squidd run` as a real process: sd_notify readiness, `squidd status`, SIGTERM, and a
+SIGKILL in the middle of a turn. Messages go in and replies come out through the test-only
+spool channel (tests/support/spool_channel.py), loaded by `gateway.extra_channels`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.spool_channel import write_atomic
+
+REPO = Path(__file__).resolve().parents[2]
+GRACE_S = 5
+
+
+def write_config(tmp: Path, llm_url: str) -> Path:
+    data = tmp / "data"
+    config = tmp / "config.toml"
+    config.write_text(
+        f"""
+[llm]
+base_url = "{llm_url}"
+api_key = "sk-test-run-process-key-1234"
+max_retries = 0
+
+[storage]
+data_dir = "{data}"
+
+[logging]
+format = "json"
+level = "debug"
+
+[gateway]
+extra_channels = ["tests.support.spool_channel:create_channel"]
+shutdown_grace_s = {GRACE_S}
+
+[cron]
+poll_s = 0.2
+"""
+    )
+    return config
+
+
+def env_for(notify: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUIDD_")}
+    env.pop("NOTIFY_SOCKET", None)
+    env.pop("WATCHDOG_USEC", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    if notify is not None:
+        env["NOTIFY_SOCKET"] = str(notify)
+    return env
+
+
+class Daemon:
+    """A `squidd run` child process with its notify socket."""
+
+    def __init__(self, tmp: Path, config: Path) -> None:
+        self.tmp = tmp
+        self.config = config
+        self.notify_path = tmp / f"n{uuid.uuid4().hex[:6]}.sock"
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(str(self.notify_path))
+        self.notify.settimeout(30)
+        self.log = (tmp / f"daemon-{uuid.uuid4().hex[:6]}.log").open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "squidd", "--config", str(config), "run"],
+            env=env_for(self.notify_path),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.messages: list[str] = []
+
+    def wait_for_notify(self, needle: str) -> list[str]:
+        while not any(needle in m.splitlines() for m in self.messages):
+            self.messages.append(self.notify.recv(4096).decode())
+        return self.messages
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.notify.close()
+        self.log.close()
+
+    def log_text(self) -> str:
+        self.log.flush()
+        return (Path(self.log.name)).read_text()
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    yield started
+    for daemon in started:
+        daemon.stop()
+
+
+def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "squidd", "--config", str(config), *args],
+        env=env_for(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def drop_message(data: Path, message_id: str, text: str, session: str = "spool-s1") -> None:
+    write_atomic(
+        data / "spool" / "in" / f"{message_id}.json",
+        {"session": session, "sender": "tester", "text": text},
+    )
+
+
+def replies(data: Path, message_id: str) -> list[dict[str, str]]:
+    out = data / "spool" / "out"
+    if not out.exists():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(out.glob(f"{message_id}.*.json"))]
+
+
+def wait_until(check: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.05)
+
+
+def test_ready_status_and_sigterm(
+    tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
+) -> None:
+    config = write_config(tmp_path, fake_llm.base_url)
+    data = tmp_path / "data"
+    assert "not running" in squidd(config, "status").stderr
+    daemon = Daemon(tmp_path, config)
+    daemons.append(daemon)
+    messages = daemon.wait_for_notify("READY=1")
+    assert any("STATUS=" in m for m in messages)
+
+    drop_message(data, "m1", "hello daemon")
+    wait_until(lambda: replies(data, "m1"))
+    assert replies(data, "m1")[0]["text"] == "echo: hello daemon"
+    wait_until(lambda: (data / "spool" / "done" / "m1.json").exists())
+
+    status = squidd(config, "status")
+    print(status.stdout)
+    assert status.returncode == 0, status.stderr
+    assert "spool" in status.stdout and "connected" in status.stdout
+    assert "last in" in status.stdout
+    assert oct((data / "squidd.sock").stat().st_mode & 0o777) == "0o600"
+
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
+    daemon.wait_for_notify("STOPPING=1")
+    assert not (data / "squidd.sock").exists()
+    assert "not running" in squidd(config, "status").stderr
+
+
+def test_sigterm_lets_the_turn_in_flight_finish(
+    tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
+) -> None:
+    config = write_config(tmp_path, fake_llm.base_url)
+    data = tmp_path / "data"
+    fake_llm.push(Reply(content="worth the wait", delay=1.5))
+    daemon = Daemon(tmp_path, config)
+    daemons.append(daemon)
+    daemon.wait_for_notify("READY=1")
+    drop_message(data, "slow", "take your time")
+    wait_until(lambda: len(fake_llm.chat_requests) == 1)
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
+    assert [r["text"] for r in replies(data, "slow")] == ["worth the wait"]
+    assert (data / "spool" / "done" / "slow.json").exists()
+
+
+def test_sigkill_mid_turn_is_answered_exactly_once_after_restart(
+    tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
+) -> None:
+    config = write_config(tmp_path, fake_llm.base_url)
+    data = tmp_path / "data"
+    fake_llm.push(Reply(content="never delivered", delay=3))
+    first = Daemon(tmp_path, config)
+    daemons.append(first)
+    first.wait_for_notify("READY=1")
+    drop_message(data, "k1", "answer me once")
+    wait_until(lambda: len(fake_llm.chat_requests) == 1)
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=10)
+    assert replies(data, "k1") == []
+    assert (data / "spool" / "in" / "k1.json").exists()  # not acknowledged
+
+    second = Daemon(tmp_path, config)
+    daemons.append(second)
+    second.wait_for_notify("READY=1")
+    wait_until(lambda: (data / "spool" / "done" / "k1.json").exists())
+    # A third start must not answer it again either.
+    second.proc.send_signal(signal.SIGTERM)
+    assert second.proc.wait(timeout=GRACE_S + 10) == 0
+    third = Daemon(tmp_path, config)
+    daemons.append(third)
+    third.wait_for_notify("READY=1")
+    drop_message(data, "k2", "a later message")
+    wait_until(lambda: replies(data, "k2"))
+    sent = replies(data, "k1")
+    assert [r["text"] for r in sent] == ["echo: answer me once"]
+
+
+def test_bad_config_exits_2_before_starting(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[gateway]\nextra_channels = ["no.such.module:create_channel"]\n')
+    result = squidd(config, "run")
+    assert result.returncode == 2
+    assert "gateway.extra_channels" in result.stderr
+    config.write_text("[gateway]\nmax_concurrent_turns = 0\n")
+    assert squidd(config, "run").returncode == 2
+
+
+def test_systemd_unit_verifies(tmp_path: Path) -> None:
+    tool = "/usr/bin/systemd-analyze"
+    if not Path(tool).exists():
+        pytest.skip("systemd-analyze is not installed (Debian package: systemd)")
+    unit = REPO / "systemd" / "squidd.service"
+    # `verify` checks that ExecStart exists: point it at a stand-in executable.
+    fake_bin = tmp_path / "opt" / "squidd" / "bin"
+    fake_bin.mkdir(parents=True)
+    text = unit.read_text().replace("/opt/squidd/bin/squidd", str(fake_bin / "squidd"))
+    (fake_bin / "squidd").write_text("#!/bin/sh\n")
+    (fake_bin / "squidd").chmod(0o755)
+    copy = tmp_path / "squidd.service"
+    copy.write_text(text)
+    result = subprocess.run(
+        [tool, "verify", str(copy)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr.strip() == "", result.stderr
