@@ -1,0 +1,353 @@
+"""Test-side mail tools: the running Dovecot+Postfix, injecting mail, reading mailboxes.
+
+The tests play two roles the channel must not rely on:
+* the **sender's world**: mail is handed to Postfix over plain SMTP as it would arrive from
+  the internet (or APPENDed straight into a mailbox when Postfix is down on purpose);
+* the **receiving provider's border server**: it is where `Authentication-Results` comes
+  from. Postfix here checks no DKIM/DMARC, so the tests write that header themselves, with
+  the authserv-id the channel is told to trust (`TRUSTED_ID`), exactly as a provider's MX
+  would after verifying the sender. A spoofing test leaves it out, or writes a failing one,
+  or one from another server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.utils import parseaddr
+from pathlib import Path
+from typing import Any
+
+import aioimaplib
+import aiosmtplib
+import anyio
+
+from squidd.config.email import EmailSettings
+from squidd.core.models import Inbound
+from squidd.core.ports import ChannelState
+
+HERE = Path(__file__).resolve().parent
+SERVERS = HERE.parent.parent / "servers" / "mail"
+TRUSTED_ID = "mx.example.test"
+DOMAIN = "example.test"
+PASSWORD = "secret-pw-1"
+BOTS = [f"bot{i}" for i in range(1, 25)]
+HUMANS = ["alice", "bob"]
+
+
+@dataclass
+class MailServer:
+    data: Path
+    host: str
+    imap_port: int
+    imaps_port: int
+    smtp_port: int
+    ca_file: Path
+    postfix_conf: Path
+    _free_bots: list[str] = field(default_factory=lambda: list(BOTS))
+
+    @classmethod
+    def from_env_file(cls, data: Path) -> MailServer:
+        env: dict[str, str] = {}
+        for line in (data / "mail.env").read_text().splitlines():
+            key, _, value = line.partition("=")
+            env[key] = value
+        return cls(
+            data=data,
+            host=env["MAIL_HOST"],
+            imap_port=int(env["MAIL_IMAP_PORT"]),
+            imaps_port=int(env["MAIL_IMAPS_PORT"]),
+            smtp_port=int(env["MAIL_SMTP_PORT"]),
+            ca_file=Path(env["MAIL_CA_FILE"]),
+            postfix_conf=Path(env["MAIL_POSTFIX_CONF"]),
+        )
+
+    def take_bot(self) -> str:
+        """A bot account no other test used: its INBOX starts empty."""
+        return f"{self._free_bots.pop(0)}@{DOMAIN}"
+
+    # --- Postfix down and up again (for the "SMTP down" tests) ---------------------------
+
+    def _postfix(self, action: str) -> None:
+        subprocess.run(
+            ["postfix", "-c", str(self.postfix_conf), action],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    def stop_postfix(self) -> None:
+        self._postfix("stop")
+        # `postfix stop` returns before the master has gone; wait for its port to close.
+        deadline = time.monotonic() + 20
+        while _port_open(self.host, self.smtp_port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _port_open(self.host, self.smtp_port), "postfix did not stop"
+
+    def start_postfix(self) -> None:
+        self._postfix("start")
+        deadline = time.monotonic() + 20
+        while not _port_open(self.host, self.smtp_port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        main_cf = (self.postfix_conf / "main.cf").read_text()
+        spool = re.search(r"^queue_directory = (.+)$", main_cf, re.M)
+        assert spool is not None
+        pid = (Path(spool.group(1)) / "pid" / "master.pid").read_text().strip()
+        (self.data / "pids" / "postfix.pid").write_text(pid + "\n")
+
+
+def _port_open(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def start_servers(data: Path) -> MailServer:
+    users = " ".join(f"{u}:{PASSWORD}" for u in [*BOTS, *HUMANS])
+    env = {**os.environ, "MAIL_DOMAIN": DOMAIN, "MAIL_USERS": users}
+    for key in [k for k in env if k.endswith("_PORT") and k.startswith("MAIL_")]:
+        del env[key]
+    subprocess.run(["bash", str(SERVERS / "start.sh"), str(data)], check=True, env=env, timeout=900)
+    return MailServer.from_env_file(data)
+
+
+def stop_servers(data: Path) -> None:
+    subprocess.run(
+        ["bash", str(SERVERS / "stop.sh"), str(data), "--purge"], check=False, timeout=60
+    )
+
+
+# --- settings ---------------------------------------------------------------------------
+
+
+def bot_settings(server: MailServer, bot: str, **overrides: Any) -> EmailSettings:
+    values: dict[str, Any] = {
+        "enabled": True,
+        "address": bot,
+        "username": bot,
+        "password": PASSWORD,
+        "imap_host": server.host,
+        "imap_port": server.imaps_port,
+        "imap_security": "tls",
+        "smtp_host": server.host,
+        "smtp_port": server.smtp_port,
+        "smtp_security": "starttls",
+        "ca_file": server.ca_file,
+        "allowed_senders": [f"alice@{DOMAIN}"],
+        "trusted_authserv_id": TRUSTED_ID,
+        "timeout_s": 10,
+        "reconnect_initial_delay_s": 0.1,
+        "reconnect_max_delay_s": 1,
+        "poll_interval_s": 3600,
+    }
+    values.update(overrides)
+    return EmailSettings(**values)
+
+
+# --- composing and injecting mail -------------------------------------------------------
+
+
+def new_message_id() -> str:
+    return f"<{uuid.uuid4().hex}@sender.{DOMAIN}>"
+
+
+def auth_pass(domain: str = DOMAIN, authserv_id: str = TRUSTED_ID) -> str:
+    return f"{authserv_id}; dkim=pass header.d={domain}; spf=pass; dmarc=pass header.from={domain}"
+
+
+def make_mail(
+    *,
+    to: str,
+    sender: str = f"alice@{DOMAIN}",
+    subject: str = "Hello",
+    body: str = "Hi there, how are you?",
+    auth: str | None = "pass",
+    headers: dict[str, str] | None = None,
+) -> EmailMessage:
+    msg = EmailMessage()
+    if auth == "pass":
+        msg["Authentication-Results"] = auth_pass(parseaddr(sender)[1].rpartition("@")[2])
+    elif auth:
+        msg["Authentication-Results"] = auth
+    msg["From"] = sender
+    msg["To"] = to
+    msg["Subject"] = subject
+    msg["Message-ID"] = new_message_id()
+    msg["Date"] = "Mon, 02 Mar 2026 12:00:00 +0000"
+    for key, value in (headers or {}).items():
+        msg[key] = value
+    msg.set_content(body)
+    return msg
+
+
+async def inject(
+    server: MailServer,
+    message: EmailMessage | bytes,
+    *,
+    to: str,
+    sender: str,
+    message_id: str | None = None,
+) -> None:
+    """Hand mail to Postfix as the internet would (plain SMTP, no login), and wait until it
+    is in the mailbox: Postfix delivers concurrently, so tests that need an order wait."""
+    await aiosmtplib.send(
+        message,
+        sender=sender,
+        recipients=[to],
+        hostname=server.host,
+        port=server.smtp_port,
+        start_tls=False,
+        timeout=60,
+    )
+    if message_id is None and isinstance(message, EmailMessage):
+        message_id = str(message["Message-ID"])
+    if message_id:
+        await wait_delivered(server, to, message_id)
+
+
+async def wait_delivered(server: MailServer, user: str, message_id: str) -> None:
+    client = await imap_login(server, user)
+    try:
+        with anyio.fail_after(60):
+            while True:
+                response = await client.uid_search("HEADER", "Message-ID", f'"{message_id}"')
+                if response.result == "OK" and any(
+                    isinstance(line, bytes) and line.strip().isdigit() for line in response.lines
+                ):
+                    return
+                await anyio.sleep(0.05)
+    finally:
+        await client.logout()
+
+
+# --- reading mailboxes ------------------------------------------------------------------
+
+
+async def imap_login(server: MailServer, user: str) -> aioimaplib.IMAP4:
+    client = aioimaplib.IMAP4(host=server.host, port=server.imap_port, timeout=30)
+    await client.wait_hello_from_server()
+    response = await client.login(user, PASSWORD)
+    assert response.result == "OK", response
+    response = await client.select("INBOX")
+    assert response.result == "OK", response
+    return client
+
+
+async def append(server: MailServer, user: str, message: EmailMessage) -> None:
+    """Put mail straight into a mailbox (when Postfix is down on purpose)."""
+    client = await imap_login(server, user)
+    try:
+        response = await client.append(message.as_bytes(), mailbox="INBOX")
+        assert response.result == "OK", response
+    finally:
+        await client.logout()
+
+
+@dataclass
+class Stored:
+    uid: int
+    flags: set[str]
+    message: EmailMessage
+
+
+async def read_mailbox(server: MailServer, user: str) -> list[Stored]:
+    client = await imap_login(server, user)
+    try:
+        response = await client.uid("fetch", "1:*", "(UID FLAGS BODY.PEEK[])")
+        out: list[Stored] = []
+        lines = response.lines
+        for index, line in enumerate(lines):
+            if isinstance(line, bytes) and b"FETCH" in line and index + 1 < len(lines):
+                uid = re.search(rb"UID (\d+)", line)
+                flags = re.search(rb"FLAGS \(([^)]*)\)", line)
+                if uid is None or not isinstance(lines[index + 1], bytearray):
+                    continue
+                msg = BytesParser(policy=policy.default).parsebytes(bytes(lines[index + 1]))
+                assert isinstance(msg, EmailMessage)
+                out.append(
+                    Stored(
+                        uid=int(uid.group(1)),
+                        flags=set(flags.group(1).decode().split()) if flags else set(),
+                        message=msg,
+                    )
+                )
+        return out
+    finally:
+        await client.logout()
+
+
+async def find(server: MailServer, user: str, message_id: str) -> Stored:
+    for stored in await read_mailbox(server, user):
+        if stored.message["Message-ID"] == message_id:
+            return stored
+    raise AssertionError(f"{message_id} not in {user}'s mailbox")
+
+
+async def wait_for(
+    server: MailServer,
+    user: str,
+    predicate: Callable[[EmailMessage], bool],
+    *,
+    count: int = 1,
+    timeout: float = 30,
+) -> list[Stored]:
+    """Wait until `user`'s INBOX holds `count` mails matching `predicate` (a bound)."""
+    with anyio.fail_after(timeout):
+        while True:
+            found = [s for s in await read_mailbox(server, user) if predicate(s.message)]
+            if len(found) >= count:
+                return found
+            await anyio.sleep(0.2)
+
+
+def replies_to(message_id: str) -> Callable[[EmailMessage], bool]:
+    return lambda m: m["In-Reply-To"] == message_id
+
+
+# --- a stand-in for the router ----------------------------------------------------------
+
+
+class TestInbox:
+    """Collects what the channel hands on; `reply` answers and acknowledges like the router
+    does (send, then ack)."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        self.received: list[Inbound] = []
+        self.states: list[tuple[ChannelState, str]] = []
+        self._arrived = anyio.Event()
+        self._taken = 0
+
+    async def put(self, message: Inbound) -> None:
+        self.received.append(message)
+        self._arrived.set()
+        self._arrived = anyio.Event()
+
+    def report(self, state: ChannelState, detail: str = "") -> None:
+        self.states.append((state, detail))
+
+    async def next(self, timeout: float = 30) -> Inbound:
+        """The next inbound not yet returned (a bound, not a speed assertion)."""
+        with anyio.fail_after(timeout):
+            while len(self.received) <= self._taken:
+                await self._arrived.wait()
+        self._taken += 1
+        return self.received[self._taken - 1]
+
+
+def kill_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
