@@ -234,8 +234,8 @@ async def make_human(
 ) -> AsyncIterator[Callable[[str], Any]]:
     humans: list[Human] = []
 
-    async def make(name: str) -> Human:
-        user = make_user(name)
+    async def make(name: str, user: User | None = None) -> Human:
+        user = user or make_user(name)
         store = tmp_path / f"human-{name}"
         store.mkdir()
         client = AsyncClient(
@@ -243,7 +243,10 @@ async def make_human(
             user.user_id,
             device_id=user.device_id,
             store_path=str(store),
-            config=AsyncClientConfig(encryption_enabled=True, store_sync_tokens=False),
+            # nio would name the store after the user id, which may contain "/".
+            config=AsyncClientConfig(
+                encryption_enabled=True, store_sync_tokens=False, store_name=f"{name}.db"
+            ),
         )
         client.restore_login(user.user_id, user.device_id, user.access_token)
         human = Human(client=client, user=user)
@@ -254,6 +257,16 @@ async def make_human(
     yield make
     for human in humans:
         await human.client.close()
+
+
+async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    """Poll state that another task owns until it holds (a bound, not a speed assertion)."""
+    try:
+        with anyio.fail_after(timeout):
+            while not predicate():  # noqa: ASYNC110 - no event to wait on for foreign state
+                await anyio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for: {what}") from None
 
 
 # --- running the channel ------------------------------------------------------------------
@@ -275,6 +288,7 @@ class AnsweringInbox:
         self.received: list[Inbound] = []
         self.states: list[tuple[ChannelState, str]] = []
         self.answered: list[str] = []
+        self.acked: list[str] = []
         self.gate: anyio.Event | None = None
         self._tg = tg
 
@@ -299,6 +313,11 @@ class AnsweringInbox:
         )
         self.answered.append(message.source_id)
         await message.ack()
+        self.acked.append(message.source_id)
+
+    async def all_acked(self) -> None:
+        """Wait until every message received so far was answered and acked."""
+        await wait_until(lambda: len(self.acked) >= len(self.received), "all acked")
 
     def texts(self) -> list[str]:
         return [m.text for m in self.received]

@@ -16,7 +16,7 @@ from tests.servers.synapse.server import SynapseServer, User
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
-MakeHuman = Callable[[str], Any]
+MakeHuman = Callable[..., Any]
 
 
 async def dm_with_bot(human: Any, bot: User) -> str:

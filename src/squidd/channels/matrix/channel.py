@@ -193,9 +193,18 @@ class MatrixChannel:
         )
         inbox.report(ChannelState.CONNECTED, f"{user_id} on {self._cfg.homeserver}")
         task_status.started()
+        # The sync loop's error is re-raised outside the task group, so the supervisor sees
+        # a PermanentError / TransientError rather than an exception group.
+        failure: SquiddError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._typing_loop, client)
-            await self._sync_loop(client, inbox, ledger, since)
+            try:
+                await self._sync_loop(client, inbox, ledger, since)
+            except SquiddError as exc:
+                failure = exc
+            tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
 
     async def _sync_loop(
         self, client: AsyncClient, inbox: Inbox, ledger: SyncLedger, since: str
