@@ -15,9 +15,15 @@ from squidd.core.models import SessionId
 from squidd.core.ports import PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
+from squidd.secrets import known_secrets
 from squidd.store.jsonl import JsonlStore
+from squidd.tools.files import file_tools
 from squidd.tools.memory_write import MemoryWriteTool
+from squidd.tools.policy import ConfiguredToolPolicy
 from squidd.tools.search_history import SearchHistoryTool
+from squidd.tools.shell import ShellTool
+from squidd.tools.web_fetch import WebFetchTool
+from squidd.workspace import WorkspacePrompt
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are squidd, a personal assistant. You talk with your owner over chat, email and "
@@ -67,15 +73,27 @@ class Runtime:
 
 
 def build_prompt(settings: Settings) -> PromptSource:
-    return StaticPrompt(settings.agents.system_prompt or DEFAULT_SYSTEM_PROMPT)
+    # The workspace files (SOUL.md, AGENTS.md, USER.md) make the prompt; the configured or
+    # built-in prompt is used while the workspace has none.
+    return WorkspacePrompt(
+        settings.workspace_dir, fallback=settings.agents.system_prompt or DEFAULT_SYSTEM_PROMPT
+    )
 
 
 def build_registry(settings: Settings) -> ToolRegistry:
-    return ToolRegistry()
+    tools = settings.tools
+    registry = ToolRegistry(file_tools(settings.workspace_dir, tools.files))
+    if tools.web_fetch.enabled:
+        registry.register(WebFetchTool(tools.web_fetch))
+    if tools.shell.enabled:
+        registry.register(
+            ShellTool(settings.workspace_dir, tools.shell, known_secrets=known_secrets(settings))
+        )
+    return registry
 
 
 def build_policy(settings: Settings) -> ToolPolicy | None:
-    return None
+    return ConfiguredToolPolicy.from_settings(settings.tools)
 
 
 def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None = None) -> Runtime:
