@@ -75,5 +75,5 @@ async def running_daemon(
 async def eventually(check: Callable[[], bool], *, timeout: float = 10.0) -> None:
     """Poll `check` until it holds (a bound, not a speed assertion)."""
     with anyio.fail_after(timeout):
-        while not check():
+        while not check():  # noqa: ASYNC110 - polls state that has no event
             await anyio.sleep(0.01)

@@ -48,9 +48,7 @@ async def test_fifty_sessions_three_messages_each(tmp_path: Path, fake_llm: Fake
     for s in range(sessions):
         replies = [sent.text for sent in channel.sent if sent.session_id == f"s{s}"]
         assert replies == [f"re: s{s} m{i}" for i in range(per_session)]
-        assert {sent.target for sent in channel.sent if sent.session_id == f"s{s}"} == {
-            f"user{s}"
-        }
+        assert {sent.target for sent in channel.sent if sent.session_id == f"s{s}"} == {f"user{s}"}
     assert len(set(channel.acked)) == sessions * per_session
     assert wall < serial / 3
 

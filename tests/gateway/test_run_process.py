@@ -139,9 +139,7 @@ def wait_until(check: object, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def test_ready_status_and_sigterm(
-    tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
-) -> None:
+def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]) -> None:
     config = write_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
     assert "not running" in squidd(config, "status").stderr

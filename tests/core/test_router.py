@@ -1,0 +1,160 @@
+"""The router with plain doubles for the turn and the records: ordering, the concurrency
+cap, intake stopping at shutdown, suppressed and undeliverable replies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from squidd.core.models import Inbound, Outbound, SessionId
+from squidd.core.router import QUIET_REPLY_META, Destination, PendingReply, Router
+from squidd.core.supervisor import Backoff, ChildHealth
+
+pytestmark = pytest.mark.anyio
+
+
+class Records:
+    def __init__(self) -> None:
+        self.handled: set[tuple[str, str]] = set()
+        self.outbox: dict[tuple[str, str], PendingReply] = {}
+
+    async def contains(self, channel: str, source_id: str) -> bool:
+        return (channel, source_id) in self.handled
+
+    async def add(self, channel: str, source_id: str) -> None:
+        self.handled.add((channel, source_id))
+
+    async def get(self, channel: str, source_id: str) -> PendingReply | None:
+        return self.outbox.get((channel, source_id))
+
+    async def put(self, channel: str, source_id: str, reply: PendingReply) -> None:
+        self.outbox[(channel, source_id)] = reply
+
+    async def remove(self, channel: str, source_id: str) -> None:
+        self.outbox.pop((channel, source_id), None)
+
+
+class Collect:
+    name = "c"
+
+    def __init__(self) -> None:
+        self.sent: list[Outbound] = []
+
+    async def run(self, inbox: object, *, task_status: object) -> None:
+        raise NotImplementedError
+
+    async def send(self, outbound: Outbound) -> None:
+        self.sent.append(outbound)
+
+
+def make_router(turn: Callable[[Inbound], object], cap: int = 4) -> tuple[Router, Collect, Records]:
+    records = Records()
+    channel = Collect()
+    health: dict[str, ChildHealth] = {}
+    router = Router(
+        run_turn=turn,  # type: ignore[arg-type]
+        channels={"c": channel},
+        handled=records,
+        outbox=records,
+        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
+        max_concurrent_turns=cap,
+        delivery_backoff=Backoff(0.01, 0.01),
+    )
+    return router, channel, records
+
+
+def inbound(n: int, session: str, acked: list[str] | None = None, **meta: str) -> Inbound:
+    async def ack() -> None:
+        if acked is not None:
+            acked.append(f"m{n}")
+
+    return Inbound("c", f"m{n}", SessionId(session), "u", f"text {n}", meta=meta, ack=ack)
+
+
+async def test_cap_and_order() -> None:
+    running = 0
+    peak = 0
+    order: dict[str, list[str]] = {}
+
+    async def turn(message: Inbound) -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await anyio.sleep(0.01)
+        order.setdefault(message.session_id, []).append(message.source_id)
+        running -= 1
+        return "ok"
+
+    router, channel, _ = make_router(turn, cap=3)
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        for n in range(40):
+            await router.submit(inbound(n, f"s{n % 8}"))
+        while len(channel.sent) < 40:  # noqa: ASYNC110 - polls state that has no event
+            await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert peak == 3
+    for s in range(8):
+        assert order[f"s{s}"] == [f"m{n}" for n in range(s, 40, 8)]
+
+
+async def test_stop_intake_finishes_the_turn_in_flight_and_leaves_the_rest() -> None:
+    release = anyio.Event()
+
+    async def turn(message: Inbound) -> str:
+        await release.wait()
+        return "done"
+
+    router, channel, records = make_router(turn, cap=1)
+    acked: list[str] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        await router.submit(inbound(1, "a", acked))
+        await router.submit(inbound(2, "a", acked))
+        await router.submit(inbound(3, "b", acked))
+        await anyio.sleep(0.01)
+        router.stop_intake()
+        release.set()
+        with anyio.fail_after(5):
+            await router.wait_idle()
+        with anyio.move_on_after(0.05) as blocked:
+            await router.submit(inbound(4, "c", acked))
+        assert blocked.cancelled_caught  # no intake once stopping
+        tg.cancel_scope.cancel()
+    assert acked == ["m1"]
+    assert [o.text for o in channel.sent] == ["done"]
+    assert records.handled == {("c", "m1")}
+
+
+async def test_quiet_and_undeliverable_replies() -> None:
+    async def turn(message: Inbound) -> str:
+        return "HEARTBEAT_OK" if message.source_id == "m1" else "something"
+
+    router, channel, records = make_router(turn)
+    acked: list[str] = []
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            await tg.start(router.run)
+            await router.submit(inbound(1, "a", acked, **{QUIET_REPLY_META: "HEARTBEAT_OK"}))
+            await router.submit(inbound(2, "b", acked), reply_to=Destination("matrix", "!r:x"))
+            while len(acked) < 2:  # noqa: ASYNC110 - polls state that has no event
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    assert channel.sent == []
+    assert records.handled == {("c", "m1"), ("c", "m2")}
+    assert [e["event"] for e in logs if e["event"].startswith("reply_")] == [
+        "reply_suppressed",
+        "reply_not_delivered",
+    ]
+
+
+def test_destination_parse() -> None:
+    assert Destination.parse("matrix:!room:example.org") == Destination(
+        "matrix", "!room:example.org"
+    )
+    assert Destination.parse("email:me@example.org") == Destination("email", "me@example.org")
+    assert Destination.parse("") is None
+    assert Destination.parse("terminal") is None
