@@ -136,6 +136,7 @@ class Daemon:
         *,
         clock: Clock | None = None,
         notifier: Notifier | None = None,
+        handle_signals: bool = True,
     ) -> None:
         gw = settings.gateway
         data_dir = settings.storage.data_dir
@@ -183,7 +184,9 @@ class Daemon:
         self.status_server = StatusServer(socket_path(settings), self.snapshot)
         self.started_monotonic = time.monotonic()
         self.started_at = utcnow()
+        self._handle_signals = handle_signals
         self._stopping = False
+        self._tg: TaskGroup | None = None
         self.ready = anyio.Event()
 
     # --- turns -----------------------------------------------------------------------------
@@ -288,7 +291,9 @@ class Daemon:
         self.notifier.status("starting")
         await self.handled.load()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._signals, tg)
+            self._tg = tg
+            if self._handle_signals:
+                tg.start_soon(self._signals, tg)
             await tg.start(self.status_server.serve)
             await tg.start(self.router.run)
             for name, channel in self.channels.items():
@@ -314,6 +319,12 @@ class Daemon:
         self.notifier.close()
         return EXIT_OK
 
+    def request_stop(self) -> None:
+        """What SIGTERM does: a graceful stop (for embedding and tests)."""
+        if self._tg is not None and not self._stopping:
+            self._stopping = True
+            self._tg.start_soon(self.shutdown, self._tg.cancel_scope)
+
     async def _signals(self, tg: TaskGroup) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for signum in signals:
@@ -326,7 +337,7 @@ class Daemon:
                     tg.cancel_scope.cancel()
                     return
                 log.info("shutdown_requested", signal=signal.Signals(signum).name)
-                tg.start_soon(self.shutdown, tg.cancel_scope)
+                self.request_stop()
 
     async def shutdown(self, scope: CancelScope) -> None:
         """Stop intake, let in-flight turns finish within the grace period, then cancel."""
