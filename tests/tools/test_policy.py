@@ -20,7 +20,7 @@ channel = "terminal"
 allow = ["shell"]
 [[tools.policy.rules]]
 channel = "matrix"
-session = "matrix:!dm:example.org"
+session = "!dm:example.org"
 allow = ["shell"]
 [[tools.policy.rules]]
 channel = "email"
@@ -43,14 +43,14 @@ def config(tmp_path: Path) -> Path:
     ("tool", "channel", "session", "allowed"),
     [
         ("shell", "terminal", "terminal:default", True),
-        ("shell", "matrix", "matrix:!dm:example.org", True),
-        ("shell", "matrix", "matrix:!group:example.org", False),
-        ("shell", "email", "email:me@example.org", False),
+        ("shell", "matrix", "!dm:example.org", True),
+        ("shell", "matrix", "!group:example.org", False),
+        ("shell", "email", "me@example.org", False),
         ("shell", "cron", "cron:daily", False),
         ("shell", "heartbeat", "heartbeat", False),
-        ("write_file", "email", "email:me@example.org", False),
-        ("read_file", "email", "email:me@example.org", True),
-        ("write_file", "matrix", "matrix:!group:example.org", True),
+        ("write_file", "email", "me@example.org", False),
+        ("read_file", "email", "me@example.org", True),
+        ("write_file", "matrix", "!group:example.org", True),
         ("read_file", "cron", "cron:daily", False),  # deny wins within one rule
         ("web_fetch", "cron", "cron:daily", False),
     ],
@@ -90,7 +90,7 @@ def test_config_check_shows_the_policy(config: Path) -> None:
     assert "terminal: read_file, write_file, edit_file, list_dir, web_fetch, shell" in out
     assert "email: read_file, list_dir, web_fetch" in out
     assert "(refused: write_file, edit_file, shell)" in out
-    assert "rule 2: channel matrix, session matrix:!dm:example.org, allow shell" in out
+    assert "rule 2: channel matrix, session !dm:example.org, allow shell" in out
     assert "allow_private_addresses_test_only" not in out
 
 
