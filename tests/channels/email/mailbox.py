@@ -234,12 +234,12 @@ async def wait_delivered(server: MailServer, user: str, message_id: str) -> None
 # --- reading mailboxes ------------------------------------------------------------------
 
 
-async def imap_login(server: MailServer, user: str) -> aioimaplib.IMAP4:
+async def imap_login(server: MailServer, user: str, folder: str = "INBOX") -> aioimaplib.IMAP4:
     client = aioimaplib.IMAP4(host=server.host, port=server.imap_port, timeout=30)
     await client.wait_hello_from_server()
     response = await client.login(user, PASSWORD)
     assert response.result == "OK", response
-    response = await client.select("INBOX")
+    response = await client.select(folder)
     assert response.result == "OK", response
     return client
 
@@ -261,8 +261,8 @@ class Stored:
     message: EmailMessage
 
 
-async def read_mailbox(server: MailServer, user: str) -> list[Stored]:
-    client = await imap_login(server, user)
+async def read_mailbox(server: MailServer, user: str, folder: str = "INBOX") -> list[Stored]:
+    client = await imap_login(server, user, folder)
     try:
         response = await client.uid("fetch", "1:*", "(UID FLAGS BODY.PEEK[])")
         out: list[Stored] = []

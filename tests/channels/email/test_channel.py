@@ -27,6 +27,7 @@ from tests.channels.email.mailbox import (
     append,
     bot_settings,
     find,
+    imap_login,
     inject,
     make_mail,
     read_mailbox,
@@ -404,15 +405,10 @@ async def test_move_to_folder_after_reply(
     mail_server: MailServer, bot: str, data_dir: Path
 ) -> None:
     msg_id = await send(mail_server, make_mail(to=bot, subject="file me"), bot)
-    # Dovecot creates the folder on first use? No: create it as a user would.
-    import aioimaplib
-
-    client = aioimaplib.IMAP4(host=mail_server.host, port=mail_server.imap_port, timeout=30)
-    await client.wait_hello_from_server()
-    await client.login(bot, "secret-pw-1")
-    await client.create("Handled")
+    client = await imap_login(mail_server, bot)
+    assert (await client.create('"Done mail"')).result == "OK"
     await client.logout()
-    channel = channel_for(mail_server, bot, data_dir, move_to="Handled")
+    channel = channel_for(mail_server, bot, data_dir, move_to="Done mail")
     inbox = TestInbox()
     async with running(channel, inbox):
         inbound = await inbox.next()

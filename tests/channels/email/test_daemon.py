@@ -1,0 +1,208 @@
+"""`squidd run` with the email channel, as a real process against Dovecot + Postfix and the
+scripted LLM server: exactly one reply across a SIGKILL, and a reply that waits for SMTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.channels.email.mailbox import (
+    DOMAIN,
+    PASSWORD,
+    TRUSTED_ID,
+    MailServer,
+    append,
+    find,
+    inject,
+    make_mail,
+    replies_to,
+    wait_for,
+)
+from tests.support.fake_llm import FakeLLM, Reply
+
+pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[3]
+ALICE = f"alice@{DOMAIN}"
+
+
+def write_config(tmp: Path, server: MailServer, bot: str, llm_url: str) -> Path:
+    config = tmp / "config.toml"
+    config.write_text(
+        f"""
+[llm]
+base_url = "{llm_url}"
+api_key = "sk-test-email-daemon-0001"
+max_retries = 0
+
+[storage]
+data_dir = "{tmp / "data"}"
+
+[logging]
+format = "json"
+level = "debug"
+
+[gateway]
+delivery_retry_initial_s = 0.2
+delivery_retry_max_s = 1.0
+restart_initial_delay_s = 0.2
+restart_max_delay_s = 1.0
+
+[email]
+enabled = true
+address = "{bot}"
+username = "{bot}"
+password = "{PASSWORD}"
+imap_host = "{server.host}"
+imap_port = {server.imaps_port}
+imap_security = "tls"
+smtp_host = "{server.host}"
+smtp_port = {server.smtp_port}
+smtp_security = "starttls"
+ca_file = "{server.ca_file}"
+allowed_senders = ["{ALICE}"]
+trusted_authserv_id = "{TRUSTED_ID}"
+timeout_s = 10
+reconnect_initial_delay_s = 0.2
+reconnect_max_delay_s = 1.0
+"""
+    )
+    return config
+
+
+class DaemonProcess:
+    def __init__(self, tmp: Path, config: Path, name: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SQUIDD_")}
+        env.pop("NOTIFY_SOCKET", None)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        self.log_path = tmp / f"{name}.log"
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "squidd", "--config", str(config), "run"],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log_text(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    async def wait_log(self, needle: str, timeout: float = 60) -> None:
+        with anyio.fail_after(timeout):
+            while needle not in self.log_text():
+                assert self.proc.poll() is None, self.log_text()[-3000:]
+                await anyio.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self._log.close()
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
+    yield started
+    for daemon in started:
+        daemon.kill()
+
+
+class GatedLLM:
+    """Answers each request with `answer: <text>`, but holds the first one until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.first_seen = threading.Event()
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.calls += 1
+            first = self.calls == 1
+        if first:
+            self.first_seen.set()
+            self.release.wait(120)
+        user = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+        return Reply(content=f"answer: {user.splitlines()[0]}")
+
+
+async def wait_event(event: threading.Event, timeout: float = 60) -> None:
+    assert await anyio.to_thread.run_sync(event.wait, timeout), "the LLM was never asked"
+
+
+async def test_sigkill_after_receiving_and_before_replying_gives_exactly_one_reply(
+    mail_server: MailServer, bot: str, tmp_path: Path, daemons: list[DaemonProcess]
+) -> None:
+    llm = GatedLLM()
+    with FakeLLM(responder=llm) as server:
+        config = write_config(tmp_path, mail_server, bot, server.base_url)
+        first = DaemonProcess(tmp_path, config, "first")
+        daemons.append(first)
+        await first.wait_log("email_connected")
+        msg = make_mail(to=bot, subject="survive the crash")
+        await inject(mail_server, msg, to=bot, sender=ALICE)
+        msg_id = str(msg["Message-ID"])
+        # The daemon took the mail and is in the middle of the turn: kill it there.
+        await wait_event(llm.first_seen)
+        first.kill()
+        llm.release.set()
+        assert "\\Seen" not in (await find(mail_server, bot, msg_id)).flags
+
+        second = DaemonProcess(tmp_path, config, "second")
+        daemons.append(second)
+        [reply] = await wait_for(mail_server, ALICE, replies_to(msg_id), timeout=60)
+        assert reply.message["Subject"] == "Re: survive the crash"
+        # A later mail of the same conversation is answered after it: by then any second
+        # answer to the first would have been sent too.
+        later = make_mail(to=bot, subject="and after")
+        await inject(mail_server, later, to=bot, sender=ALICE)
+        await wait_for(mail_server, ALICE, replies_to(str(later["Message-ID"])), timeout=60)
+        assert len(await wait_for(mail_server, ALICE, replies_to(msg_id))) == 1
+        assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags
+        received = [e for e in second.events() if e.get("event") == "email_received"]
+        assert (received[0]["message_id"], received[0]["redelivery"]) == (msg_id, True)
+
+
+async def test_smtp_down_then_back_the_reply_arrives_and_only_then_is_the_mail_seen(
+    mail_server: MailServer, bot: str, tmp_path: Path, daemons: list[DaemonProcess]
+) -> None:
+    with FakeLLM(responder=lambda req: Reply(content="here you go")) as server:
+        config = write_config(tmp_path, mail_server, bot, server.base_url)
+        daemon = DaemonProcess(tmp_path, config, "daemon")
+        daemons.append(daemon)
+        await daemon.wait_log("email_connected")
+        msg = make_mail(to=bot, subject="are you there")
+        msg_id = str(msg["Message-ID"])
+        mail_server.stop_postfix()
+        try:
+            await append(mail_server, bot, msg)  # arrives while SMTP is down
+            await daemon.wait_log("reply_delivery_failed")
+            await daemon.wait_log('"attempt": 2')
+            assert "\\Seen" not in (await find(mail_server, bot, msg_id)).flags
+        finally:
+            mail_server.start_postfix()
+        [reply] = await wait_for(mail_server, ALICE, replies_to(msg_id), timeout=60)
+        assert reply.message["Subject"] == "Re: are you there"
+        await daemon.wait_log("email_acknowledged")
+        assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags

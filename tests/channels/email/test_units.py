@@ -1,0 +1,233 @@
+"""The email channel's pure parts, without servers: the decisions on who is answered, the
+parsing edge cases, the reply headers, settings validation and the state file's name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from squidd.channels.email.compose import ThreadContext, build_message, reply_subject
+from squidd.channels.email.parse import extract_text, parse_headers, trim_reply
+from squidd.channels.email.policy import (
+    Gate,
+    RateLimiter,
+    authentication_failure,
+    parse_auth_results,
+)
+from squidd.channels.email.state import state_path
+from squidd.config.email import EmailSettings
+
+
+def headers(*lines: str) -> bytes:
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def test_auth_results_parsing_tolerates_comments_and_versions() -> None:
+    server, results = parse_auth_results(
+        "mx.example.org 1; (a comment) dkim=pass (good sig) header.d=example.org "
+        'header.s="s1"; dmarc=pass (p=reject) header.from=Example.org'
+    )
+    assert server == "mx.example.org"
+    assert [(r.method, r.result) for r in results] == [("dkim", "pass"), ("dmarc", "pass")]
+    assert results[0].props["header.d"] == "example.org"
+    assert results[1].props["header.from"] == "example.org"
+
+
+@pytest.mark.parametrize(
+    ("results", "verdict"),
+    [
+        (["mx.t; dmarc=pass header.from=example.org"], None),
+        (["mx.t; dkim=pass header.d=example.org"], None),
+        (["mx.t; dkim=pass header.d=mail.example.org"], None),  # relaxed alignment
+        (["mx.t; dkim=pass header.i=@example.org"], None),
+        (["mx.t; dkim=pass header.d=org"], "no_dmarc_or_aligned_dkim_pass"),
+        (["mx.t; dkim=pass header.d=example.org.evil.test"], "no_dmarc_or_aligned_dkim_pass"),
+        (["mx.t; dmarc=pass header.from=evil.test"], "no_dmarc_or_aligned_dkim_pass"),
+        (["mx.t; spf=pass smtp.mailfrom=example.org"], "no_dmarc_or_aligned_dkim_pass"),
+        (["mx.t; dkim=pass header.d=example.org; dmarc=fail"], "dmarc_fail"),
+        (["mx.evil; dmarc=pass"], "no_trusted_authentication_results"),
+        ([], "no_trusted_authentication_results"),
+        # a forged "pass" lower down does not outvote the trusted server's "fail"
+        (["mx.t; dmarc=fail", "mx.t; dmarc=pass"], "dmarc_fail"),
+    ],
+)
+def test_authentication_verdicts(results: list[str], verdict: str | None) -> None:
+    lines = [f"Authentication-Results: {r}" for r in results]
+    parsed = parse_headers(headers(*lines, "From: Someone <someone@Example.org>"))
+    assert authentication_failure(parsed, "MX.t") == verdict
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ("Auto-Submitted: auto-generated", "auto_submitted"),
+        ("Auto-Submitted: no", None),
+        ("Precedence: list", "precedence_list"),
+        ("Precedence: junk", "precedence_junk"),
+        ("List-Id: <x.example.org>", "mailing_list"),
+        ("Return-Path: <>", "null_return_path"),
+        ("X-Autoreply: yes", "autoreply_header"),
+        ("Content-Type: multipart/report; report-type=delivery-status", "delivery_report"),
+    ],
+)
+def test_loop_protection(extra: str, reason: str | None) -> None:
+    gate = Gate("bot@example.org", ["a@example.org"], [], False, "")
+    parsed = parse_headers(headers("From: a@example.org", extra))
+    assert gate.reason_to_ignore(parsed) == reason
+
+
+@pytest.mark.parametrize(
+    "sender",
+    [
+        "MAILER-DAEMON@example.org",
+        "no-reply@example.org",
+        "noreply+x@example.org",
+        "BOT@example.org",
+    ],
+)
+def test_robots_and_ourselves_are_never_answered(sender: str) -> None:
+    gate = Gate("bot@example.org", [], ["example.org"], False, "")
+    assert gate.reason_to_ignore(parse_headers(headers(f"From: {sender}"))) is not None
+
+
+def test_allowlist_is_default_deny_and_matches_addresses_and_domains() -> None:
+    def reason(gate: Gate, sender: str) -> str | None:
+        return gate.reason_to_ignore(parse_headers(headers(f"From: {sender}")))
+
+    nobody = Gate("bot@x.org", [], [], False, "")
+    assert reason(nobody, "a@example.org") == "not_allowlisted"
+    some = Gate("bot@x.org", ["a@example.org"], ["friends.org"], False, "")
+    assert reason(some, "A@Example.org") is None
+    assert reason(some, "b@friends.org") is None
+    assert reason(some, "b@sub.friends.org") == "not_allowlisted"
+    assert reason(some, "b@example.org") == "not_allowlisted"
+    two_from = parse_headers(headers("From: a@example.org, b@friends.org"))
+    assert some.reason_to_ignore(two_from) == "several_from_addresses"
+
+
+def test_rate_limit_per_sender_with_a_sliding_window() -> None:
+    now = [0.0]
+    limiter = RateLimiter(2, 60, clock=lambda: now[0])
+    for _ in range(2):
+        assert limiter.allows("a@x")
+        limiter.record("a@x")
+    assert not limiter.allows("a@x")
+    assert limiter.allows("b@x")
+    now[0] = 61
+    assert limiter.allows("a@x")
+
+
+def test_quoted_history_and_signatures_are_trimmed_forwards_kept() -> None:
+    text = (
+        "Sounds good, see you.\n\n"
+        "On Mon, 2 Mar 2026 at 12:00, Bob <bob@example.org> wrote:\n"
+        "> Lunch tomorrow?\n> \n"
+        "-- \nAlice\n"
+    )
+    assert trim_reply(text) == "Sounds good, see you."
+    outlook = "Yes.\n\n________________________________\nFrom: Bob\nSent: Monday\nold"
+    assert trim_reply(outlook) == "Yes."
+    original = "Fine.\n-----Original Message-----\nFrom: Bob\nold"
+    assert trim_reply(original) == "Fine."
+    forward = "Please read this:\n\n---------- Forwarded message ---------\nFrom: x\nthe content"
+    assert "the content" in trim_reply(forward)
+    assert trim_reply("> only a quote") == "> only a quote"
+
+
+def test_text_is_capped_and_attachments_are_listed_not_read() -> None:
+    raw = (
+        b"From: a@example.org\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" + b"word " * 100 + b"\r\n"
+        b"--b\r\nContent-Type: image/png\r\n"
+        b"Content-Disposition: attachment; filename*=utf-8''K%C3%B6ln.png\r\n"
+        b"Content-Transfer-Encoding: base64\r\n\r\niVBORw0KGgo=\r\n--b--\r\n"
+    )
+    body = extract_text(raw, max_chars=50)
+    assert body.truncated
+    assert len(body.text) < 120
+    assert "truncated" in body.text
+    assert [(a.name, a.content_type, a.size) for a in body.attachments] == [
+        ("Köln.png", "image/png", 8)
+    ]
+
+
+def test_message_id_missing_gives_a_stable_derived_id() -> None:
+    block = headers("From: a@example.org", "Subject: no id")
+    one, two = parse_headers(block), parse_headers(block)
+    assert not one.has_message_id
+    assert one.message_id == two.message_id
+    assert one.message_id.startswith("<derived.")
+
+
+def test_reply_subject_is_not_doubled() -> None:
+    assert reply_subject("Hello") == "Re: Hello"
+    assert reply_subject("Re: Hello") == "Re: Hello"
+    assert reply_subject("RE: re[2]: AW: Hello") == "Re: Hello"
+    assert reply_subject("") == "Re: your message"
+
+
+def test_a_message_without_thread_is_auto_generated_and_a_reply_without_id_not_threaded() -> None:
+    fresh = build_message(
+        from_addr="bot@example.org",
+        from_name="squidd",
+        to_addr="a@example.org",
+        text="Reminder",
+        thread=None,
+        subject="Your reminder",
+    )
+    assert fresh["Auto-Submitted"] == "auto-generated"
+    assert fresh["Subject"] == "Your reminder"
+    assert fresh["In-Reply-To"] is None
+    reply = build_message(
+        from_addr="bot@example.org",
+        from_name="squidd",
+        to_addr="a@example.org",
+        text="ok",
+        thread=ThreadContext("<derived.1@squidd.invalid>", "", "hi", ()),
+    )
+    assert reply["In-Reply-To"] is None and reply["References"] is None
+    assert reply["Auto-Submitted"] == "auto-replied"
+
+
+def test_html_part_is_sanitised() -> None:
+    msg = build_message(
+        from_addr="bot@example.org",
+        from_name="",
+        to_addr="a@example.org",
+        text="hi <script>alert(1)</script> [x](javascript:alert(1))",
+        thread=None,
+    )
+    html = msg.get_body(preferencelist=("html",))
+    assert html is not None
+    assert "<script>" not in html.get_content()
+    assert 'href="javascript' not in html.get_content()
+
+
+@pytest.mark.parametrize(
+    "account", ["../../etc/passwd", "a/b@c", "..", "x" * 500, "ünï@cödé", "a\x00b"]
+)
+def test_state_file_stays_in_the_data_dir(tmp_path: Path, account: str) -> None:
+    path = state_path(tmp_path, account, "../../INBOX")
+    assert path.parent == tmp_path / "email"
+    assert path.resolve().is_relative_to(tmp_path.resolve())
+    assert len(path.name) < 120
+
+
+def test_settings_require_the_trusted_server_unless_switched_off() -> None:
+    base = {
+        "enabled": True,
+        "address": "bot@example.org",
+        "username": "bot",
+        "password": "pw",
+        "imap_host": "imap.example.org",
+        "smtp_host": "smtp.example.org",
+    }
+    with pytest.raises(ValueError, match="trusted_authserv_id"):
+        EmailSettings(**base)
+    assert EmailSettings(**base, require_authentication=False).imap_security == "tls"
+    settings = EmailSettings(**base, trusted_authserv_id="mx.example.org")
+    assert settings.smtp_security == "tls" and settings.smtp_login is not None
+    with pytest.raises(ValueError):
+        EmailSettings(**base, trusted_authserv_id="mx", idle_renew_s=30 * 60)
