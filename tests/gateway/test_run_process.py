@@ -65,7 +65,7 @@ def env_for(notify: Path | None = None) -> dict[str, str]:
 class Daemon:
     """A `squidd run` child process with its notify socket."""
 
-    def __init__(self, tmp: Path, config: Path) -> None:
+    def __init__(self, tmp: Path, config: Path, **env: str) -> None:
         self.tmp = tmp
         self.config = config
         self.notify_path = tmp / f"n{uuid.uuid4().hex[:6]}.sock"
@@ -75,7 +75,7 @@ class Daemon:
         self.log = (tmp / f"daemon-{uuid.uuid4().hex[:6]}.log").open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "squidd", "--config", str(config), "run"],
-            env=env_for(self.notify_path),
+            env={**env_for(self.notify_path), **env},
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -143,10 +143,11 @@ def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: li
     config = write_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
     assert "not running" in squidd(config, "status").stderr
-    daemon = Daemon(tmp_path, config)
+    daemon = Daemon(tmp_path, config, WATCHDOG_USEC="400000")
     daemons.append(daemon)
     messages = daemon.wait_for_notify("READY=1")
     assert any("STATUS=" in m for m in messages)
+    daemon.wait_for_notify("WATCHDOG=1")
 
     drop_message(data, "m1", "hello daemon")
     wait_until(lambda: replies(data, "m1"))
@@ -159,6 +160,10 @@ def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: li
     assert "spool" in status.stdout and "connected" in status.stdout
     assert "last in" in status.stdout
     assert oct((data / "squidd.sock").stat().st_mode & 0o777) == "0o600"
+
+    daemon.proc.send_signal(signal.SIGHUP)  # re-read the prompt files, keep running
+    wait_until(lambda: "prompt_reload_requested" in daemon.log_text())
+    assert daemon.proc.poll() is None
 
     daemon.proc.send_signal(signal.SIGTERM)
     assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
