@@ -1,0 +1,231 @@
+"""`squidd run` as a real process with the Matrix channel, a real Synapse and the scripted
+LLM: messages sent while the daemon is down, a crash in the middle of a turn, and a
+homeserver restart in the middle of a conversation. Each message is answered exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.channels.matrix.conftest import wait_until
+from tests.servers.synapse.server import SynapseServer, User
+from tests.support.fake_llm import FakeLLM, Reply
+
+pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[3]
+MakeHuman = Callable[..., Any]
+
+
+def write_config(tmp: Path, llm: FakeLLM, synapse: SynapseServer, bot: User, allowed: str) -> Path:
+    config = tmp / "config.toml"
+    config.write_text(
+        f"""
+[llm]
+base_url = "{llm.base_url}"
+api_key = "sk-test-matrix-daemon-0001"
+max_retries = 0
+
+[storage]
+data_dir = "{tmp / "data"}"
+
+[logging]
+format = "json"
+level = "debug"
+
+[gateway]
+shutdown_grace_s = 10
+delivery_retry_initial_s = 0.2
+delivery_retry_max_s = 1.0
+
+[matrix]
+enabled = true
+homeserver = "{synapse.url}"
+user_id = "{bot.user_id}"
+password = "{bot.password}"
+allowed_users = ["{allowed}"]
+timeline_limit = 2
+sync_timeout_s = 5
+reconnect_initial_delay_s = 0.2
+reconnect_max_delay_s = 1.0
+"""
+    )
+    return config
+
+
+class Squidd:
+    """One `squidd run` child process; its JSON log goes to a file we can search."""
+
+    def __init__(self, tmp: Path, config: Path, index: int) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SQUIDD_")}
+        env.pop("NOTIFY_SOCKET", None)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        self.log_path = tmp / f"squidd-{index}.log"
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "squidd", "--config", str(config), "run"],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log_text(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text()
+
+    def count(self, event: str) -> int:
+        return self.log_text().count(f'"event": "{event}"')
+
+    async def wait_log(self, event: str, count: int = 1) -> None:
+        await wait_until(lambda: self.count(event) >= count or self.proc.poll() is not None, event)
+        assert self.proc.poll() is None, self.log_text()[-3000:]
+
+    async def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = await anyio.to_thread.run_sync(lambda: self.proc.wait(timeout=30))
+        self._log.close()
+        return code
+
+
+@pytest.fixture
+async def squidds(tmp_path: Path) -> AsyncIterator[list[Squidd]]:
+    started: list[Squidd] = []
+    yield started
+    for daemon in started:
+        if daemon.proc.poll() is None:
+            await daemon.stop(signal.SIGKILL)
+
+
+def user_texts(llm: FakeLLM) -> list[str]:
+    texts = []
+    for request in llm.chat_requests:
+        users = [m for m in request.get("messages", []) if m.get("role") == "user"]
+        texts.append(str(users[-1]["content"]) if users else "")
+    return texts
+
+
+async def test_daemon_down_while_five_messages_are_sent(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[Squidd],
+) -> None:
+    alice = await make_human("alice")
+    room = await alice.create_room([bot.user_id], direct=True)
+    synapse.call("POST", f"/_matrix/client/v3/join/{room}", {}, token=bot.access_token)
+    old = [await alice.send(room, f"old {i}") for i in range(3)]
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+
+    first = Squidd(tmp_path, config, 1)
+    squidds.append(first)
+    await first.wait_log("matrix_connected")
+    hello = await alice.send(room, "hello")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, hello), "reply to hello")
+    assert await first.stop() == 0
+
+    missed = [await alice.send(room, f"missed {i}") for i in range(5)]
+    second = Squidd(tmp_path, config, 2)
+    squidds.append(second)
+    await alice.wait_for(
+        lambda: all(alice.replies_to(bot.user_id, e) for e in missed), "five replies", timeout=60
+    )
+    sentinel = await alice.send(room, "sentinel")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, sentinel), "sentinel reply")
+    assert await second.stop() == 0
+
+    for i, event_id in enumerate(missed):
+        assert [r.content["body"] for r in alice.replies_to(bot.user_id, event_id)] == [
+            f"echo: missed {i}"
+        ]
+    assert all(not alice.replies_to(bot.user_id, e) for e in old)
+    assert len(alice.replies_to(bot.user_id, hello)) == 1
+    assert sorted(user_texts(fake_llm)) == sorted(
+        ["hello", *[f"missed {i}" for i in range(5)], "sentinel"]
+    )
+    assert second.count("matrix_backfilled") >= 1
+
+
+async def test_crash_mid_turn_is_answered_once_after_restart(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[Squidd],
+) -> None:
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    first = Squidd(tmp_path, config, 1)
+    squidds.append(first)
+    await first.wait_log("matrix_connected")
+    room = await alice.create_room([bot.user_id], direct=True)
+    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+
+    fake_llm.push(Reply(content="never delivered", delay=30))
+    asked = await alice.send(room, "answer me once")
+    await wait_until(lambda: len(fake_llm.chat_requests) == 1, "the turn started")
+    await first.stop(signal.SIGKILL)
+
+    second = Squidd(tmp_path, config, 2)
+    squidds.append(second)
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), "reply after restart")
+    later = await alice.send(room, "later")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "reply to later")
+    assert await second.stop() == 0
+    assert [r.content["body"] for r in alice.replies_to(bot.user_id, asked)] == [
+        "echo: answer me once"
+    ]
+
+
+async def test_homeserver_restart_mid_conversation(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[Squidd],
+) -> None:
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    daemon = Squidd(tmp_path, config, 1)
+    squidds.append(daemon)
+    await daemon.wait_log("matrix_connected")
+    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
+    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+    await alice.sync()
+    q1 = await alice.send(room, "question one")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, q1), "first reply")
+
+    # The homeserver goes away while the agent is working on question two.
+    fake_llm.push(Reply(content="answer across the restart", delay=1.0))
+    q2 = await alice.send(room, "question two")
+    await wait_until(lambda: len(fake_llm.chat_requests) == 2, "the turn started")
+    await anyio.to_thread.run_sync(synapse.stop)
+    await daemon.wait_log("reply_delivery_failed")
+    await anyio.to_thread.run_sync(synapse.start)
+
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, q2), "reply after the restart")
+    q3 = await alice.send(room, "question three")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, q3), "third reply")
+    await daemon.wait_log("matrix_reconnected")
+    assert await daemon.stop() == 0
+
+    bodies = [[r.content["body"] for r in alice.replies_to(bot.user_id, q)] for q in (q1, q2, q3)]
+    assert bodies == [
+        ["echo: question one"],
+        ["answer across the restart"],
+        ["echo: question three"],
+    ]
+    assert all(r.event.decrypted for q in (q1, q2, q3) for r in alice.replies_to(bot.user_id, q))
