@@ -59,6 +59,10 @@ if [ -d /run/systemd/system ]; then
     systemctl daemon-reload
 fi
 echo "installed $UNIT"
+if [ ! -s "$CONF_DIR/credentials/llm_api_key" ]; then
+    echo "note: $CONF_DIR/credentials/llm_api_key is missing; the unit loads it (LoadCredential=)."
+    echo "      Create it, or drop that line with 'systemctl edit squidd' if your endpoint needs no key."
+fi
 cat <<NEXT
 next:
   1. edit $CONF_DIR/config.toml (squidd --config $CONF_DIR/config.toml config check)
