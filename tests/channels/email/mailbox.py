@@ -75,6 +75,15 @@ class MailServer:
         """A bot account no other test used: its INBOX starts empty."""
         return f"{self._free_bots.pop(0)}@{DOMAIN}"
 
+    def kick(self, user: str) -> None:
+        """Make Dovecot drop every connection of `user` (what a server restart does)."""
+        subprocess.run(
+            ["doveadm", "-c", str(self.data / "dovecot.conf"), "kick", user],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+
     # --- Postfix down and up again (for the "SMTP down" tests) ---------------------------
 
     def _postfix(self, action: str) -> None:
@@ -309,6 +318,13 @@ async def wait_for(
             if len(found) >= count:
                 return found
             await anyio.sleep(0.2)
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 30) -> None:
+    """Poll `check` until it holds (a bound, not a speed assertion)."""
+    with anyio.fail_after(timeout):
+        while not check():  # noqa: ASYNC110 - polls state that has no event to wait on
+            await anyio.sleep(0.05)
 
 
 def replies_to(message_id: str) -> Callable[[EmailMessage], bool]:

@@ -16,9 +16,10 @@ from structlog.testing import capture_logs
 
 from squidd.channels.email import EmailChannel
 from squidd.channels.email.compose import derived_message_id
+from squidd.channels.email.state import state_path
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState
-from squidd.errors import DeliveryError
+from squidd.errors import DeliveryError, PermanentError
 from tests.channels.email.mailbox import (
     DOMAIN,
     TRUSTED_ID,
@@ -26,6 +27,7 @@ from tests.channels.email.mailbox import (
     TestInbox,
     append,
     bot_settings,
+    eventually,
     find,
     imap_login,
     inject,
@@ -416,3 +418,86 @@ async def test_move_to_folder_after_reply(
     assert msg_id not in [
         str(s.message["Message-ID"]) for s in await read_mailbox(mail_server, bot)
     ]
+
+
+async def test_starttls_and_polling_when_idle_is_off(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    channel = channel_for(
+        mail_server,
+        bot,
+        data_dir,
+        imap_port=mail_server.imap_port,
+        imap_security="starttls",
+        idle=False,
+        poll_interval_s=0.2,
+    )
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            msg_id = await send(mail_server, make_mail(to=bot, subject="polled"), bot)
+            inbound = await inbox.next()
+            await answer(channel, inbound, "polled and answered")
+    assert inbound.source_id == msg_id
+    assert [e["idle"] for e in logs if e["event"] == "email_connected"] == [False]
+    assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags
+
+
+async def test_reconnects_when_the_server_drops_the_connection(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    channel = channel_for(mail_server, bot, data_dir)
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            first = await send(mail_server, make_mail(to=bot, subject="before"), bot)
+            assert (await inbox.next()).source_id == first
+            mail_server.kick(bot)
+            second = await send(mail_server, make_mail(to=bot, subject="after"), bot)
+            assert (await inbox.next()).source_id == second
+    assert [e for e in logs if e["event"] == "email_reconnecting"]
+    assert ChannelState.RECONNECTING in [state for state, _ in inbox.states]
+    assert len([e for e in logs if e["event"] == "email_connected"]) >= 2
+
+
+async def test_idle_is_renewed_and_keeps_receiving(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    channel = channel_for(mail_server, bot, data_dir, idle_renew_s=0.3)
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            await eventually(lambda: len([e for e in logs if e["event"] == "email_idle_renew"]) > 1)
+            msg_id = await send(mail_server, make_mail(to=bot, subject="after renewals"), bot)
+            assert (await inbox.next()).source_id == msg_id
+
+
+async def test_a_uidvalidity_change_rescans_unseen_mail(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    msg_id = await send(mail_server, make_mail(to=bot, subject="old uids are void"), bot)
+    path = state_path(data_dir, bot, "INBOX")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"uidvalidity": 1, "last_uid": 9999, "pending": [4242]}')
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel_for(mail_server, bot, data_dir), inbox):
+            assert (await inbox.next()).source_id == msg_id
+    assert [e for e in logs if e["event"] == "email_uidvalidity_changed"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"password": "wrong"}, "rejected the login"),
+        ({"ca_file": None}, "certificate not trusted"),
+    ],
+)
+async def test_what_a_reconnect_cannot_fix_is_permanent(
+    mail_server: MailServer, bot: str, data_dir: Path, overrides: dict[str, Any], message: str
+) -> None:
+    channel = channel_for(mail_server, bot, data_dir, **overrides)
+    inbox = TestInbox()
+    with pytest.raises(PermanentError, match=message):
+        await channel.run(inbox)
+    assert inbox.states[-1][0] == ChannelState.FAILED

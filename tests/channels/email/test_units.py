@@ -56,6 +56,7 @@ def test_authentication_verdicts(results: list[str], verdict: str | None) -> Non
     lines = [f"Authentication-Results: {r}" for r in results]
     parsed = parse_headers(headers(*lines, "From: Someone <someone@Example.org>"))
     assert authentication_failure(parsed, "MX.t") == verdict
+    assert authentication_failure(parsed, "mx.other, MX.t") == verdict
 
 
 @pytest.mark.parametrize(

@@ -71,11 +71,12 @@ def authentication_failure(headers: MailHeaders, trusted_authserv_id: str) -> st
     if not headers.from_addr:
         return "no_single_from"
     from_domain = headers.from_addr.rpartition("@")[2]
-    trusted = trusted_authserv_id.strip().lower()
+    # One id, or several separated by commas (a provider whose MX hosts sign as mx1, mx2...).
+    trusted = {t for t in re.split(r"[,\s]+", trusted_authserv_id.lower()) if t}
     results: list[AuthResult] = []
     for value in headers.auth_results:
         authserv_id, found = parse_auth_results(value)
-        if authserv_id == trusted:
+        if authserv_id in trusted:
             results.extend(found)
     if not results:
         return "no_trusted_authentication_results"
