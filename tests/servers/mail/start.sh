@@ -12,11 +12,10 @@
 #   MAIL_IMAP_PORT MAIL_IMAPS_PORT MAIL_SMTP_PORT MAIL_LMTP_PORT MAIL_AUTH_PORT.
 # Output: DATA_DIR/mail.env (KEY=VALUE lines), DATA_DIR/pids/{dovecot,postfix}.pid,
 #   logs in DATA_DIR/dovecot.log and DATA_DIR/postfix.log. Stop with stop.sh DATA_DIR.
+# `start.sh --install-only` installs the packages and returns (used by ./prepare).
 set -euo pipefail
 
-DATA=${1:?usage: start.sh DATA_DIR}
-mkdir -p "$DATA"
-DATA=$(cd "$DATA" && pwd)
+DATA=${1:?usage: start.sh DATA_DIR | start.sh --install-only}
 DOMAIN=${MAIL_DOMAIN:-example.test}
 USERS=${MAIL_USERS:-bot:botpw alice:alicepw}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -58,6 +57,9 @@ ensure_packages() {
   [ $ok = 1 ] || { tail -20 "$log" >&2; fail "apt-get install failed (see $log)"; }
 }
 ensure_packages
+[ "$DATA" = "--install-only" ] && exit 0
+mkdir -p "$DATA"
+DATA=$(cd "$DATA" && pwd)
 # postfix-script also looks at the default instance; "No configuration" leaves none behind.
 if [ ! -e /etc/postfix/main.cf ]; then
   mkdir -p /etc/postfix
