@@ -41,7 +41,12 @@ from squidd.core.scheduling import (
 from squidd.core.supervisor import Backoff, ChildFn, ChildHealth, Supervisor
 from squidd.errors import ConfigError
 from squidd.runtime import Runtime, build_runtime
-from squidd.status import StatusServer, check_socket_path, socket_path
+from squidd.status import (
+    DaemonAlreadyRunningError,
+    StatusServer,
+    check_socket_path,
+    socket_path,
+)
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
@@ -401,11 +406,15 @@ def run_command(settings: Settings) -> int:
     try:
         return anyio.run(main)
     except Exception as exc:
-        log.exception("daemon_failed", reason=_reason(exc))
+        inner = _unwrap(exc)
+        if isinstance(inner, DaemonAlreadyRunningError):
+            log.error("daemon_not_started", reason=str(inner))  # noqa: TRY400 - expected
+        else:
+            log.exception("daemon_failed", reason=f"{type(inner).__name__}: {inner}")
         return EXIT_FAILURE
 
 
-def _reason(exc: BaseException) -> str:
+def _unwrap(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
+    return exc

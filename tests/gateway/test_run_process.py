@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -71,7 +72,6 @@ class Daemon:
         self.notify_path = tmp / f"n{uuid.uuid4().hex[:6]}.sock"
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.notify.bind(str(self.notify_path))
-        self.notify.settimeout(30)
         self.log = (tmp / f"daemon-{uuid.uuid4().hex[:6]}.log").open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "squidd", "--config", str(config), "run"],
@@ -80,16 +80,31 @@ class Daemon:
             stderr=subprocess.STDOUT,
         )
         self.messages: list[str] = []
+        # Read continuously, as systemd does: a full datagram queue would drop notifications.
+        self.closing = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        self.notify.settimeout(0.2)
+        while not self.closing.is_set():
+            try:
+                self.messages.append(self.notify.recv(4096).decode())
+            except TimeoutError:
+                continue
+            except OSError:
+                return
 
     def wait_for_notify(self, needle: str) -> list[str]:
-        while not any(needle in m.splitlines() for m in self.messages):
-            self.messages.append(self.notify.recv(4096).decode())
-        return self.messages
+        wait_until(lambda: any(needle in m.splitlines() for m in list(self.messages)))
+        return list(self.messages)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        self.closing.set()
+        self.reader.join(timeout=5)
         self.notify.close()
         self.log.close()
 
@@ -160,6 +175,10 @@ def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: li
     assert "spool" in status.stdout and "connected" in status.stdout
     assert "last in" in status.stdout
     assert oct((data / "squidd.sock").stat().st_mode & 0o777) == "0o600"
+
+    second = squidd(config, "run")  # one daemon per data dir
+    assert second.returncode == 1
+    assert "another squidd daemon answers" in second.stderr
 
     daemon.proc.send_signal(signal.SIGHUP)  # re-read the prompt files, keep running
     wait_until(lambda: "prompt_reload_requested" in daemon.log_text())
