@@ -1,6 +1,6 @@
 """Fixtures of the Matrix tests: one real Synapse per session, people and a bot on it.
 
-* `synapse` (session): the homeserver from tests/servers/synapse, stopped by PID at the end.
+* `synapse` (package): the homeserver from tests/servers/synapse, stopped by PID at the end.
   How long the Matrix part took (install and start included) is printed in the summary.
 * `bot` / `alice` / ... : fresh accounts per test (unique localparts), so tests share the
   server without seeing each other's rooms.
@@ -45,7 +45,9 @@ _STARTED = pytest.StashKey[float]()
 _ELAPSED = pytest.StashKey[float]()
 
 
-@pytest.fixture(scope="session")
+# Package scope: the server stops (and the clock stops) when the Matrix tests are done, not
+# at the end of the whole session.
+@pytest.fixture(scope="package")
 def synapse(pytestconfig: pytest.Config) -> Iterator[SynapseServer]:
     pytestconfig.stash[_STARTED] = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="squidd-synapse-", dir=default_data_root()))

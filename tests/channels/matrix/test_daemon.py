@@ -25,7 +25,16 @@ REPO = Path(__file__).resolve().parents[3]
 MakeHuman = Callable[..., Any]
 
 
-def write_config(tmp: Path, llm: FakeLLM, synapse: SynapseServer, bot: User, allowed: str) -> Path:
+def write_config(
+    tmp: Path,
+    llm: FakeLLM,
+    synapse: SynapseServer,
+    bot: User,
+    allowed: str,
+    *,
+    token: str | None = None,
+) -> Path:
+    credential = f'access_token = "{token}"' if token else f'password = "{bot.password}"'
     config = tmp / "config.toml"
     config.write_text(
         f"""
@@ -50,7 +59,7 @@ delivery_retry_max_s = 1.0
 enabled = true
 homeserver = "{synapse.url}"
 user_id = "{bot.user_id}"
-password = "{bot.password}"
+{credential}
 allowed_users = ["{allowed}"]
 timeline_limit = 2
 sync_timeout_s = 5
@@ -229,3 +238,45 @@ async def test_homeserver_restart_mid_conversation(
         ["echo: question three"],
     ]
     assert all(r.event.decrypted for q in (q1, q2, q3) for r in alice.replies_to(bot.user_id, q))
+
+
+async def test_revoked_token_fails_the_channel_not_the_daemon(
+    synapse: SynapseServer,
+    bot: User,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[Squidd],
+) -> None:
+    login = synapse.call(
+        "POST",
+        "/_matrix/client/v3/login",
+        {
+            "type": "m.login.password",
+            "identifier": {"type": "m.id.user", "user": bot.localpart},
+            "password": bot.password,
+        },
+    )
+    token = login["access_token"]
+    config = write_config(tmp_path, fake_llm, synapse, bot, bot.user_id, token=token)
+    daemon = Squidd(tmp_path, config, 1)
+    squidds.append(daemon)
+    await daemon.wait_log("matrix_connected")
+    synapse.call("POST", "/_matrix/client/v3/logout", {}, token=token)
+    await daemon.wait_log("child_failed_permanently")
+
+    status = await anyio.to_thread.run_sync(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "squidd", "--config", str(config), "status"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    )
+    assert status.returncode == 0, status.stderr
+    [line] = [row for row in status.stdout.splitlines() if row.strip().startswith("matrix")]
+    assert "failed" in line
+    assert "M_UNKNOWN_TOKEN" in line
+    assert token not in status.stdout + daemon.log_text()
+    assert daemon.proc.poll() is None  # the daemon keeps running
+    assert await daemon.stop() == 0
