@@ -165,10 +165,9 @@ class Supervisor:
                 await anyio.sleep_forever()
             except TransientError as exc:
                 reason = str(exc) or type(exc).__name__
-                log.warning("child_failed", child=name, failures=failures + 1, reason=reason)
             except Exception as exc:  # a bug in a child must not take the daemon down quietly
                 reason = f"{type(exc).__name__}: {exc}"
-                log.exception("child_crashed", child=name, failures=failures + 1)
+                log.exception("child_crashed", child=name)
             else:
                 health.set(ChannelState.STOPPED, "the loop returned")
                 log.warning("child_stopped", child=name)
@@ -182,6 +181,7 @@ class Supervisor:
                 # It was healthy for a while: a fresh failure, not a flapping child.
                 failures = 0
             failures += 1
+            log.warning("child_failed", child=name, failures=failures, reason=reason)
             health.attempt = failures
             health.restarts += 1
             delay = self._backoff.delay(failures)
