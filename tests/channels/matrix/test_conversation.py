@@ -73,6 +73,13 @@ async def test_invites_accepted_only_from_allowed_users(
         ignored = await mallory.send(good_room, f"{bot.user_id} please answer me")
         sentinel = await alice.send(good_room, f"{bot.user_id} ping")
         await alice.wait_for(lambda: alice.replies_to(bot.user_id, sentinel), "reply to alice")
+        # Kicked and invited again: the new invite is accepted too.
+        await alice.client.room_kick(good_room, bot.user_id)
+        await alice.wait_for(lambda: alice.membership(good_room, bot.user_id) == "leave", "kick")
+        await alice.client.room_invite(good_room, bot.user_id)
+        await alice.wait_for(
+            lambda: alice.membership(good_room, bot.user_id) == "join", "bot joins again"
+        )
     assert not alice.replies_to(bot.user_id, ignored)
 
 

@@ -364,6 +364,8 @@ class MatrixChannel:
         return collected
 
     async def _handle_invites(self, client: AsyncClient, response: SyncResponse) -> None:
+        # A room we joined or left may invite us again later: that invite is new.
+        self._invites_seen -= set(response.rooms.join) | set(response.rooms.leave)
         for room_id, info in response.rooms.invite.items():
             if room_id in self._invites_seen:
                 continue
@@ -432,6 +434,8 @@ class MatrixChannel:
             log.info("matrix_event_malformed", type=_event_type(event), error=_bad_reason(event))
         elif isinstance(event, UnknownEvent | RoomMessage):
             log.debug("matrix_event_ignored", type=_event_type(event), reason="not a text message")
+        elif not isinstance(event, RoomMemberEvent):
+            log.debug("matrix_event_ignored", type=_event_type(event), reason="not a message")
 
     async def _undecryptable(
         self, client: AsyncClient, ledger: SyncLedger, batch: Batch, room_id: str, event: Any
