@@ -16,6 +16,7 @@ import structlog
 
 from squidd.config import Settings
 from squidd.core.models import LLMEvent, SessionId, StreamRestart, TextDelta
+from squidd.core.ports import Tool
 from squidd.errors import LLMError, StorageError
 from squidd.runtime import Runtime, build_runtime
 
@@ -24,6 +25,17 @@ log = structlog.get_logger()
 CHANNEL = "terminal"
 _PROMPT = "you> "
 _EXIT_WORDS = frozenset({"/exit", "/quit", ":q"})
+
+
+def _tools(runtime: Runtime, session: SessionId) -> list[Tool]:
+    """The per-call tools of the daemon's turns (memory, cron), bound to this session.
+
+    Cron jobs made here have no delivery target by default (the terminal is not listening
+    when they fire): their replies stay in the job's history unless a target is given.
+    """
+    from squidd.app import session_tools
+
+    return session_tools(runtime, session, default_target="")
 
 
 def session_for(name: str) -> SessionId:
@@ -41,9 +53,7 @@ def _preflight(settings: Settings) -> str | None:
 
 
 async def _one_message(runtime: Runtime, session: SessionId, text: str, out: TextIO) -> None:
-    reply = await runtime.agent.run(
-        session, text, CHANNEL, extra_tools=runtime.memory_tools(session)
-    )
+    reply = await runtime.agent.run(session, text, CHANNEL, extra_tools=_tools(runtime, session))
     out.write(reply + "\n")
     out.flush()
 
@@ -72,7 +82,7 @@ async def _interactive(runtime: Runtime, session: SessionId, out: TextIO) -> Non
         out.write("squidd> ")
         try:
             await runtime.agent.run(
-                session, text, CHANNEL, extra_tools=runtime.memory_tools(session), on_event=show
+                session, text, CHANNEL, extra_tools=_tools(runtime, session), on_event=show
             )
         except LLMError as exc:
             out.write(f"\n[no answer: {exc}]\n")

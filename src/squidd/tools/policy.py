@@ -53,7 +53,13 @@ class ConfiguredToolPolicy:
 
 FILE_TOOLS = ("read_file", "write_file", "edit_file", "list_dir")
 # Per-turn tools the runtime adds to every turn (they obey the policy too).
-SESSION_TOOLS = ("memory_write", "search_history")
+SESSION_TOOLS = (
+    "memory_write",
+    "search_history",
+    "cron_add",
+    "cron_list",
+    "cron_remove",
+)
 
 
 def configured_tools(tools: ToolsSettings) -> list[str]:
