@@ -8,6 +8,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 configuration error (systemd does not res
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,6 +79,17 @@ def _print_config_problems(exc: ConfigError) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # Output piped into `head` or similar that stopped reading: not an error. Point
+        # stdout at /dev/null so the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
 
     if args.command == "init":
