@@ -55,8 +55,11 @@ def test_secret_keys_and_values_are_redacted() -> None:
 def test_exception_text_is_scrubbed() -> None:
     out = io.StringIO()
     configure_logging("info", "json", known_secrets=["hunter2-long-secret"], stream=out)
-    try:
+    def login() -> None:
         raise RuntimeError("auth failed for hunter2-long-secret")
+
+    try:
+        login()
     except RuntimeError:
         structlog.get_logger().exception("login_failed")
     assert "hunter2-long-secret" not in out.getvalue()
