@@ -229,6 +229,10 @@ class EmailChannel:
                 log.exception("email_message_failed")
                 inbound = None
             if inbound is None:
+                if uid in self._state.state.pending:
+                    # Taken earlier, refused now (e.g. the allowlist changed): let it go.
+                    self._state.state.pending.discard(uid)
+                    await self._state.save()
                 await self._advance(uid)
                 return
             state = self._state.state
