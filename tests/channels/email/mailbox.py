@@ -18,7 +18,8 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from email import policy
 from email.message import EmailMessage
@@ -226,8 +227,7 @@ async def inject(
 
 
 async def wait_delivered(server: MailServer, user: str, message_id: str) -> None:
-    client = await imap_login(server, user)
-    try:
+    async with imap_session(server, user) as client:
         with anyio.fail_after(60):
             while True:
                 response = await client.uid_search("HEADER", "Message-ID", f'"{message_id}"')
@@ -236,31 +236,41 @@ async def wait_delivered(server: MailServer, user: str, message_id: str) -> None
                 ):
                     return
                 await anyio.sleep(0.05)
-    finally:
-        await client.logout()
 
 
 # --- reading mailboxes ------------------------------------------------------------------
 
 
-async def imap_login(server: MailServer, user: str, folder: str = "INBOX") -> aioimaplib.IMAP4:
-    client = aioimaplib.IMAP4(host=server.host, port=server.imap_port, timeout=30)
-    await client.wait_hello_from_server()
-    response = await client.login(user, PASSWORD)
-    assert response.result == "OK", response
-    response = await client.select(folder)
-    assert response.result == "OK", response
-    return client
+@asynccontextmanager
+async def imap_session(
+    server: MailServer, user: str, folder: str = "INBOX"
+) -> AsyncIterator[aioimaplib.IMAP4]:
+    """A logged-in client with `folder` selected; logged out and its socket closed after."""
+    gone = anyio.Event()
+    client = aioimaplib.IMAP4(
+        host=server.host, port=server.imap_port, timeout=30, conn_lost_cb=lambda _: gone.set()
+    )
+    try:
+        await client.wait_hello_from_server()
+        response = await client.login(user, PASSWORD)
+        assert response.result == "OK", response
+        response = await client.select(folder)
+        assert response.result == "OK", response
+        yield client
+        await client.logout()
+    finally:
+        transport = client.protocol.transport
+        if transport is not None and not gone.is_set():
+            transport.close()
+        with anyio.move_on_after(5):
+            await gone.wait()
 
 
 async def append(server: MailServer, user: str, message: EmailMessage) -> None:
     """Put mail straight into a mailbox (when Postfix is down on purpose)."""
-    client = await imap_login(server, user)
-    try:
+    async with imap_session(server, user) as client:
         response = await client.append(message.as_bytes(), mailbox="INBOX")
         assert response.result == "OK", response
-    finally:
-        await client.logout()
 
 
 @dataclass
@@ -271,8 +281,7 @@ class Stored:
 
 
 async def read_mailbox(server: MailServer, user: str, folder: str = "INBOX") -> list[Stored]:
-    client = await imap_login(server, user, folder)
-    try:
+    async with imap_session(server, user, folder) as client:
         response = await client.uid("fetch", "1:*", "(UID FLAGS BODY.PEEK[])")
         out: list[Stored] = []
         lines = response.lines
@@ -292,8 +301,6 @@ async def read_mailbox(server: MailServer, user: str, folder: str = "INBOX") -> 
                     )
                 )
         return out
-    finally:
-        await client.logout()
 
 
 async def find(server: MailServer, user: str, message_id: str) -> Stored:

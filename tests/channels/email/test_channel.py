@@ -29,7 +29,7 @@ from tests.channels.email.mailbox import (
     bot_settings,
     eventually,
     find,
-    imap_login,
+    imap_session,
     inject,
     make_mail,
     read_mailbox,
@@ -407,9 +407,8 @@ async def test_move_to_folder_after_reply(
     mail_server: MailServer, bot: str, data_dir: Path
 ) -> None:
     msg_id = await send(mail_server, make_mail(to=bot, subject="file me"), bot)
-    client = await imap_login(mail_server, bot)
-    assert (await client.create('"Done mail"')).result == "OK"
-    await client.logout()
+    async with imap_session(mail_server, bot) as client:
+        assert (await client.create('"Done mail"')).result == "OK"
     channel = channel_for(mail_server, bot, data_dir, move_to="Done mail")
     inbox = TestInbox()
     async with running(channel, inbox):

@@ -76,6 +76,7 @@ class ImapFolder:
         self._tls = tls_context
         self._client: aioimaplib.IMAP4 | None = None
         self._lost = False
+        self._gone = anyio.Event()
         self.uidvalidity = 0
         self.uidnext: int | None = None
 
@@ -89,6 +90,7 @@ class ImapFolder:
 
     def _on_connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
+        self._gone.set()
         client = self._client
         if client is not None:
             # Wake an IDLE wait at once instead of waiting for its timeout.
@@ -176,8 +178,12 @@ class ImapFolder:
             except (OSError, TimeoutError, aioimaplib.AioImapException) as exc:
                 log.debug("email_imap_logout_failed", error=type(exc).__name__)
         transport = client.protocol.transport
-        if transport is not None:
+        if transport is not None and not self._gone.is_set():
             transport.close()
+            # The socket is released on a later loop iteration: wait for it, so no
+            # half-closed transport outlives us (and the event loop).
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self._gone.wait()
 
     def has_capability(self, name: str) -> bool:
         return self._client is not None and self._client.has_capability(name)
