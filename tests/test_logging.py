@@ -55,6 +55,7 @@ def test_secret_keys_and_values_are_redacted() -> None:
 def test_exception_text_is_scrubbed() -> None:
     out = io.StringIO()
     configure_logging("info", "json", known_secrets=["hunter2-long-secret"], stream=out)
+
     def login() -> None:
         raise RuntimeError("auth failed for hunter2-long-secret")
 
