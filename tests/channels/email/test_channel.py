@@ -500,3 +500,16 @@ async def test_what_a_reconnect_cannot_fix_is_permanent(
     with pytest.raises(PermanentError, match=message):
         await channel.run(inbox)
     assert inbox.states[-1][0] == ChannelState.FAILED
+
+
+async def test_without_required_authentication_the_from_header_is_trusted_with_a_warning(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    channel = channel_for(mail_server, bot, data_dir, require_authentication=False)
+    msg_id = await send(mail_server, make_mail(to=bot, auth=None, subject="local setup"), bot)
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            assert (await inbox.next()).source_id == msg_id
+    warnings = [e for e in logs if e["event"] == "email_sender_authentication_off"]
+    assert warnings and warnings[0]["log_level"] == "warning"

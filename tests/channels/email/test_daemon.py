@@ -206,3 +206,35 @@ async def test_smtp_down_then_back_the_reply_arrives_and_only_then_is_the_mail_s
         assert reply.message["Subject"] == "Re: are you there"
         await daemon.wait_log("email_acknowledged")
         assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags
+
+
+async def test_hostile_sender_and_attachment_names_stay_inside_the_data_dir(
+    mail_server: MailServer, bot: str, tmp_path: Path, daemons: list[DaemonProcess]
+) -> None:
+    hostile = f'"../../../../tmp/escaped"@{DOMAIN}'
+    with FakeLLM(responder=lambda req: Reply(content="noted")) as server:
+        config = write_config(tmp_path, mail_server, bot, server.base_url)
+        config.write_text(
+            config.read_text().replace(
+                f'allowed_senders = ["{ALICE}"]', f'allowed_domains = ["{DOMAIN}"]'
+            )
+        )
+        daemon = DaemonProcess(tmp_path, config, "daemon")
+        daemons.append(daemon)
+        await daemon.wait_log("email_connected")
+        msg = make_mail(to=bot, sender=hostile, subject="../../../../tmp/escaped-subject")
+        msg.add_attachment(b"x", maintype="text", subtype="plain", filename="../../escaped.txt")
+        await inject(mail_server, msg, to=bot, sender=ALICE)
+        # The turn ran (its history written); the reply cannot be delivered to that address.
+        await daemon.wait_log("reply_delivery_failed")
+        request = server.chat_requests[0]
+        assert "../../escaped.txt (text/plain, 1 B)" in request["messages"][-1]["content"]
+    data = (tmp_path / "data").resolve()
+    names = []
+    for path in data.rglob("*"):
+        assert path.resolve().is_relative_to(data)
+        names.append(path.name)
+    # the conversation's files exist, under a sanitised name
+    assert any(n.startswith("tmp_escaped_example.test-") for n in names), names
+    assert not list(Path("/tmp").glob("escaped*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml", "daemon.log", "data"]
