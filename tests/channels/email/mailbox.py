@@ -76,13 +76,10 @@ class MailServer:
         """A bot account no other test used: its INBOX starts empty."""
         return f"{self._free_bots.pop(0)}@{DOMAIN}"
 
-    def kick(self, user: str) -> None:
+    async def kick(self, user: str) -> None:
         """Make Dovecot drop every connection of `user` (what a server restart does)."""
-        subprocess.run(
-            ["doveadm", "-c", str(self.data / "dovecot.conf"), "kick", user],
-            check=True,
-            capture_output=True,
-            timeout=30,
+        await anyio.run_process(
+            ["doveadm", "-c", str(self.data / "dovecot.conf"), "kick", user], check=True
         )
 
     # --- Postfix down and up again (for the "SMTP down" tests) ---------------------------
@@ -95,24 +92,44 @@ class MailServer:
             timeout=60,
         )
 
-    def stop_postfix(self) -> None:
-        self._postfix("stop")
-        # `postfix stop` returns before the master has gone; wait for its port to close.
-        deadline = time.monotonic() + 20
-        while _port_open(self.host, self.smtp_port) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _port_open(self.host, self.smtp_port), "postfix did not stop"
-
-    def start_postfix(self) -> None:
-        self._postfix("start")
-        deadline = time.monotonic() + 20
-        while not _port_open(self.host, self.smtp_port) and time.monotonic() < deadline:
-            time.sleep(0.05)
+    def _master_pid_file(self) -> Path:
         main_cf = (self.postfix_conf / "main.cf").read_text()
         spool = re.search(r"^queue_directory = (.+)$", main_cf, re.M)
         assert spool is not None
-        pid = (Path(spool.group(1)) / "pid" / "master.pid").read_text().strip()
+        return Path(spool.group(1)) / "pid" / "master.pid"
+
+    def _stop_postfix(self) -> None:
+        pid = int(self._master_pid_file().read_text().strip())
+        self._postfix("stop")
+        # `postfix stop` returns before the master has exited; a start before that fails.
+        deadline = time.monotonic() + 30
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(pid), "postfix did not stop"
+        assert not _port_open(self.host, self.smtp_port)
+
+    def _start_postfix(self) -> None:
+        self._postfix("start")
+        deadline = time.monotonic() + 30
+        while not _port_open(self.host, self.smtp_port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = self._master_pid_file().read_text().strip()
         (self.data / "pids" / "postfix.pid").write_text(pid + "\n")
+
+    async def stop_postfix(self) -> None:
+        await anyio.to_thread.run_sync(self._stop_postfix)
+
+    async def start_postfix(self) -> None:
+        await anyio.to_thread.run_sync(self._start_postfix)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a non-init PID 1 may reap late)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return not re.search(r"^State:\s*Z", status, re.M)
 
 
 def _port_open(host: str, port: int) -> bool:

@@ -390,13 +390,13 @@ async def test_smtp_down_leaves_the_mail_unseen_until_the_reply_is_sent(
             session_id=inbound.session_id,
             in_reply_to=inbound,
         )
-        mail_server.stop_postfix()
+        await mail_server.stop_postfix()
         try:
             with pytest.raises(DeliveryError):
                 await channel.send(outbound)
             assert "\\Seen" not in (await find(mail_server, bot, msg_id)).flags
         finally:
-            mail_server.start_postfix()
+            await mail_server.start_postfix()
         await channel.send(outbound)
         await inbound.ack()
     await wait_for(mail_server, ALICE, replies_to(msg_id))
@@ -451,7 +451,7 @@ async def test_reconnects_when_the_server_drops_the_connection(
         async with running(channel, inbox):
             first = await send(mail_server, make_mail(to=bot, subject="before"), bot)
             assert (await inbox.next()).source_id == first
-            mail_server.kick(bot)
+            await mail_server.kick(bot)
             second = await send(mail_server, make_mail(to=bot, subject="after"), bot)
             assert (await inbox.next()).source_id == second
     assert [e for e in logs if e["event"] == "email_reconnecting"]

@@ -194,14 +194,14 @@ async def test_smtp_down_then_back_the_reply_arrives_and_only_then_is_the_mail_s
         await daemon.wait_log("email_connected")
         msg = make_mail(to=bot, subject="are you there")
         msg_id = str(msg["Message-ID"])
-        mail_server.stop_postfix()
+        await mail_server.stop_postfix()
         try:
             await append(mail_server, bot, msg)  # arrives while SMTP is down
             await daemon.wait_log("reply_delivery_failed")
             await daemon.wait_log('"attempt": 2')
             assert "\\Seen" not in (await find(mail_server, bot, msg_id)).flags
         finally:
-            mail_server.start_postfix()
+            await mail_server.start_postfix()
         [reply] = await wait_for(mail_server, ALICE, replies_to(msg_id), timeout=60)
         assert reply.message["Subject"] == "Re: are you there"
         await daemon.wait_log("email_acknowledged")
