@@ -167,6 +167,8 @@ class EmailChannel:
     async def _reconcile(self, folder: ImapFolder) -> None:
         """Load the persisted state and reset it when the server's UIDVALIDITY changed."""
         if not self._state_loaded:
+            if self._s.move_to:
+                await folder.ensure_mailbox(self._s.move_to)
             await self._state.load()
             self._state_loaded = True
         state = self._state.state

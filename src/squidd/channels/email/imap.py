@@ -185,6 +185,17 @@ class ImapFolder:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self._gone.wait()
 
+    async def ensure_mailbox(self, name: str) -> None:
+        """Create mailbox `name` unless it exists; PermanentError if that is refused."""
+        client = self.client
+        status = await self._call("status", client.status(quote_mailbox(name), "(MESSAGES)"))
+        if status.result == "OK":
+            return
+        created = await self._call("create", client.create(quote_mailbox(name)))
+        if created.result != "OK":
+            raise PermanentError(f"the IMAP folder {name!r} does not exist and cannot be created")
+        log.info("email_folder_created", folder=name)
+
     def has_capability(self, name: str) -> bool:
         return self._client is not None and self._client.has_capability(name)
 
