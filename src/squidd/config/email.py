@@ -37,6 +37,7 @@ class EmailSettings(Section):
 
     # --- IMAP (receiving) ----------------------------------------------------------------
     username: str = ""
+    """Login name; empty: the address."""
     password: SecretStr | None = None
     password_file: Path | None = None
     imap_host: str = ""
@@ -98,14 +99,15 @@ class EmailSettings(Section):
         if not self.enabled:
             return self
         missing = [
-            name
-            for name in ("address", "imap_host", "smtp_host", "username")
-            if not getattr(self, name)
+            name for name in ("address", "imap_host", "smtp_host") if not getattr(self, name)
         ]
         if missing:
             raise ValueError(f"email is enabled but {', '.join(missing)} not set")
         if "@" not in self.address:
             raise ValueError("address must be an email address")
+        if not self.username:
+            # Most providers log in with the address itself.
+            object.__setattr__(self, "username", self.address)
         if self.password is None:
             raise ValueError("email is enabled but password (or password_file) is not set")
         if self.require_authentication and not self.trusted_authserv_id.strip():

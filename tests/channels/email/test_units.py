@@ -230,5 +230,7 @@ def test_settings_require_the_trusted_server_unless_switched_off() -> None:
     assert EmailSettings(**base, require_authentication=False).imap_security == "tls"
     settings = EmailSettings(**base, trusted_authserv_id="mx.example.org")
     assert settings.smtp_security == "tls" and settings.smtp_login is not None
+    no_user = {k: v for k, v in base.items() if k != "username"}
+    assert EmailSettings(**no_user, require_authentication=False).username == "bot@example.org"
     with pytest.raises(ValueError):
         EmailSettings(**base, trusted_authserv_id="mx", idle_renew_s=30 * 60)
