@@ -5,11 +5,9 @@ spool channel (tests/support/spool_channel.py), loaded by `gateway.extra_channel
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.daemon import REPO, DaemonProcess, daemon_env, squidd_argv
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_channel import write_atomic
 
-REPO = Path(__file__).resolve().parents[2]
 GRACE_S = 5
 
 
@@ -54,30 +52,20 @@ poll_s = 0.2
 
 
 def env_for(notify: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUIDD_")}
-    env.pop("NOTIFY_SOCKET", None)
-    env.pop("WATCHDOG_USEC", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    if notify is not None:
-        env["NOTIFY_SOCKET"] = str(notify)
-    return env
+    return daemon_env(NOTIFY_SOCKET=str(notify)) if notify is not None else daemon_env()
 
 
-class Daemon:
+class Daemon(DaemonProcess):
     """A `squidd run` child process with its notify socket."""
 
     def __init__(self, tmp: Path, config: Path, **env: str) -> None:
-        self.tmp = tmp
-        self.config = config
         self.notify_path = tmp / f"n{uuid.uuid4().hex[:6]}.sock"
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.notify.bind(str(self.notify_path))
-        self.log = (tmp / f"daemon-{uuid.uuid4().hex[:6]}.log").open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "squidd", "--config", str(config), "run"],
+        super().__init__(
+            config,
+            tmp / f"daemon-{uuid.uuid4().hex[:6]}.log",
             env={**env_for(self.notify_path), **env},
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
         )
         self.messages: list[str] = []
         # Read continuously, as systemd does: a full datagram queue would drop notifications.
@@ -99,18 +87,12 @@ class Daemon:
         wait_until(lambda: any(needle in m.splitlines() for m in list(self.messages)))
         return list(self.messages)
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+    def close(self) -> None:
+        """Kill the process if it still runs; stop reading notifications."""
+        self.kill()
         self.closing.set()
         self.reader.join(timeout=5)
         self.notify.close()
-        self.log.close()
-
-    def log_text(self) -> str:
-        self.log.flush()
-        return (Path(self.log.name)).read_text()
 
 
 @pytest.fixture
@@ -118,12 +100,12 @@ def daemons(tmp_path: Path) -> Iterator[list[Daemon]]:
     started: list[Daemon] = []
     yield started
     for daemon in started:
-        daemon.stop()
+        daemon.close()
 
 
 def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "squidd", "--config", str(config), *args],
+        squidd_argv(config, *args),
         env=env_for(),
         capture_output=True,
         text=True,

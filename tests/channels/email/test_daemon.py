@@ -3,10 +3,6 @@ scripted LLM server: exactly one reply across a SIGKILL, and a reply that waits 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +23,11 @@ from tests.channels.email.mailbox import (
     replies_to,
     wait_for,
 )
+from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[3]
 ALICE = f"alice@{DOMAIN}"
 
 
@@ -79,46 +75,6 @@ reconnect_max_delay_s = 1.0
     return config
 
 
-class DaemonProcess:
-    def __init__(self, tmp: Path, config: Path, name: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SQUIDD_")}
-        env.pop("NOTIFY_SOCKET", None)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        self.log_path = tmp / f"{name}.log"
-        self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "squidd", "--config", str(config), "run"],
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log_text(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text()
-
-    def events(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
-
-    async def wait_log(self, needle: str, timeout: float = 60) -> None:
-        with anyio.fail_after(timeout):
-            while needle not in self.log_text():
-                assert self.proc.poll() is None, self.log_text()[-3000:]
-                await anyio.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-        self._log.close()
-
-
 @pytest.fixture
 def daemons() -> Iterator[list[DaemonProcess]]:
     started: list[DaemonProcess] = []
@@ -157,7 +113,7 @@ async def test_sigkill_after_receiving_and_before_replying_gives_exactly_one_rep
     llm = GatedLLM()
     with FakeLLM(responder=llm) as server:
         config = write_config(tmp_path, mail_server, bot, server.base_url)
-        first = DaemonProcess(tmp_path, config, "first")
+        first = DaemonProcess(config, tmp_path / "first.log")
         daemons.append(first)
         await first.wait_log("email_connected")
         msg = make_mail(to=bot, subject="survive the crash")
@@ -169,7 +125,7 @@ async def test_sigkill_after_receiving_and_before_replying_gives_exactly_one_rep
         llm.release.set()
         assert "\\Seen" not in (await find(mail_server, bot, msg_id)).flags
 
-        second = DaemonProcess(tmp_path, config, "second")
+        second = DaemonProcess(config, tmp_path / "second.log")
         daemons.append(second)
         [reply] = await wait_for(mail_server, ALICE, replies_to(msg_id), timeout=60)
         assert reply.message["Subject"] == "Re: survive the crash"
@@ -189,7 +145,7 @@ async def test_smtp_down_then_back_the_reply_arrives_and_only_then_is_the_mail_s
 ) -> None:
     with FakeLLM(responder=lambda req: Reply(content="here you go")) as server:
         config = write_config(tmp_path, mail_server, bot, server.base_url)
-        daemon = DaemonProcess(tmp_path, config, "daemon")
+        daemon = DaemonProcess(config, tmp_path / "daemon.log")
         daemons.append(daemon)
         await daemon.wait_log("email_connected")
         msg = make_mail(to=bot, subject="are you there")
@@ -219,7 +175,7 @@ async def test_hostile_sender_and_attachment_names_stay_inside_the_data_dir(
                 f'allowed_senders = ["{ALICE}"]', f'allowed_domains = ["{DOMAIN}"]'
             )
         )
-        daemon = DaemonProcess(tmp_path, config, "daemon")
+        daemon = DaemonProcess(config, tmp_path / "daemon.log")
         daemons.append(daemon)
         await daemon.wait_log("email_connected")
         msg = make_mail(to=bot, sender=hostile, subject="../../../../tmp/escaped-subject")

@@ -4,7 +4,6 @@ homeserver restart in the middle of a conversation. Each message is answered exa
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,11 +16,11 @@ import pytest
 
 from tests.channels.matrix.conftest import wait_until
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[3]
 MakeHuman = Callable[..., Any]
 
 
@@ -70,45 +69,9 @@ reconnect_max_delay_s = 1.0
     return config
 
 
-class Squidd:
-    """One `squidd run` child process; its JSON log goes to a file we can search."""
-
-    def __init__(self, tmp: Path, config: Path, index: int) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SQUIDD_")}
-        env.pop("NOTIFY_SOCKET", None)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        self.log_path = tmp / f"squidd-{index}.log"
-        self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "squidd", "--config", str(config), "run"],
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log_text(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text()
-
-    def count(self, event: str) -> int:
-        return self.log_text().count(f'"event": "{event}"')
-
-    async def wait_log(self, event: str, count: int = 1) -> None:
-        await wait_until(lambda: self.count(event) >= count or self.proc.poll() is not None, event)
-        assert self.proc.poll() is None, self.log_text()[-3000:]
-
-    async def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = await anyio.to_thread.run_sync(lambda: self.proc.wait(timeout=30))
-        self._log.close()
-        return code
-
-
 @pytest.fixture
-async def squidds(tmp_path: Path) -> AsyncIterator[list[Squidd]]:
-    started: list[Squidd] = []
+async def squidds() -> AsyncIterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
     yield started
     for daemon in started:
         if daemon.proc.poll() is None:
@@ -129,7 +92,7 @@ async def test_daemon_down_while_five_messages_are_sent(
     make_human: MakeHuman,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[Squidd],
+    squidds: list[DaemonProcess],
 ) -> None:
     alice = await make_human("alice")
     room = await alice.create_room([bot.user_id], direct=True)
@@ -137,15 +100,15 @@ async def test_daemon_down_while_five_messages_are_sent(
     old = [await alice.send(room, f"old {i}") for i in range(3)]
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
 
-    first = Squidd(tmp_path, config, 1)
+    first = DaemonProcess(config, tmp_path / "squidd-1.log")
     squidds.append(first)
-    await first.wait_log("matrix_connected")
+    await first.wait_event("matrix_connected")
     hello = await alice.send(room, "hello")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, hello), "reply to hello")
     assert await first.stop() == 0
 
     missed = [await alice.send(room, f"missed {i}") for i in range(5)]
-    second = Squidd(tmp_path, config, 2)
+    second = DaemonProcess(config, tmp_path / "squidd-2.log")
     squidds.append(second)
     await alice.wait_for(
         lambda: all(alice.replies_to(bot.user_id, e) for e in missed), "five replies", timeout=60
@@ -172,13 +135,13 @@ async def test_crash_mid_turn_is_answered_once_after_restart(
     make_human: MakeHuman,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[Squidd],
+    squidds: list[DaemonProcess],
 ) -> None:
     alice = await make_human("alice")
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    first = Squidd(tmp_path, config, 1)
+    first = DaemonProcess(config, tmp_path / "squidd-1.log")
     squidds.append(first)
-    await first.wait_log("matrix_connected")
+    await first.wait_event("matrix_connected")
     room = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
 
@@ -187,7 +150,7 @@ async def test_crash_mid_turn_is_answered_once_after_restart(
     await wait_until(lambda: len(fake_llm.chat_requests) == 1, "the turn started")
     await first.stop(signal.SIGKILL)
 
-    second = Squidd(tmp_path, config, 2)
+    second = DaemonProcess(config, tmp_path / "squidd-2.log")
     squidds.append(second)
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), "reply after restart")
     later = await alice.send(room, "later")
@@ -204,13 +167,13 @@ async def test_homeserver_restart_mid_conversation(
     make_human: MakeHuman,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[Squidd],
+    squidds: list[DaemonProcess],
 ) -> None:
     alice = await make_human("alice")
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = Squidd(tmp_path, config, 1)
+    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
     squidds.append(daemon)
-    await daemon.wait_log("matrix_connected")
+    await daemon.wait_event("matrix_connected")
     room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
     await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
     await alice.sync()
@@ -222,13 +185,13 @@ async def test_homeserver_restart_mid_conversation(
     q2 = await alice.send(room, "question two")
     await wait_until(lambda: len(fake_llm.chat_requests) == 2, "the turn started")
     await anyio.to_thread.run_sync(synapse.stop)
-    await daemon.wait_log("reply_delivery_failed")
+    await daemon.wait_event("reply_delivery_failed")
     await anyio.to_thread.run_sync(synapse.start)
 
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, q2), "reply after the restart")
     q3 = await alice.send(room, "question three")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, q3), "third reply")
-    await daemon.wait_log("matrix_reconnected")
+    await daemon.wait_event("matrix_reconnected")
     assert await daemon.stop() == 0
 
     bodies = [[r.content["body"] for r in alice.replies_to(bot.user_id, q)] for q in (q1, q2, q3)]
@@ -245,7 +208,7 @@ async def test_revoked_token_fails_the_channel_not_the_daemon(
     bot: User,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[Squidd],
+    squidds: list[DaemonProcess],
 ) -> None:
     login = synapse.call(
         "POST",
@@ -258,11 +221,11 @@ async def test_revoked_token_fails_the_channel_not_the_daemon(
     )
     token = login["access_token"]
     config = write_config(tmp_path, fake_llm, synapse, bot, bot.user_id, token=token)
-    daemon = Squidd(tmp_path, config, 1)
+    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
     squidds.append(daemon)
-    await daemon.wait_log("matrix_connected")
+    await daemon.wait_event("matrix_connected")
     synapse.call("POST", "/_matrix/client/v3/logout", {}, token=token)
-    await daemon.wait_log("child_failed_permanently")
+    await daemon.wait_event("child_failed_permanently")
 
     status = await anyio.to_thread.run_sync(
         lambda: subprocess.run(

@@ -1,0 +1,112 @@
+"""A `squidd run` child process for the end-to-end tests of the gateway and the channels.
+
+The child gets the test process's environment minus whatever would steer it from outside
+the test's config (`SQUIDD_*` settings, a systemd notify socket or watchdog), with the
+repository on `PYTHONPATH` so test-only modules (`tests.support.*`) can be loaded. Its
+stdout and stderr (JSON log lines) go to a file the test searches. It is stopped by its own
+PID only: `stop` sends a signal and waits, `kill` is the fixture's last resort.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 60.0
+
+
+def daemon_env(**extra: str) -> dict[str, str]:
+    """The environment for a `squidd` child process; `extra` is added last."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUIDD_")}
+    env.pop("NOTIFY_SOCKET", None)
+    env.pop("WATCHDOG_USEC", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def squidd_argv(config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "squidd", "--config", str(config), *args]
+
+
+class DaemonProcess:
+    """One `squidd run` child; its output goes to `log_path`."""
+
+    def __init__(self, config: Path, log_path: Path, *, env: Mapping[str, str] | None = None):
+        self.log_path = log_path
+        self._log = log_path.open("w")
+        self.proc = subprocess.Popen(
+            squidd_argv(config, "run"),
+            env=dict(env) if env is not None else daemon_env(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log_text(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text()
+
+    def events(self) -> list[dict[str, Any]]:
+        """The JSON log lines (anything else the child printed is skipped)."""
+        out = []
+        for line in self.log_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                out.append(event)
+        return out
+
+    def count(self, event: str) -> int:
+        """How many log lines have this event name."""
+        return sum(1 for e in self.events() if e.get("event") == event)
+
+    async def wait_log(self, needle: str, count: int = 1, timeout: float = WAIT_S) -> None:
+        """Until `needle` occurs `count` times in the log; fails if the child exits first."""
+        await self._wait(lambda: self.log_text().count(needle) >= count, repr(needle), timeout)
+
+    async def wait_event(self, event: str, count: int = 1, timeout: float = WAIT_S) -> None:
+        """Until `count` log lines have the event name `event`."""
+        await self._wait(lambda: self.count(event) >= count, event, timeout)
+
+    async def _wait(self, done: Any, what: str, timeout: float) -> None:
+        # A bound for a broken run, not a speed assertion: the log is foreign state to poll.
+        try:
+            with anyio.fail_after(timeout):
+                while not done():
+                    if self.proc.poll() is not None:
+                        raise AssertionError(
+                            f"squidd exited ({self.proc.returncode}) before {what}:\n"
+                            + self.log_text()[-3000:]
+                        )
+                    await anyio.sleep(0.05)
+        except TimeoutError:
+            raise AssertionError(
+                f"timed out waiting for {what}:\n" + self.log_text()[-3000:]
+            ) from None
+
+    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        """Send `sig` (if it still runs), wait for the exit; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = await anyio.to_thread.run_sync(lambda: self.proc.wait(timeout=timeout))
+        self._log.close()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL if it still runs and reap it; safe to call more than once."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self._log.close()
