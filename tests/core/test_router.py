@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 from squidd.core.models import Inbound, Outbound, SessionId
 from squidd.core.router import QUIET_REPLY_META, Destination, PendingReply, Router
 from squidd.core.supervisor import Backoff, ChildHealth
+from squidd.errors import DeliveryError
 
 pytestmark = pytest.mark.anyio
 
@@ -158,3 +159,60 @@ def test_destination_parse() -> None:
     assert Destination.parse("email:me@example.org") == Destination("email", "me@example.org")
     assert Destination.parse("") is None
     assert Destination.parse("terminal") is None
+
+
+class Refusing:
+    """A channel whose sends fail (its server is down) until `accept` is set."""
+
+    name = "down"
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    async def run(self, inbox: object, *, task_status: object) -> None:
+        raise NotImplementedError
+
+    async def send(self, outbound: Outbound) -> None:
+        self.attempts += 1
+        raise DeliveryError("server unreachable")
+
+
+async def test_a_failing_delivery_does_not_hold_a_turn_slot() -> None:
+    """With one turn at a time, a reply stuck in delivery retries on one channel must not
+    keep the other channels' messages from being answered."""
+    records = Records()
+    down, up = Refusing(), Collect()
+    health: dict[str, ChildHealth] = {}
+    retrying = anyio.Event()
+    never = anyio.Event()
+
+    async def stuck_retry(delay: float) -> None:
+        retrying.set()
+        await never.wait()
+
+    async def turn(message: Inbound) -> str:
+        return f"re: {message.text}"
+
+    router = Router(
+        run_turn=turn,
+        channels={"down": down, "c": up},
+        handled=records,
+        outbox=records,
+        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
+        max_concurrent_turns=1,
+        delivery_backoff=Backoff(1.0, 1.0),
+        sleep=stuck_retry,
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        await router.submit(Inbound("down", "d1", SessionId("x"), "u", "first"))
+        with anyio.fail_after(5):
+            await retrying.wait()
+        await router.submit(inbound(2, "y"))
+        with anyio.fail_after(5):  # a guard against hanging, not a timing assertion
+            while not up.sent:  # noqa: ASYNC110 - polls state that has no event
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert [o.text for o in up.sent] == ["re: text 2"]
+    assert down.attempts == 1
+    assert ("down", "d1") not in records.handled

@@ -1,8 +1,9 @@
 """The router: from an inbound message to a delivered, acknowledged reply.
 
 Messages of one session are handled strictly in arrival order by one worker task; different
-sessions run concurrently up to a cap. A session's queue and worker exist only while it has
-work, so memory does not grow with the number of sessions ever seen.
+sessions run their turns concurrently up to a cap (a reply waiting for its channel does not
+count). A session's queue and worker exist only while it has work, so memory does not grow
+with the number of sessions ever seen.
 
 Durable acknowledgement, per message:
 1. a source id already recorded as handled is only acknowledged (a redelivery after a crash);
@@ -119,6 +120,30 @@ TurnRunner = Callable[[Inbound], Awaitable[str]]
 
 class _Undeliverable(Exception):
     """The channel refused the reply for good; the message stays unacknowledged."""
+
+
+class _TurnSlot:
+    """A place under the concurrency cap, held from before a turn until it is released
+    (once the reply is ready) or the message is done, whichever comes first."""
+
+    __slots__ = ("_held", "_limiter")
+
+    def __init__(self, limiter: anyio.CapacityLimiter) -> None:
+        self._limiter = limiter
+        self._held = False
+
+    async def __aenter__(self) -> _TurnSlot:
+        await self._limiter.acquire()
+        self._held = True
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._limiter.release()
 
 
 class _SessionQueue:
@@ -246,7 +271,7 @@ class Router:
     async def _worker(self, session: SessionId, queue: _SessionQueue) -> None:
         try:
             while queue.items and self._accepting:
-                async with self._limiter:
+                async with _TurnSlot(self._limiter) as slot:
                     if self.stopping:
                         break
                     inbound, reply_to = queue.items.popleft()
@@ -255,7 +280,7 @@ class Router:
                     if self._idle.is_set():
                         self._idle = anyio.Event()
                     try:
-                        await self._handle(inbound, reply_to)
+                        await self._handle(inbound, reply_to, slot)
                     finally:
                         self._in_flight -= 1
                         if not self._in_flight:
@@ -269,18 +294,22 @@ class Router:
 
     # --- one message -----------------------------------------------------------------------
 
-    async def _handle(self, inbound: Inbound, reply_to: Destination | None) -> None:
+    async def _handle(
+        self, inbound: Inbound, reply_to: Destination | None, slot: _TurnSlot
+    ) -> None:
         with structlog.contextvars.bound_contextvars(
             channel=inbound.channel, session=inbound.session_id, message_id=inbound.source_id
         ):
             try:
-                await self._handle_bound(inbound, reply_to)
+                await self._handle_bound(inbound, reply_to, slot)
             except _Undeliverable:
                 return
             except Exception:  # the per-message boundary: log it, leave the message unacked
                 log.exception("message_failed")
 
-    async def _handle_bound(self, inbound: Inbound, reply_to: Destination | None) -> None:
+    async def _handle_bound(
+        self, inbound: Inbound, reply_to: Destination | None, slot: _TurnSlot
+    ) -> None:
         channel, source_id = inbound.channel, inbound.source_id
         if await self._handled.contains(channel, source_id):
             log.info("redelivery_skipped")
@@ -313,6 +342,9 @@ class Router:
             )
             await self._outbox.put(channel, source_id, pending)
             log.debug("reply_ready", ms=_ms(started))
+        # The cap is on turns: delivery retries (a channel that is down) must not keep other
+        # sessions from running theirs. The session stays blocked, so its order holds.
+        slot.release()
         await self._deliver(inbound, pending)
         await self._handled.add(channel, source_id)
         await self._outbox.remove(channel, source_id)
