@@ -216,3 +216,25 @@ async def test_a_failing_delivery_does_not_hold_a_turn_slot() -> None:
     assert [o.text for o in up.sent] == ["re: text 2"]
     assert down.attempts == 1
     assert ("down", "d1") not in records.handled
+
+
+async def test_redelivery_after_a_crash_before_the_outbox_cleanup_drops_the_entry() -> None:
+    """The daemon died after recording the message as handled but before removing its
+    outbox entry: the redelivery is acknowledged, not answered, and the entry goes away
+    (else `squidd status` shows a reply waiting for delivery forever)."""
+
+    async def turn(message: Inbound) -> str:
+        raise AssertionError("a handled message must not run the model again")
+
+    router, channel, records = make_router(turn)
+    records.handled.add(("c", "m1"))
+    records.outbox[("c", "m1")] = PendingReply("c", "u", "sent before", SessionId("a"))
+    acked: list[str] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        await router.submit(inbound(1, "a", acked))
+        while not acked:  # noqa: ASYNC110 - polls state that has no event
+            await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert channel.sent == []
+    assert records.outbox == {}

@@ -313,6 +313,8 @@ class Router:
         channel, source_id = inbound.channel, inbound.source_id
         if await self._handled.contains(channel, source_id):
             log.info("redelivery_skipped")
+            # A crash between recording and cleaning up may have left the outbox entry.
+            await self._outbox.remove(channel, source_id)
             await self._ack(inbound)
             return
         pending = await self._outbox.get(channel, source_id)
