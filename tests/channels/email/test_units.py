@@ -136,6 +136,17 @@ def test_quoted_history_and_signatures_are_trimmed_forwards_kept() -> None:
     assert trim_reply("> only a quote") == "> only a quote"
 
 
+@pytest.mark.timeout(60)  # a bound for the broken (quadratic) version, not a speed check
+def test_many_attribution_lines_do_not_stall_the_parser() -> None:
+    # ~2.6 MB, under the default size cap: each "wrote:" line once looked at every line
+    # after it, so a mail like this kept the receive loop busy for hours.
+    body = "Alice wrote:\n" * 200_000 + "the end\n"
+    raw = ("From: a@example.org\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" + body).encode()
+    text = extract_text(raw, max_chars=100).text
+    assert text.startswith("Alice wrote:")
+    assert "truncated" in text
+
+
 def test_text_is_capped_and_attachments_are_listed_not_read() -> None:
     raw = (
         b"From: a@example.org\r\nMIME-Version: 1.0\r\n"

@@ -245,6 +245,15 @@ _OUTLOOK_FROM_RE = re.compile(r"^\s*\**(from|von|de):\**\s", re.IGNORECASE)
 _MOBILE_SIG_RE = re.compile(r"^\s*(sent from my \w+|get outlook for \w+)", re.IGNORECASE)
 
 
+def _next_nonblank(lines: list[str], start: int) -> str:
+    """The first line from `start` on that is not blank, stripped; '' if none."""
+    for index in range(start, len(lines)):
+        stripped = lines[index].strip()
+        if stripped:
+            return stripped
+    return ""
+
+
 def trim_reply(text: str) -> str:
     """Drop quoted history and the signature; keep the text the sender wrote now.
 
@@ -266,8 +275,10 @@ def trim_reply(text: str) -> str:
         if stripped.startswith(">"):
             continue
         if _ATTRIBUTION_RE.match(stripped):
-            rest = [x.strip() for x in lines[index + 1 :] if x.strip()]
-            if not rest or rest[0].startswith(">"):
+            # Only the next non-blank line matters; scanning all the rest for every such
+            # line made a long mail of them quadratic (the receive loop stalled on it).
+            following = _next_nonblank(lines, index + 1)
+            if not following or following.startswith(">"):
                 continue
         kept.append(line.rstrip())
     while kept and not kept[-1].strip():
