@@ -144,6 +144,18 @@ async def test_corrupt_meta_reads_as_cursor_zero(tmp_path: Path, content: str) -
     assert any(e["event"] == "meta_file_corrupt" for e in logs)
 
 
+async def test_meta_of_binary_garbage_reads_as_cursor_zero(tmp_path: Path) -> None:
+    """Bytes that are not even UTF-8 are corruption too, not a reason to fail every turn."""
+    store = JsonlStore(tmp_path)
+    sid = SessionId("s")
+    await store.append_messages(sid, [msg(i) for i in range(3)])
+    store.meta_path(sid).write_bytes(b'\xff\xfe{"last_consolidated": 2}\x80')
+    with capture_logs() as logs:
+        assert await store.load_consolidated_cursor(sid) == 0
+        assert len((await store.load_window(sid)).messages) == 3
+    assert any(e["event"] == "meta_file_corrupt" for e in logs)
+
+
 async def test_unreadable_file_names_the_file(tmp_path: Path) -> None:
     """Works as root too: a directory where the summary file should be cannot be read."""
     store = JsonlStore(tmp_path)

@@ -85,6 +85,16 @@ def read_text_or_empty(path: Path) -> str:
         raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
+def read_bytes_or_empty(path: Path) -> bytes:
+    """The file's bytes, b'' when it does not exist; a clear error naming it otherwise."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
 @contextlib.contextmanager
 def locked(fd: int, *, shared: bool = False) -> Iterator[None]:
     fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)

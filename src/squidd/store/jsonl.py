@@ -31,6 +31,7 @@ from squidd.errors import StorageError
 from squidd.store.files import (
     append_lines_locked,
     atomic_write_text,
+    read_bytes_or_empty,
     read_text_or_empty,
     safe_name,
 )
@@ -118,11 +119,12 @@ class JsonlStore:
 
     def _read_meta(self, session_id: str) -> _Meta:
         path = self.meta_path(session_id)
-        text = read_text_or_empty(path)
-        if not text:
+        raw = read_bytes_or_empty(path)
+        if not raw:
             return _Meta(0, 0)
         try:
-            data: Any = json.loads(text)
+            # Bytes, not text: garbage that is not even UTF-8 is corruption like any other.
+            data: Any = json.loads(raw)
             cursor = int(data["last_consolidated"])
             offset = int(data.get("offset", -1))
         except (ValueError, TypeError, KeyError, AttributeError):
