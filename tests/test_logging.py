@@ -72,3 +72,21 @@ def test_known_secrets_collects_every_secret_field() -> None:
         {"llm": {"api_key": "sk-one-1234"}, "email": {"password": "mail-pass-5678"}}
     )
     assert set(known_secrets(settings)) >= {"sk-one-1234", "mail-pass-5678"}
+
+
+def test_exception_text_is_scrubbed_on_a_terminal_too() -> None:
+    """The console renderer (`squidd chat`, `squidd run` on a terminal) formats tracebacks
+    itself; a secret in one must not reach the screen either."""
+    out = io.StringIO()
+    configure_logging("info", "console", known_secrets=["hunter2-long-secret"], stream=out)
+
+    def login() -> None:
+        raise RuntimeError("auth failed for hunter2-long-secret")
+
+    try:
+        login()
+    except RuntimeError:
+        structlog.get_logger().exception("login_failed")
+    assert "login_failed" in out.getvalue()
+    assert "RuntimeError" in out.getvalue()
+    assert "hunter2-long-secret" not in out.getvalue()

@@ -3,6 +3,7 @@ and a processor that redacts secrets from every event before it is rendered."""
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import sys
@@ -77,6 +78,17 @@ def _scrub_rendered(redactor: SecretRedactor) -> Any:
     return processor
 
 
+def _scrubbed_traceback(redactor: SecretRedactor) -> Any:
+    """The console renderer's exception formatter, with the traceback text scrubbed."""
+
+    def formatter(sio: TextIO, exc_info: Any) -> None:
+        buffer = io.StringIO()
+        structlog.dev.plain_traceback(buffer, exc_info)
+        sio.write(redactor.scrub(buffer.getvalue()))
+
+    return formatter
+
+
 def configure_logging(
     level: str = "info",
     fmt: str = "auto",
@@ -103,7 +115,11 @@ def configure_logging(
         ]
         renderer = tail
     else:
-        renderer = [structlog.dev.ConsoleRenderer(colors=out.isatty())]
+        renderer = [
+            structlog.dev.ConsoleRenderer(
+                colors=out.isatty(), exception_formatter=_scrubbed_traceback(redactor)
+            )
+        ]
     numeric = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(
         processors=[*shared, *renderer],
