@@ -50,6 +50,15 @@ def test_auth_results_parsing_tolerates_comments_and_versions() -> None:
         ([], "no_trusted_authentication_results"),
         # a forged "pass" lower down does not outvote the trusted server's "fail"
         (["mx.t; dmarc=fail", "mx.t; dmarc=pass"], "dmarc_fail"),
+        (
+            [
+                "mx.t; dkim=fail header.d=example.org; dmarc=none",
+                "mx.t; dkim=pass header.d=example.org",
+            ],
+            "dkim_fail",
+        ),
+        # split setups: one field for DKIM, one for DMARC, both from the trusted server
+        (["mx.t; dmarc=none", "mx.t; dkim=pass header.d=example.org"], None),
     ],
 )
 def test_authentication_verdicts(results: list[str], verdict: str | None) -> None:
@@ -57,6 +66,38 @@ def test_authentication_verdicts(results: list[str], verdict: str | None) -> Non
     parsed = parse_headers(headers(*lines, "From: Someone <someone@Example.org>"))
     assert authentication_failure(parsed, "MX.t") == verdict
     assert authentication_failure(parsed, "mx.other, MX.t") == verdict
+
+
+FORGED = "Authentication-Results: mx.t; dkim=pass header.d=example.org; dmarc=pass"
+
+
+@pytest.mark.parametrize(
+    ("lines", "verdict"),
+    [
+        # the sender's own header block, below the hop that brought it in, is not trusted
+        (
+            [
+                "Authentication-Results: mx.t; dkim=none; dmarc=none",
+                "Received: from attacker.test by mx.t",
+                FORGED,
+            ],
+            "no_dmarc_or_aligned_dkim_pass",
+        ),
+        # a local delivery hop on top does not hide the border server's verdict
+        (
+            [
+                "Received: from mx.t by imap.t with LMTP",
+                "Authentication-Results: mx.t; dmarc=pass header.from=example.org",
+                "Received: from sender.example.org by mx.t",
+                "Authentication-Results: mx.t; dmarc=fail",
+            ],
+            None,
+        ),
+    ],
+)
+def test_only_the_receiving_servers_block_counts(lines: list[str], verdict: str | None) -> None:
+    parsed = parse_headers(headers(*lines, "From: Someone <someone@example.org>"))
+    assert authentication_failure(parsed, "mx.t") == verdict
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,9 @@ class MailHeaders:
     content_type: str
     autoreply_marked: bool
     """X-Autoreply / X-Autorespond / X-Auto-Response-Suppress style markers of robots."""
+    trace: tuple[tuple[str, str], ...] = ()
+    """`("received" | "authentication-results", value)` in header order, topmost first:
+    where each verdict stands relative to the hops that added it."""
 
 
 def _header(msg: Message, name: str) -> str:
@@ -89,6 +92,26 @@ def _all_headers(msg: Message, name: str) -> tuple[str, ...]:
     for value in values:
         try:
             out.append(_CONTROL_RE.sub(" ", str(value)).strip())
+        except Exception:  # noqa: BLE001, S112 - skip one undecodable field, keep the rest
+            continue
+    return tuple(out)
+
+
+_TRACE_FIELDS = frozenset({"received", "authentication-results"})
+
+
+def _trace(msg: Message) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    try:
+        items = msg.items()
+    except Exception:  # noqa: BLE001 - see _header
+        return ()
+    for name, value in items:
+        lowered = name.lower()
+        if lowered not in _TRACE_FIELDS:
+            continue
+        try:
+            out.append((lowered, _CONTROL_RE.sub(" ", str(value)).strip()))
         except Exception:  # noqa: BLE001, S112 - skip one undecodable field, keep the rest
             continue
     return tuple(out)
@@ -144,6 +167,7 @@ def parse_headers(raw_headers: bytes) -> MailHeaders:
         has_list_id=bool(_header(msg, "List-Id")),
         return_path=return_path,
         auth_results=_all_headers(msg, "Authentication-Results"),
+        trace=_trace(msg),
         content_type=_header(msg, "Content-Type").lower(),
         autoreply_marked=any(_header(msg, name) for name in robot_markers),
     )

@@ -66,33 +66,60 @@ def _aligned(signing_domain: str, from_domain: str) -> bool:
     return d == f or f.endswith("." + d) or d.endswith("." + f)
 
 
+def trusted_results(headers: MailHeaders, trusted: set[str]) -> list[AuthResult]:
+    """The verdicts the trusted server wrote for this delivery.
+
+    A receiving server adds its Authentication-Results on top of what the sender sent, so
+    its fields stand above the sender's own header block; any such field further down may
+    be a forgery carried in by the sender. Scanning from the top, the block starts at the
+    first field with a trusted authserv-id and ends at the next Received field (the hop that
+    brought the mail in). Split setups (one field for DKIM, one for DMARC) stay together.
+    """
+    fields = headers.trace or tuple(("authentication-results", v) for v in headers.auth_results)
+    results: list[AuthResult] = []
+    started = False
+    for name, value in fields:
+        if name == "received":
+            if started:
+                break
+            continue
+        authserv_id, found = parse_auth_results(value)
+        if authserv_id in trusted:
+            started = True
+            results.extend(found)
+    return results
+
+
+def _signer(result: AuthResult) -> str:
+    return result.props.get("header.d") or result.props.get("header.i", "").rpartition("@")[2]
+
+
 def authentication_failure(headers: MailHeaders, trusted_authserv_id: str) -> str | None:
-    """None when the trusted server vouches for the From domain, else why not."""
+    """None when the trusted server vouches for the From domain, else why not.
+
+    A failure for the From domain outweighs any pass: a forged field can add a pass, but
+    it cannot take back the real server's fail.
+    """
     if not headers.from_addr:
         return "no_single_from"
     from_domain = headers.from_addr.rpartition("@")[2]
     # One id, or several separated by commas (a provider whose MX hosts sign as mx1, mx2...).
     trusted = {t for t in re.split(r"[,\s]+", trusted_authserv_id.lower()) if t}
-    results: list[AuthResult] = []
-    for value in headers.auth_results:
-        authserv_id, found = parse_auth_results(value)
-        if authserv_id in trusted:
-            results.extend(found)
+    results = trusted_results(headers, trusted)
     if not results:
         return "no_trusted_authentication_results"
     dmarc = [r for r in results if r.method == "dmarc"]
     if any(r.result == "fail" for r in dmarc):
         return "dmarc_fail"
+    dkim = [r for r in results if r.method == "dkim"]
+    if any(r.result == "fail" and _aligned(_signer(r), from_domain) for r in dkim):
+        return "dkim_fail"
     for r in dmarc:
         header_from = r.props.get("header.from", from_domain)
         if r.result == "pass" and header_from == from_domain:
             return None
-    for r in results:
-        if r.method != "dkim" or r.result != "pass":
-            continue
-        signer = r.props.get("header.d") or r.props.get("header.i", "").rpartition("@")[2]
-        if _aligned(signer, from_domain):
-            return None
+    if any(r.result == "pass" and _aligned(_signer(r), from_domain) for r in dkim):
+        return None
     return "no_dmarc_or_aligned_dkim_pass"
 
 
