@@ -286,3 +286,17 @@ def test_settings_require_the_trusted_server_unless_switched_off() -> None:
     assert EmailSettings(**no_user, require_authentication=False).username == "bot@example.org"
     with pytest.raises(ValueError):
         EmailSettings(**base, trusted_authserv_id="mx", idle_renew_s=30 * 60)
+
+
+def test_huge_html_mail_is_cut_before_conversion() -> None:
+    """Only what can reach the prompt is converted: a multi-megabyte HTML body is cut first."""
+    paragraph = "<p>" + "word " * 40 + "</p>"
+    html = "<html><body>" + paragraph * 40_000 + "</body></html>"  # about 8.6 MB
+    raw = (
+        "From: a@example.org\r\nTo: b@example.org\r\nSubject: big\r\n"
+        "Content-Type: text/html; charset=utf-8\r\n\r\n" + html
+    ).encode()
+    body = extract_text(raw, max_chars=2_000)
+    assert body.from_html and body.truncated
+    assert body.text.startswith("word word")
+    assert len(body.text) < 2_200

@@ -29,6 +29,7 @@ log = structlog.get_logger()
 _MSGID_RE = re.compile(r"<[^<>\s]{1,900}>")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _MAX_NAME_CHARS = 120
+_HTML_CHARS_PER_TEXT_CHAR = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,16 +347,22 @@ def extract_text(raw: bytes, *, max_chars: int) -> MailText:
                 )
             )
     from_html = False
+    cut_html = False
     text = ""
     if body is not None:
         text = _decode_text(body)
         if body.get_content_type() == "text/html":
             from_html = True
-            text = _html_to_text(text)
+            # Converting HTML costs seconds per megabyte; only the start can reach the
+            # prompt, so only a generous multiple of the text budget is converted.
+            html_budget = max_chars * _HTML_CHARS_PER_TEXT_CHAR
+            cut_html = len(text) > html_budget
+            text = _html_to_text(text[:html_budget])
     text = trim_reply(_CONTROL_RE.sub("", text.replace("\t", "    ")))
-    truncated = len(text) > max_chars
+    truncated = cut_html or len(text) > max_chars
     if truncated:
-        text = text[:max_chars].rstrip() + f"\n[... truncated: the text had {len(text)} characters]"
+        shown = text[:max_chars].rstrip()
+        text = f"{shown}\n[... truncated: the mail is longer than what is shown here]"
     return MailText(
         text=text, attachments=tuple(attachments), from_html=from_html, truncated=truncated
     )
