@@ -294,12 +294,13 @@ class Daemon:
 
     async def serve(self) -> int:
         self.notifier.status("starting")
-        await self.handled.load()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             if self._handle_signals:
                 tg.start_soon(self._signals, tg)
+            # The socket first: a second daemon on this data dir stops before touching state.
             await tg.start(self.status_server.serve)
+            await self.handled.load()
             await tg.start(self.router.run)
             for name, channel in self.channels.items():
                 await tg.start(self.supervisor.supervise, name, self._child(channel))

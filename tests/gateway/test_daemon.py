@@ -7,12 +7,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from squidd.app import Daemon
 from squidd.core.models import SessionId
 from squidd.core.ports import ChannelState
 from squidd.core.router import APOLOGY, PendingReply
+from squidd.runtime import build_runtime
+from squidd.status import DaemonAlreadyRunningError, socket_path
 from squidd.store.outbox import OutboxDir
 from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
@@ -203,3 +207,29 @@ async def test_every_turn_gets_memory_and_cron_tools(tmp_path: Path, fake_llm: F
     assert [(job.name, job.target, job.created_by) for job in jobs] == [
         ("tea", "memory:!room:example.org", "room")
     ]
+
+
+async def test_a_second_daemon_on_the_same_data_dir_changes_nothing(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """It must find the running daemon before touching any state: compacting the handled
+    record under the running daemon would drop the ids that daemon appends meanwhile."""
+    data = tmp_path / "data"
+    settings = make_settings(data, fake_llm.base_url, gateway={"handled_retention_days": 1})
+    handled = data / "gateway" / "handled.jsonl"
+    handled.parent.mkdir(parents=True)
+    handled.write_text(
+        '{"channel":"c","id":"old","at":"2000-01-01T00:00:00+00:00"}\n'
+        '{"channel":"c","id":"new","at":"2999-01-01T00:00:00+00:00"}\n'
+    )
+    before = handled.read_bytes()
+    runtime = build_runtime(settings)
+    try:
+        daemon = Daemon(settings, runtime, [MemoryChannel("memory")], handle_signals=False)
+        async with await anyio.create_unix_listener(socket_path(settings)):
+            with pytest.raises(BaseExceptionGroup) as info:
+                await daemon.serve()
+    finally:
+        await runtime.aclose()
+    assert info.group_contains(DaemonAlreadyRunningError)
+    assert handled.read_bytes() == before
