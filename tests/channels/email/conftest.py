@@ -1,9 +1,10 @@
-"""Fixtures of the email tests: one real Dovecot + Postfix for the whole session.
+"""Fixtures of the email tests: one real Dovecot + Postfix for all of them.
 
 The servers are started once (installing the Debian packages when missing), on free
 loopback ports, in a data dir that the mail users (nobody, postfix, dovecot) can enter —
 pytest's own temp dirs are private to root, which Dovecot's delivery cannot use. They are
-stopped by PID at the end of the session, and the time the email part took is printed.
+stopped by PID once the last email test is done (package scope, so the servers do not stay
+up for the rest of the suite), and the time the email part took is printed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _can_run_servers() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def mail_server(request: pytest.FixtureRequest) -> Iterator[MailServer]:
     reason = _can_run_servers()
     if reason:
