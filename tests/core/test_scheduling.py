@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
 
+import anyio
 import pytest
 
 from squidd.core.scheduling import (
+    Heartbeat,
     following_run,
     has_open_items,
     make_job,
@@ -15,6 +17,8 @@ from squidd.core.scheduling import (
     parse_interval,
     within_hours,
 )
+from squidd.core.supervisor import ChildHealth
+from tests.support.clock import FakeClock
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # a Monday
 
@@ -112,3 +116,35 @@ def test_active_hours() -> None:
     assert not within_hours(time(12, 0), night)
     always = parse_active_hours("00:00-24:00")
     assert within_hours(time(23, 59), always)
+
+
+@pytest.mark.anyio
+async def test_heartbeat_after_a_long_suspend_beats_once_not_twice() -> None:
+    """The machine slept through several intervals: one beat on waking, the next one a
+    full interval later (two back to back would send the owner the same news twice)."""
+    clock = FakeClock(NOW)
+    fired: list[datetime] = []
+
+    async def checklist() -> str:
+        return "- [ ] water the plants\n"
+
+    async def fire(prompt: str, when: datetime) -> None:
+        fired.append(when)
+
+    heartbeat = Heartbeat(
+        interval=timedelta(minutes=30),
+        active_hours=(time(0, 0), time(0, 0)),
+        timezone="UTC",
+        read_checklist=checklist,
+        fire=fire,
+        clock=clock,
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(heartbeat.run, ChildHealth("heartbeat"))
+        clock.advance(5 * 3600)  # asleep for five hours
+        with anyio.fail_after(5):
+            while not fired:  # noqa: ASYNC110 - polls state that has no event
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert len(fired) == 1
+    assert heartbeat.next_beat == clock.now() + timedelta(minutes=30)

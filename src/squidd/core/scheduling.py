@@ -521,7 +521,11 @@ class Heartbeat:
             await self._clock.sleep_until(self.next_beat)
             when = self.next_beat
             await self.beat(when)
-            self.next_beat = max(when + self._interval, self._clock.now())
+            # Beats missed while asleep (a suspend) are not caught up, not even one more: the
+            # next comes a full interval after now, else the owner hears the same news twice.
+            following = when + self._interval
+            now = self._clock.now()
+            self.next_beat = following if following > now else now + self._interval
 
     async def beat(self, when: datetime) -> bool:
         """One heartbeat; True when it asked the agent."""
