@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -16,8 +17,12 @@ from squidd.secrets import known_secrets
 
 @pytest.fixture(autouse=True)
 def _restore_structlog() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     yield
     structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def render(**event: object) -> dict[str, object]:
@@ -90,3 +95,25 @@ def test_exception_text_is_scrubbed_on_a_terminal_too() -> None:
     assert "login_failed" in out.getvalue()
     assert "RuntimeError" in out.getvalue()
     assert "hunter2-long-secret" not in out.getvalue()
+
+
+def test_library_warnings_through_the_stdlib_are_scrubbed() -> None:
+    """matrix-nio, aioimaplib and apscheduler log through `logging`, not structlog: their
+    lines (a failed request's URL with its access token, say) are scrubbed as well."""
+    out = io.StringIO()
+    configure_logging("info", "json", known_secrets=["hunter2-long-secret"], stream=out)
+    library = logging.getLogger("nio.client")
+    library.warning("sync failed: %s", "https://hs/_matrix?access_token=syt_abcdefghijkl")
+
+    def login() -> None:
+        raise RuntimeError("login with hunter2-long-secret refused")
+
+    try:
+        login()
+    except RuntimeError:
+        library.exception("login failed")
+    text = out.getvalue()
+    assert "nio.client: sync failed" in text
+    assert "login failed" in text
+    assert "syt_abcdefghijkl" not in text
+    assert "hunter2-long-secret" not in text

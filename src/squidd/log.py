@@ -78,6 +78,17 @@ def _scrub_rendered(redactor: SecretRedactor) -> Any:
     return processor
 
 
+class _ScrubbingFormatter(logging.Formatter):
+    """Formats a stdlib record (message and traceback), then scrubs the text."""
+
+    def __init__(self, redactor: SecretRedactor) -> None:
+        super().__init__("%(name)s: %(message)s")
+        self._redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._redactor.scrub(super().format(record))
+
+
 def _scrubbed_traceback(redactor: SecretRedactor) -> Any:
     """The console renderer's exception formatter, with the traceback text scrubbed."""
 
@@ -127,6 +138,13 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
-    # Libraries (nio, aioimaplib, apscheduler) log through the stdlib: route them to stderr
-    # at warning and above, so they neither vanish nor flood.
-    logging.basicConfig(level=logging.WARNING, stream=out, format="%(name)s: %(message)s")
+    # Libraries (nio, aioimaplib, apscheduler) log through the stdlib: route them to the same
+    # stream at warning and above, so they neither vanish nor flood, and scrub them too.
+    root = logging.getLogger()
+    for previous in [h for h in root.handlers if getattr(h, "squidd_handler", False)]:
+        root.removeHandler(previous)
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(_ScrubbingFormatter(redactor))
+    handler.squidd_handler = True  # type: ignore[attr-defined]  # marks ours for a re-configure
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
