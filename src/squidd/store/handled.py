@@ -46,6 +46,8 @@ class HandledFile:
                 entry = json.loads(line)
                 key = (str(entry["channel"]), str(entry["id"]))
                 at = datetime.fromisoformat(str(entry["at"]))
+                if at.tzinfo is None:
+                    at = at.replace(tzinfo=UTC)
             except (ValueError, KeyError, TypeError):
                 log.warning("handled_line_skipped", path=str(self._path), reason="unreadable")
                 dropped += 1
