@@ -11,8 +11,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from squidd.cli import main
+from squidd.core.models import SessionId
 from squidd.core.scheduling import CronJob, make_job
+from squidd.errors import ToolError
 from squidd.store.cron_jobs import JobsFile
+from squidd.tools.cron import CronToolContext, cron_tools
 from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.clock import FakeClock
 from tests.support.fake_llm import FakeLLM, Reply
@@ -201,3 +204,23 @@ async def test_heartbeat_outside_active_hours_does_nothing(
 
 def _job_names(jobs: list[CronJob]) -> list[str]:
     return [job.name for job in jobs]
+
+
+async def test_cron_tools_add_list_and_remove(tmp_path: Path) -> None:
+    changed: list[bool] = []
+    context = CronToolContext(
+        store=JobsFile(tmp_path),
+        session_id=SessionId("matrix:!room:x"),
+        default_target="matrix:!room:x",
+        default_timezone="UTC",
+        on_change=lambda: changed.append(True),
+    )
+    add, listing, remove = cron_tools(context)
+    result = await add.execute({"name": "tea", "prompt": "tea time", "every": "2h"})
+    assert "Scheduled" in result.content
+    assert "to matrix:!room:x" in (await listing.execute({})).content
+    with pytest.raises(ToolError, match="no job named 'coffee'"):
+        await remove.execute({"name": "coffee"})
+    assert (await remove.execute({"name": "tea"})).content == "Removed job 'tea'."
+    assert (await listing.execute({})).content == "No scheduled jobs."
+    assert changed == [True, True]

@@ -138,13 +138,10 @@ class CronRemoveTool:
         name = arguments.get("name")
         if not isinstance(name, str) or not name:
             raise ToolError("cron_remove needs the job's 'name'")
-        found = False
 
         def remove(jobs: list[CronJob]) -> list[CronJob]:
-            nonlocal found
             kept = [job for job in jobs if job.name != name]
-            found = len(kept) != len(jobs)
-            if not found:
+            if len(kept) == len(jobs):
                 raise ToolError(f"no job named {name!r}")
             return kept
 
