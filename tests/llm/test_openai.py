@@ -230,3 +230,49 @@ async def test_retry_after_header_is_honoured() -> None:
     )
     assert text_of(await collect(llm.chat(HELLO, []))) == "ok"
     assert delays == [7.0]
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        b'data: {"error": {"message": "upstream overloaded", "code": 502}}\n\n',
+        b"data: {not json\n\n",
+    ],
+)
+async def test_error_inside_the_stream_is_retried_then_unavailable(broken: bytes) -> None:
+    """Some OpenAI-compatible servers (proxies, routers) report a failure as an SSE event
+    after a 200, or send a garbled event: that is a retry, then a clear LLMError, never a
+    stray exception (which would skip the fallback and lose the user's message)."""
+    attempts = 0
+    partial = _sse({"content": "Half an ans"}, finish="stop").split(b"data: [DONE]")[0]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            return httpx2.Response(
+                200, headers={"content-type": "text/event-stream"}, content=partial + broken
+            )
+        if attempts == 2:
+            return httpx2.Response(
+                200,
+                headers={"content-type": "text/event-stream"},
+                content=_sse({"content": "A whole answer."}, finish="stop"),
+            )
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=broken)
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    llm = OpenAILLM(
+        LLMSettings(base_url="http://127.0.0.1:9/v1", max_retries=1),
+        http_client=client,
+        sleep=no_sleep,
+    )
+    events = await collect(llm.chat(HELLO, []))
+    assert text_of(events) == "A whole answer."
+    assert any(isinstance(e, StreamRestart) for e in events)
+    with pytest.raises(LLMUnavailableError, match="broken stream"):
+        await collect(llm.chat(HELLO, []))
+    assert attempts == 4

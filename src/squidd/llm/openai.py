@@ -2,9 +2,10 @@
 
 It streams, assembles tool calls from their deltas (the first delta of a call assigns its
 `id` and `name`, later ones only append `arguments`; servers that repeat `id`/`name` in
-every delta are handled the same way), retries 429/5xx/timeouts/connection errors with
-capped exponential backoff and jitter (honouring `Retry-After`), then falls back through an
-ordered list of models. When a failure strikes after text was already streamed, it emits
+every delta are handled the same way), retries 429/5xx/timeouts/connection errors and
+broken streams (an error event after a 200, a garbled event) with capped exponential
+backoff and jitter (honouring `Retry-After`), then falls back through an ordered list of
+models. When a failure strikes after text was already streamed, it emits
 `StreamRestart` before starting over, so no text reaches the user twice.
 
 openai's own errors are translated here into `squidd.errors` types; no message carries the
@@ -13,6 +14,7 @@ API key.
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -238,6 +240,11 @@ class OpenAILLM:
             raise _Retry(f"connection failed ({cause})") from None
         except (httpx2.HTTPError, openai.APIResponseValidationError) as exc:
             raise _Retry(f"broken response ({type(exc).__name__})") from None
+        except openai.APIError:
+            # An error event inside a 200 stream: proxies and routers report overload so.
+            raise _Retry("broken stream (error event)") from None
+        except json.JSONDecodeError:
+            raise _Retry("broken stream (unreadable event)") from None
         if slots:
             calls = tuple(
                 ToolCall(
