@@ -211,3 +211,17 @@ async def test_policy_hides_tools(tmp_path: Path) -> None:
     await loop.run(SESSION, "x", "matrix", extra_tools=[EchoTool()])
     assert "tools" not in mock.requests[0]
     assert json.dumps(mock.requests[1]["tools"]).count('"echo"') == 1
+
+
+async def test_turn_broken_by_anything_else_keeps_the_user_message(tmp_path: Path) -> None:
+    """Not only a model failure: whatever breaks the turn (here the stream's consumer, as a
+    terminal whose output went away), the user's message stays in the history."""
+    loop, store, _ = make_loop(tmp_path, "a reply nobody sees")
+
+    async def broken_output(event: object) -> None:
+        raise BrokenPipeError("stdout closed")
+
+    with pytest.raises(BrokenPipeError):
+        await loop.run(SESSION, "still there?", "terminal", on_event=broken_output)
+    window = await store.load_window(SESSION)
+    assert [(m.role, m.content) for m in window.messages] == [("user", "still there?")]

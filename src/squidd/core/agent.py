@@ -29,7 +29,7 @@ from squidd.core.models import (
 )
 from squidd.core.ports import LLMPort, PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry, definition_of
-from squidd.errors import LLMError, ToolError
+from squidd.errors import ToolError
 
 log = structlog.get_logger()
 
@@ -104,7 +104,7 @@ class AgentLoop:
         """Answer `user_message` in `session`; return the final reply text.
 
         Raises `LLMError` when the model cannot answer; the user message is still kept in
-        the session's history then.
+        the session's history then (as it is when anything else breaks the turn).
         """
         started = time.monotonic()
         model = llm if llm is not None else self._llm
@@ -145,9 +145,15 @@ class AgentLoop:
                             ts=_now_iso(),
                         )
                     )
-        except LLMError:
+        except Exception as exc:  # kept the user message, then re-raised: nothing is lost
             await self._persist(session, turn[:1])
-            log.warning("turn_failed", session=session, channel=channel, rounds=rounds)
+            log.warning(
+                "turn_failed",
+                session=session,
+                channel=channel,
+                rounds=rounds,
+                error=type(exc).__name__,
+            )
             raise
 
         if reply is None:
