@@ -399,9 +399,18 @@ class CronScheduler:
         if not due:
             return
         outcomes: dict[str, tuple[datetime | None, datetime | None]] = {}
+        parked: set[str] = set()
         for job in due:
             scheduled = job.next_run
             if scheduled is None:
+                continue
+            try:
+                following = following_run(job, max(now, scheduled))
+            except ValueError as exc:
+                # E.g. a timezone this machine no longer knows: one bad job must not stop
+                # the others (nor run again and again); it stays listed, without a next run.
+                log.error("cron_job_invalid", job=job.name, reason=str(exc), effect="parked")  # noqa: TRY400 - expected; the reason is enough
+                parked.add(job.name)
                 continue
             late = now - scheduled
             last = job.last_run
@@ -418,12 +427,14 @@ class CronScheduler:
                     log.info("cron_run", job=job.name, scheduled=scheduled.isoformat())
                     await self._fire(job, scheduled)
                     last = now
-            outcomes[job.name] = (following_run(job, max(now, scheduled)), last)
+            outcomes[job.name] = (following, last)
 
         def apply(jobs: list[CronJob]) -> list[CronJob]:
             result = []
             for job in jobs:
-                if job.name in outcomes:
+                if job.name in parked:
+                    job = replace(job, next_run=None)
+                elif job.name in outcomes:
                     nxt, last = outcomes[job.name]
                     if nxt is None:
                         log.info("cron_job_finished", job=job.name)
