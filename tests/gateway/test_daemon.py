@@ -54,7 +54,10 @@ async def test_fifty_sessions_three_messages_each(tmp_path: Path, fake_llm: Fake
         assert replies == [f"re: s{s} m{i}" for i in range(per_session)]
         assert {sent.target for sent in channel.sent if sent.session_id == f"s{s}"} == {f"user{s}"}
     assert len(set(channel.acked)) == sessions * per_session
-    assert wall < serial / 3
+    # Concurrency shown by the model server, not by a clock: many sessions' turns were
+    # waiting on the 0.3 s model at the same moment (the cap is 50, one turn per session).
+    print(f"  at most {fake_llm.max_in_flight} model calls at once")
+    assert fake_llm.max_in_flight >= sessions // 2
 
 
 async def test_flapping_channel_restarted_while_another_answers(

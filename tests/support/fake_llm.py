@@ -56,6 +56,9 @@ class FakeLLM:
         self.responder: Responder = responder or echo_responder
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
+        # Requests being answered right now, and the most there ever were at once.
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -115,6 +118,16 @@ class FakeLLM:
                     self._json(404, {"error": {"message": "not found"}})
                     return
                 reply = owner.next_reply(request)
+                with owner._lock:
+                    owner.in_flight += 1
+                    owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+                try:
+                    self._answer(request, reply)
+                finally:
+                    with owner._lock:
+                        owner.in_flight -= 1
+
+            def _answer(self, request: dict[str, Any], reply: Reply) -> None:
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
