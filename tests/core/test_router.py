@@ -10,7 +10,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from squidd.core.models import Inbound, Outbound, SessionId
-from squidd.core.router import QUIET_REPLY_META, Destination, PendingReply, Router
+from squidd.core.router import (
+    CRASH_APOLOGY,
+    QUIET_REPLY_META,
+    Destination,
+    PendingReply,
+    Router,
+)
 from squidd.core.supervisor import Backoff, ChildHealth
 from squidd.errors import DeliveryError
 
@@ -238,3 +244,25 @@ async def test_redelivery_after_a_crash_before_the_outbox_cleanup_drops_the_entr
         tg.cancel_scope.cancel()
     assert channel.sent == []
     assert records.outbox == {}
+
+
+async def test_a_crashed_turn_gets_an_honest_apology_and_is_acknowledged() -> None:
+    """A bug (not the model being down) is answered with its own short apology."""
+
+    async def turn(message: Inbound) -> str:
+        raise KeyError("bug")
+
+    router, channel, records = make_router(turn)
+    acked: list[str] = []
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            await tg.start(router.run)
+            await router.submit(inbound(1, "a", acked))
+            with anyio.fail_after(5):
+                while not acked:  # noqa: ASYNC110 - polls state that has no event
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    assert [o.text for o in channel.sent] == [CRASH_APOLOGY]
+    assert "language model" not in CRASH_APOLOGY
+    assert records.handled == {("c", "m1")}
+    assert any(e["event"] == "turn_crashed" for e in logs)

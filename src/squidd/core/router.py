@@ -39,6 +39,10 @@ APOLOGY = (
     "Sorry, I could not answer this just now: the language model is not available. "
     "Please try again in a while."
 )
+CRASH_APOLOGY = (
+    "Sorry, something went wrong on my side while answering this. The error is in my log; "
+    "please try again in a while."
+)
 QUIET_REPLY_META = "quiet_reply"
 """`Inbound.meta` key: a reply equal to this text is not delivered (the heartbeat's
 `HEARTBEAT_OK`)."""
@@ -357,9 +361,10 @@ class Router:
             return await self._run_turn(inbound)
         except LLMError as exc:
             log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
+            return self._apology
         except Exception:
             log.exception("turn_crashed")
-        return self._apology
+        return CRASH_APOLOGY
 
     async def _deliver(self, inbound: Inbound, pending: PendingReply) -> None:
         outbound = Outbound(
