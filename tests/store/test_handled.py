@@ -28,3 +28,23 @@ async def test_a_timestamp_without_zone_does_not_stop_the_daemon(tmp_path: Path)
     assert await handled.contains("c", "naive")
     assert await handled.contains("c", "aware")
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["handled_line_skipped"]
+
+
+async def test_the_record_forgets_old_entries_while_running(tmp_path: Path) -> None:
+    """Neither the file nor the memory grows with uptime: about once a day, entries past
+    the retention period are dropped, and a restart reads back exactly what is kept."""
+    from datetime import UTC, datetime, timedelta
+
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    handled = HandledFile(tmp_path, retention=timedelta(days=2), clock=lambda: now[0])
+    await handled.load()
+    for day in range(6):
+        now[0] = datetime(2026, 1, 1 + day, 12, tzinfo=UTC)
+        await handled.add("c", f"day{day}")
+    # On day 5 only days 3, 4 and 5 are within two days.
+    assert not await handled.contains("c", "day0")
+    assert await handled.contains("c", "day5")
+    lines = handled.path.read_text().splitlines()
+    assert len(lines) == 3
+    again = HandledFile(tmp_path, retention=timedelta(days=2), clock=lambda: now[0])
+    assert await again.load() == 3

@@ -1,14 +1,16 @@
 """The record of handled messages: (channel, source id) pairs whose reply was delivered.
 
 One JSON object per line in `<data dir>/gateway/handled.jsonl`, appended under a file lock
-and fsynced before the source is acknowledged. It is read once at start into a set; entries
+and fsynced before the source is acknowledged. It is read once at start into memory; entries
 older than the retention period are dropped then (a source does not redeliver months-old
-messages), with an atomic rewrite.
+messages), with an atomic rewrite, and again about once a day while the daemon runs, so
+neither the file nor the memory grows with uptime.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,25 +21,47 @@ from squidd.store.files import append_lines_locked, atomic_write_text, read_text
 
 log = structlog.get_logger()
 
+COMPACT_EVERY = timedelta(days=1)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _line(channel: str, source_id: str, at: datetime) -> str:
+    return json.dumps(
+        {"channel": channel, "id": source_id, "at": at.isoformat()},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
 
 class HandledFile:
     """Implements the router's `HandledLog` on one append-only file."""
 
-    def __init__(self, data_dir: Path, *, retention: timedelta = timedelta(days=30)) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        retention: timedelta = timedelta(days=30),
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
         self._path = data_dir / "gateway" / "handled.jsonl"
         self._retention = retention
-        self._seen: set[tuple[str, str]] | None = None
+        self._clock = clock
+        self._seen: dict[tuple[str, str], datetime] | None = None
         self._lock = anyio.Lock()
+        self._compacted_at = clock()
 
     @property
     def path(self) -> Path:
         return self._path
 
-    def _load_sync(self) -> set[tuple[str, str]]:
+    def _load_sync(self) -> dict[tuple[str, str], datetime]:
         text = read_text_or_empty(self._path)
-        cutoff = datetime.now(UTC) - self._retention
+        cutoff = self._clock() - self._retention
         kept: list[str] = []
-        seen: set[tuple[str, str]] = set()
+        seen: dict[tuple[str, str], datetime] = {}
         dropped = 0
         for line in text.splitlines():
             if not line.strip():
@@ -55,14 +79,14 @@ class HandledFile:
             if at < cutoff:
                 dropped += 1
                 continue
-            seen.add(key)
+            seen[key] = at
             kept.append(line)
         if dropped:
             atomic_write_text(self._path, "".join(f"{line}\n" for line in kept))
             log.info("handled_compacted", kept=len(kept), dropped=dropped)
         return seen
 
-    async def _ensure(self) -> set[tuple[str, str]]:
+    async def _ensure(self) -> dict[tuple[str, str], datetime]:
         if self._seen is None:
             async with self._lock:
                 if self._seen is None:
@@ -78,10 +102,23 @@ class HandledFile:
 
     async def add(self, channel: str, source_id: str) -> None:
         seen = await self._ensure()
-        line = json.dumps(
-            {"channel": channel, "id": source_id, "at": datetime.now(UTC).isoformat()},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
-        await anyio.to_thread.run_sync(append_lines_locked, self._path, [line])
-        seen.add((channel, source_id))
+        now = self._clock()
+        line = _line(channel, source_id, now)
+        async with self._lock:
+            await anyio.to_thread.run_sync(append_lines_locked, self._path, [line])
+            seen[(channel, source_id)] = now
+            if now - self._compacted_at >= COMPACT_EVERY:
+                await self._compact(seen, now)
+
+    async def _compact(self, seen: dict[tuple[str, str], datetime], now: datetime) -> None:
+        """Drop expired entries from memory and the file (the caller holds the lock)."""
+        self._compacted_at = now
+        cutoff = now - self._retention
+        expired = [key for key, at in seen.items() if at < cutoff]
+        if not expired:
+            return
+        for key in expired:
+            del seen[key]
+        text = "".join(f"{_line(ch, sid, at)}\n" for (ch, sid), at in seen.items())
+        await anyio.to_thread.run_sync(atomic_write_text, self._path, text)
+        log.info("handled_compacted", kept=len(seen), dropped=len(expired))
