@@ -212,6 +212,7 @@ class Daemon:
             inbound.text,
             inbound.channel,
             extra_tools=self.tools_for(inbound),
+            turn_id=f"{inbound.channel}:{inbound.source_id}",
         )
 
     async def _fire_cron(self, job: CronJob, when: datetime) -> None:

@@ -225,3 +225,27 @@ async def test_turn_broken_by_anything_else_keeps_the_user_message(tmp_path: Pat
         await loop.run(SESSION, "still there?", "terminal", on_event=broken_output)
     window = await store.load_window(SESSION)
     assert [(m.role, m.content) for m in window.messages] == [("user", "still there?")]
+
+
+async def test_a_finished_turn_is_reused_on_redelivery(tmp_path: Path) -> None:
+    """The daemon died after the turn was saved, before the reply was handed on: the same
+    message comes again and gets the stored reply, without a second model call."""
+    loop, store, mock = make_loop(
+        tmp_path, Reply(tool_calls=[("echo", {"text": "a"})]), "the answer", "other"
+    )
+    first = await loop.run(SESSION, "question", "matrix", extra_tools=[EchoTool()], turn_id="m:1")
+    again = await loop.run(SESSION, "question", "matrix", extra_tools=[EchoTool()], turn_id="m:1")
+    assert first == again == "the answer"
+    assert len(mock.requests) == 2  # the tool round and the answer, nothing more
+    await loop.run(SESSION, "next", "matrix", turn_id="m:2")
+    assert await loop.run(SESSION, "question", "matrix", turn_id="m:1") == "the answer"
+    users = [m for m in (await store.load_window(SESSION)).messages if m.role == "user"]
+    assert [m.turn for m in users] == ["m:1", "m:2"]
+
+
+async def test_an_unfinished_turn_runs_again(tmp_path: Path) -> None:
+    loop, _, mock = make_loop(tmp_path, Reply(status=400), "now it works", max_tool_rounds=3)
+    with pytest.raises(LLMError):
+        await loop.run(SESSION, "question", "matrix", turn_id="m:1")
+    assert await loop.run(SESSION, "question", "matrix", turn_id="m:1") == "now it works"
+    assert len(mock.requests) == 2

@@ -100,20 +100,30 @@ class AgentLoop:
         llm: LLMPort | None = None,
         extra_tools: Sequence[Tool] | None = None,
         on_event: OnEvent | None = None,
+        turn_id: str | None = None,
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
 
+        `turn_id` names the inbound message answered (stable across redeliveries): when the
+        history already holds a finished turn for it, that reply is returned as it is.
         Raises `LLMError` when the model cannot answer; the user message is still kept in
         the session's history then (as it is when anything else breaks the turn).
         """
         started = time.monotonic()
+        if turn_id is not None:
+            previous = await self._memory.finished_reply(session, turn_id)
+            if previous is not None:
+                log.info("turn_reused", session=session, channel=channel, turn=turn_id)
+                return previous
         model = llm if llm is not None else self._llm
         tools = self._tools_for(session, channel, extra_tools or ())
         definitions = [definition_of(tool) for tool in tools.values()]
 
         base_prompt = await self._prompt.system_prompt()
         context = await self._memory.build_messages(session, base_prompt, user_message)
-        turn: list[Message] = [Message(role="user", content=user_message, ts=_now_iso())]
+        turn: list[Message] = [
+            Message(role="user", content=user_message, ts=_now_iso(), turn=turn_id)
+        ]
 
         rounds = 0
         reply: str | None = None

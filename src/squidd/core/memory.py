@@ -130,6 +130,27 @@ class MemoryManager:
             Message(role="user", content=user_message),
         ]
 
+    async def finished_reply(self, session_id: SessionId, turn: str) -> str | None:
+        """The final reply of turn `turn` if the history already holds it whole.
+
+        A crash after a turn was saved but before its reply was handed on makes the source
+        deliver the message again; the stored answer is reused instead of asking the model
+        a second time (and writing the exchange twice). Only the unconsolidated window is
+        looked at: redeliveries come soon after the crash.
+        """
+        messages = (await self._storage.load_window(session_id)).messages
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if message.role == "user" and message.turn == turn:
+                end = index + 1
+                while end < len(messages) and messages[end].role != "user":
+                    end += 1
+                final = messages[end - 1]
+                if end - 1 > index and final.role == "assistant" and not final.tool_calls:
+                    return final.content or ""
+                return None
+        return None
+
     async def persist_turn(self, session_id: SessionId, messages: Sequence[Message]) -> None:
         """Append a finished turn (user message, tool traffic, reply) to the history."""
         await self._storage.append_messages(session_id, messages)

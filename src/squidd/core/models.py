@@ -44,6 +44,9 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     ts: str | None = None
+    turn: str | None = None
+    """On a turn's user message: the id of the inbound message it answers (channel and
+    source id), so a redelivery can find a turn that already finished."""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -55,6 +58,8 @@ class Message:
             data["name"] = self.name
         if self.ts is not None:
             data["ts"] = self.ts
+        if self.turn is not None:
+            data["turn"] = self.turn
         return data
 
     def to_json(self) -> str:
@@ -72,6 +77,7 @@ class Message:
         tool_call_id = data.get("tool_call_id")
         name = data.get("name")
         ts = data.get("ts")
+        turn = data.get("turn")
         return cls(
             role=role,
             content=content,
@@ -79,6 +85,7 @@ class Message:
             tool_call_id=None if tool_call_id is None else str(tool_call_id),
             name=None if name is None else str(name),
             ts=None if ts is None else str(ts),
+            turn=None if turn is None else str(turn),
         )
 
 
