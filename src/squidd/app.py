@@ -50,6 +50,7 @@ from squidd.status import (
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
+from squidd.store.pending_runs import PendingRun, PendingRunsDir
 from squidd.systemd import Notifier, watchdog, watchdog_interval_s
 from squidd.tools.cron import CronToolContext, cron_tools
 
@@ -157,6 +158,7 @@ class Daemon:
         self.handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
         self.outbox = OutboxDir(data_dir)
         self.jobs = JobsFile(data_dir)
+        self.pending_runs = PendingRunsDir(data_dir)
         self.router = Router(
             run_turn=self._run_turn,
             channels=self.channels,
@@ -216,15 +218,41 @@ class Daemon:
         )
 
     async def _fire_cron(self, job: CronJob, when: datetime) -> None:
-        inbound = Inbound(
-            channel="cron",
-            source_id=f"{job.name}@{when.isoformat()}",
-            session_id=SessionId(job.session_id),
-            sender="",
-            text=job.prompt,
-            meta={"job": job.name, "target": job.target},
+        await self._fire_run(
+            PendingRun(
+                channel="cron",
+                source_id=f"{job.name}@{when.isoformat()}",
+                session_id=job.session_id,
+                text=job.prompt,
+                target=job.target,
+                meta={"job": job.name, "target": job.target},
+            )
         )
-        await self.router.submit(inbound, reply_to=Destination.parse(job.target))
+
+    async def _fire_run(self, run: PendingRun, *, recorded: bool = False) -> None:
+        """Hand a scheduled run to the router, durably: the run is on disk until the
+        router acknowledges it, so a crash in between does not lose it."""
+        if not recorded:
+            await self.pending_runs.put(run)
+
+        async def ack() -> None:
+            await self.pending_runs.remove(run.channel, run.source_id)
+
+        inbound = Inbound(
+            channel=run.channel,
+            source_id=run.source_id,
+            session_id=SessionId(run.session_id),
+            sender="",
+            text=run.text,
+            meta=run.meta,
+            ack=ack,
+        )
+        await self.router.submit(inbound, reply_to=Destination.parse(run.target))
+
+    async def _resume_runs(self) -> None:
+        for run in await self.pending_runs.load():
+            log.info("scheduled_run_resumed", channel=run.channel, run=run.source_id)
+            await self._fire_run(run, recorded=True)
 
     async def _read_checklist(self) -> str:
         path = anyio.Path(self.settings.workspace_dir / "HEARTBEAT.md")
@@ -238,15 +266,16 @@ class Daemon:
 
     async def _fire_heartbeat(self, prompt: str, when: datetime) -> None:
         target = self.settings.heartbeat.target
-        inbound = Inbound(
-            channel="heartbeat",
-            source_id=f"heartbeat@{when.isoformat()}",
-            session_id=SessionId("heartbeat"),
-            sender="",
-            text=prompt,
-            meta={QUIET_REPLY_META: HEARTBEAT_OK, "target": target},
+        await self._fire_run(
+            PendingRun(
+                channel="heartbeat",
+                source_id=f"heartbeat@{when.isoformat()}",
+                session_id="heartbeat",
+                text=prompt,
+                target=target,
+                meta={QUIET_REPLY_META: HEARTBEAT_OK, "target": target},
+            )
         )
-        await self.router.submit(inbound, reply_to=Destination.parse(target))
 
     # --- status ----------------------------------------------------------------------------
 
@@ -303,6 +332,7 @@ class Daemon:
             await tg.start(self.status_server.serve)
             await self.handled.load()
             await tg.start(self.router.run)
+            await self._resume_runs()
             for name, channel in self.channels.items():
                 await tg.start(self.supervisor.supervise, name, self._child(channel))
             if self.scheduler is not None:

@@ -224,3 +224,76 @@ async def test_cron_tools_add_list_and_remove(tmp_path: Path) -> None:
     assert (await remove.execute({"name": "tea"})).content == "Removed job 'tea'."
     assert (await listing.execute({})).content == "No scheduled jobs."
     assert changed == [True, True]
+
+
+async def test_a_run_fired_before_a_crash_is_answered_after_restart(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A cron run that fired but was not answered (the daemon died) is on disk; the next
+    start answers it once and forgets it. One already answered is only acknowledged."""
+    from squidd.store.handled import HandledFile
+    from squidd.store.pending_runs import PendingRun, PendingRunsDir
+
+    data = tmp_path / "data"
+    runs = PendingRunsDir(data)
+    await runs.put(
+        PendingRun(
+            "cron",
+            "report@2026-01-01T08:00:00+00:00",
+            "cron:report",
+            "daily report",
+            "memory:!room:example.org",
+            {"job": "report"},
+        )
+    )
+    await runs.put(
+        PendingRun(
+            "cron",
+            "report@2025-12-31T08:00:00+00:00",
+            "cron:report",
+            "old report",
+            "memory:!room:example.org",
+            {"job": "report"},
+        )
+    )
+    await HandledFile(data).add("cron", "report@2025-12-31T08:00:00+00:00")
+    settings = make_settings(data, fake_llm.base_url)
+    channel = MemoryChannel("memory")
+    async with running_daemon(settings, [channel], clock=FakeClock()) as daemon:
+        await channel.wait_for(1)
+        await eventually(lambda: daemon.router.stats()["in_flight"] == 0)
+        await eventually(
+            lambda: (
+                not (data / "gateway" / "runs").exists()
+                or not list((data / "gateway" / "runs").iterdir())
+            )
+        )
+    assert [(s.target, s.text) for s in channel.sent] == [
+        ("!room:example.org", "echo: daily report")
+    ]
+    assert len(fake_llm.chat_requests) == 1
+    assert await runs.load() == []
+
+
+async def test_fired_runs_are_recorded_until_answered(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    from squidd.store.pending_runs import PendingRunsDir
+
+    data = tmp_path / "data"
+    clock = FakeClock()
+    job = make_job("ping", "ping", every="1m", timezone="UTC", target="memory:x", now=clock.now())
+    await JobsFile(data).modify(lambda _: [job])
+    seen: list[int] = []
+
+    def slow(request: dict[str, object]) -> Reply:
+        seen.append(1)
+        return Reply(content="pong", delay=0.5)
+
+    fake_llm.responder = slow
+    channel = MemoryChannel("memory")
+    async with running_daemon(make_settings(data, fake_llm.base_url), [channel], clock=clock):
+        clock.advance(60)
+        await eventually(lambda: bool(seen))
+        pending = await PendingRunsDir(data).load()
+        assert [run.source_id.split("@")[0] for run in pending] == ["ping"]
+        await channel.wait_for(1)
+        await eventually(lambda: not list((data / "gateway" / "runs").iterdir()))
