@@ -89,7 +89,12 @@ class StatusServer:
     async def _handle(self, stream: SocketStream) -> None:
         async with stream:
             try:
-                body = json.dumps(await self._snapshot(), ensure_ascii=False).encode() + b"\n"
+                try:
+                    snapshot = await self._snapshot()
+                except Exception as exc:  # one client's question must not stop the daemon
+                    log.exception("status_snapshot_failed")
+                    snapshot = {"error": f"the daemon could not gather its status: {exc}"}
+                body = json.dumps(snapshot, ensure_ascii=False).encode() + b"\n"
                 with anyio.fail_after(5):
                     await stream.send(body)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, TimeoutError):
@@ -185,6 +190,9 @@ def status_command(settings: Settings) -> int:
         data = fetch_status(path)
     except (OSError, ValueError, TypeError):
         print(f"squidd is not running (no daemon answers on {path})", file=sys.stderr)
+        return 1
+    if "error" in data:
+        print(f"squidd is running but says: {data['error']}", file=sys.stderr)
         return 1
     print(format_status(data))
     return 0

@@ -1,0 +1,40 @@
+"""The status socket: owner-only, one answer per client, and a failing snapshot answered
+with an error instead of taking the daemon down."""
+
+from __future__ import annotations
+
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from squidd.status import StatusServer, fetch_status
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_failing_snapshot_is_an_error_answer_not_a_crash() -> None:
+    calls = 0
+
+    async def snapshot() -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise PermissionError("outbox dir unreadable")
+        return {"version": "x", "pid": 1}
+
+    # A short directory: unix socket paths are limited to about 100 bytes.
+    with tempfile.TemporaryDirectory(prefix="sq-", dir="/tmp") as tmp:
+        path = Path(tmp) / "s.sock"
+        server = StatusServer(path, snapshot)
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            first = await anyio.to_thread.run_sync(fetch_status, path)
+            second = await anyio.to_thread.run_sync(fetch_status, path)
+            tg.cancel_scope.cancel()
+    assert "could not gather its status" in first["error"]
+    assert second == {"version": "x", "pid": 1}
