@@ -4,7 +4,7 @@ assembly, retries, fallback models, no text twice, errors translated."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx2
@@ -68,6 +68,22 @@ async def test_tool_calls_assembled_from_fragments() -> None:
     assert mock.requests[0]["tools"][0]["function"]["name"] == "get_weather"
 
 
+async def _no_sleep(_: float) -> None:
+    return None
+
+
+def llm_over(
+    handler: Callable[[httpx2.Request], httpx2.Response],
+    *,
+    sleep: Callable[[float], Awaitable[None]] = _no_sleep,
+    **settings: Any,
+) -> OpenAILLM:
+    """The real adapter over a hand-written HTTP handler (for raw-stream cases)."""
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    options: dict[str, Any] = {"base_url": "http://127.0.0.1:9/v1", **settings}
+    return OpenAILLM(LLMSettings(**options), http_client=client, sleep=sleep)
+
+
 def _sse(*deltas: dict[str, Any], finish: str = "tool_calls") -> bytes:
     body = b""
     for delta in [*deltas, {}]:
@@ -94,8 +110,7 @@ async def test_servers_repeating_id_and_name_in_every_delta() -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
-    llm = OpenAILLM(LLMSettings(base_url="http://127.0.0.1:9/v1"), http_client=client)
+    llm = llm_over(handler)
     events = await collect(llm.chat(HELLO, []))
     (ready,) = [e for e in events if isinstance(e, ToolCallsReady)]
     assert ready.calls[0].id == "call_1"
@@ -177,15 +192,7 @@ async def test_timeout_is_retried() -> None:
             content=_sse({"content": "late but here"}, finish="stop"),
         )
 
-    async def no_sleep(_: float) -> None:
-        return None
-
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
-    llm = OpenAILLM(
-        LLMSettings(base_url="http://127.0.0.1:9/v1", max_retries=1),
-        http_client=client,
-        sleep=no_sleep,
-    )
+    llm = llm_over(handler, max_retries=1)
     assert text_of(await collect(llm.chat(HELLO, []))) == "late but here"
     assert attempts == 2
 
@@ -194,15 +201,7 @@ async def test_unreachable_endpoint_is_unavailable() -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.ConnectError("connection refused", request=request)
 
-    async def no_sleep(_: float) -> None:
-        return None
-
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
-    llm = OpenAILLM(
-        LLMSettings(base_url="http://127.0.0.1:9/v1", max_retries=1),
-        http_client=client,
-        sleep=no_sleep,
-    )
+    llm = llm_over(handler, max_retries=1)
     with pytest.raises(LLMUnavailableError, match="connection failed"):
         await collect(llm.chat(HELLO, []))
 
@@ -222,12 +221,7 @@ async def test_retry_after_header_is_honoured() -> None:
             content=_sse({"content": "ok"}, finish="stop"),
         )
 
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
-    llm = OpenAILLM(
-        LLMSettings(base_url="http://127.0.0.1:9/v1", max_retries=2),
-        http_client=client,
-        sleep=record,
-    )
+    llm = llm_over(handler, sleep=record, max_retries=2)
     assert text_of(await collect(llm.chat(HELLO, []))) == "ok"
     assert delays == [7.0]
 
@@ -261,15 +255,7 @@ async def test_error_inside_the_stream_is_retried_then_unavailable(broken: bytes
             )
         return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=broken)
 
-    async def no_sleep(_: float) -> None:
-        return None
-
-    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
-    llm = OpenAILLM(
-        LLMSettings(base_url="http://127.0.0.1:9/v1", max_retries=1),
-        http_client=client,
-        sleep=no_sleep,
-    )
+    llm = llm_over(handler, max_retries=1)
     events = await collect(llm.chat(HELLO, []))
     assert text_of(events) == "A whole answer."
     assert any(isinstance(e, StreamRestart) for e in events)
