@@ -26,9 +26,9 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from squidd import __version__
 from squidd.config import Settings
-from squidd.core.models import Inbound, SessionId, utcnow
+from squidd.core.models import Destination, Inbound, PendingRun, SessionId, utcnow
 from squidd.core.ports import Channel, Tool
-from squidd.core.router import QUIET_REPLY_META, REPLY_TARGET_META, Destination, Router
+from squidd.core.router import Router
 from squidd.core.scheduling import (
     HEARTBEAT_OK,
     Clock,
@@ -50,7 +50,7 @@ from squidd.status import (
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
-from squidd.store.pending_runs import PendingRun, PendingRunsDir
+from squidd.store.pending_runs import PendingRunsDir
 from squidd.systemd import Notifier, watchdog, watchdog_interval_s
 from squidd.tools.cron import CronToolContext, cron_tools
 
@@ -124,11 +124,9 @@ def session_tools(
 
 
 def reply_address(inbound: Inbound) -> str:
-    """Where a conversation's scheduled replies go by default: back to its own channel."""
-    if inbound.channel in ("cron", "heartbeat"):
-        return str(inbound.meta.get("target") or "")
-    target = inbound.meta.get(REPLY_TARGET_META) or inbound.sender
-    return f"{inbound.channel}:{target}" if target else ""
+    """Where a conversation's scheduled replies go by default: where its answers go."""
+    destination = inbound.destination
+    return str(destination) if destination is not None else ""
 
 
 class Daemon:
@@ -225,7 +223,7 @@ class Daemon:
                 session_id=job.session_id,
                 text=job.prompt,
                 target=job.target,
-                meta={"job": job.name, "target": job.target},
+                subject=job.name,
             )
         )
 
@@ -238,16 +236,7 @@ class Daemon:
         async def ack() -> None:
             await self.pending_runs.remove(run.channel, run.source_id)
 
-        inbound = Inbound(
-            channel=run.channel,
-            source_id=run.source_id,
-            session_id=SessionId(run.session_id),
-            sender="",
-            text=run.text,
-            meta=run.meta,
-            ack=ack,
-        )
-        await self.router.submit(inbound, reply_to=Destination.parse(run.target))
+        await self.router.submit(run.inbound(ack))
 
     async def _resume_runs(self) -> None:
         for run in await self.pending_runs.load():
@@ -273,7 +262,7 @@ class Daemon:
                 session_id="heartbeat",
                 text=prompt,
                 target=target,
-                meta={QUIET_REPLY_META: HEARTBEAT_OK, "target": target},
+                quiet_reply=HEARTBEAT_OK,
             )
         )
 

@@ -9,14 +9,8 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from squidd.core.models import Inbound, Outbound, SessionId
-from squidd.core.router import (
-    CRASH_APOLOGY,
-    QUIET_REPLY_META,
-    Destination,
-    PendingReply,
-    Router,
-)
+from squidd.core.models import Destination, Inbound, Outbound, PendingReply, SessionId
+from squidd.core.router import CRASH_APOLOGY, Router
 from squidd.core.supervisor import Backoff, ChildHealth
 from squidd.errors import DeliveryError
 
@@ -73,12 +67,28 @@ def make_router(turn: Callable[[Inbound], object], cap: int = 4) -> tuple[Router
     return router, channel, records
 
 
-def inbound(n: int, session: str, acked: list[str] | None = None, **meta: str) -> Inbound:
+def inbound(
+    n: int,
+    session: str,
+    acked: list[str] | None = None,
+    *,
+    quiet_reply: str | None = None,
+    reply_to: Destination | None = None,
+) -> Inbound:
     async def ack() -> None:
         if acked is not None:
             acked.append(f"m{n}")
 
-    return Inbound("c", f"m{n}", SessionId(session), "u", f"text {n}", meta=meta, ack=ack)
+    return Inbound(
+        "c",
+        f"m{n}",
+        SessionId(session),
+        "u",
+        f"text {n}",
+        quiet_reply=quiet_reply,
+        reply_to=reply_to,
+        ack=ack,
+    )
 
 
 async def test_cap_and_order() -> None:
@@ -145,8 +155,8 @@ async def test_quiet_and_undeliverable_replies() -> None:
     with capture_logs() as logs:
         async with anyio.create_task_group() as tg:
             await tg.start(router.run)
-            await router.submit(inbound(1, "a", acked, **{QUIET_REPLY_META: "HEARTBEAT_OK"}))
-            await router.submit(inbound(2, "b", acked), reply_to=Destination("matrix", "!r:x"))
+            await router.submit(inbound(1, "a", acked, quiet_reply="HEARTBEAT_OK"))
+            await router.submit(inbound(2, "b", acked, reply_to=Destination("matrix", "!r:x")))
             while len(acked) < 2:  # noqa: ASYNC110 - polls state that has no event
                 await anyio.sleep(0.01)
             tg.cancel_scope.cancel()

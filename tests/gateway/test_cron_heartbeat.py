@@ -231,8 +231,9 @@ async def test_a_run_fired_before_a_crash_is_answered_after_restart(
 ) -> None:
     """A cron run that fired but was not answered (the daemon died) is on disk; the next
     start answers it once and forgets it. One already answered is only acknowledged."""
+    from squidd.core.models import PendingRun
     from squidd.store.handled import HandledFile
-    from squidd.store.pending_runs import PendingRun, PendingRunsDir
+    from squidd.store.pending_runs import PendingRunsDir
 
     data = tmp_path / "data"
     runs = PendingRunsDir(data)
@@ -243,7 +244,7 @@ async def test_a_run_fired_before_a_crash_is_answered_after_restart(
             "cron:report",
             "daily report",
             "memory:!room:example.org",
-            {"job": "report"},
+            subject="report",
         )
     )
     await runs.put(
@@ -253,7 +254,7 @@ async def test_a_run_fired_before_a_crash_is_answered_after_restart(
             "cron:report",
             "old report",
             "memory:!room:example.org",
-            {"job": "report"},
+            subject="report",
         )
     )
     await HandledFile(data).add("cron", "report@2025-12-31T08:00:00+00:00")

@@ -12,9 +12,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from squidd.app import Daemon
-from squidd.core.models import SessionId
+from squidd.core.models import PendingReply, SessionId
 from squidd.core.ports import ChannelState
-from squidd.core.router import APOLOGY, PendingReply
+from squidd.core.router import APOLOGY
 from squidd.runtime import build_runtime
 from squidd.status import DaemonAlreadyRunningError, socket_path
 from squidd.store.outbox import OutboxDir

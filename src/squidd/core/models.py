@@ -152,14 +152,43 @@ async def _no_ack() -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a reply goes: a channel name and an address on it."""
+
+    channel: str
+    target: str
+
+    @classmethod
+    def parse(cls, text: str) -> Destination | None:
+        """`"matrix:!room:example.org"` -> Destination("matrix", "!room:example.org").
+
+        The part before the first colon names the channel; the rest is its address. An empty
+        string, or a bare channel name with no address ("terminal"), delivers nowhere.
+        """
+        channel, sep, target = text.strip().partition(":")
+        if not sep or not channel or not target:
+            return None
+        return cls(channel, target)
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.target}"
+
+
+@dataclass(frozen=True, slots=True)
 class Inbound:
-    """A message that arrived on a channel.
+    """A message that arrived on a channel (or a scheduled run fired by the gateway).
 
     `source_id` is stable across redeliveries (Matrix event id, email Message-ID, cron run id):
     the router records it once the reply was delivered, so a redelivery is not answered twice.
     `ack` tells the source the message is done (IMAP \\Seen, Matrix sync position); the router
-    calls it only after the reply was delivered. `meta` carries what the channel needs to
-    reply in context (thread ids, subject, References) and is opaque to the core.
+    calls it only after the reply was delivered.
+
+    Routing travels in typed fields the router and the gateway read: `reply_to` (where the
+    answer goes; None: the sender, on the same channel), `quiet_reply` (a reply equal to it is
+    not delivered: the heartbeat's HEARTBEAT_OK), `thread_root` (the thread the answer joins)
+    and `subject` (the conversation's subject, for channels that have one). `meta` is private
+    to the channel that made the message (email References, Matrix room flags); nothing but
+    that channel reads it.
     """
 
     channel: str
@@ -167,9 +196,22 @@ class Inbound:
     session_id: SessionId
     sender: str
     text: str
+    reply_to: Destination | None = None
+    quiet_reply: str | None = None
+    thread_root: str | None = None
+    subject: str = ""
     meta: Mapping[str, Any] = field(default_factory=dict)
     ack: AckHook = _no_ack
     received_at: datetime = field(default_factory=utcnow)
+
+    @property
+    def destination(self) -> Destination | None:
+        """Where the answer goes: `reply_to`, else the sender on this channel, else nowhere."""
+        if self.reply_to is not None:
+            return self.reply_to
+        if not self.sender:
+            return None
+        return Destination(self.channel, self.sender)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +219,8 @@ class Outbound:
     """A reply (or a scheduled message) for a channel to deliver.
 
     `target` is the channel-level address (room id, email address); `in_reply_to` is the
-    inbound it answers, if any, so the channel can thread the reply.
+    inbound it answers, if any, so the channel can thread the reply; `subject` is used by
+    channels that have one when the message starts a new conversation.
     """
 
     channel: str
@@ -185,4 +228,91 @@ class Outbound:
     text: str
     session_id: SessionId
     in_reply_to: Inbound | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    subject: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReply:
+    """A finished reply not yet delivered, as the outbox keeps it."""
+
+    channel: str
+    target: str
+    text: str
+    session_id: SessionId
+    subject: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel,
+            "target": self.target,
+            "text": self.text,
+            "session_id": self.session_id,
+            "subject": self.subject,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PendingReply:
+        return cls(
+            channel=str(data["channel"]),
+            target=str(data["target"]),
+            text=str(data["text"]),
+            session_id=SessionId(str(data["session_id"])),
+            subject=str(data.get("subject") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRun:
+    """A scheduled run (a cron job's firing, a heartbeat) handed to the router, as kept on
+    disk until the router acknowledges it."""
+
+    channel: str
+    source_id: str
+    session_id: str
+    text: str
+    target: str
+    """Where the answer goes, as `Destination.parse` reads it; empty: nowhere."""
+    quiet_reply: str | None = None
+    subject: str = ""
+
+    def inbound(self, ack: AckHook) -> Inbound:
+        return Inbound(
+            channel=self.channel,
+            source_id=self.source_id,
+            session_id=SessionId(self.session_id),
+            sender="",
+            text=self.text,
+            reply_to=Destination.parse(self.target),
+            quiet_reply=self.quiet_reply,
+            subject=self.subject,
+            ack=ack,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel,
+            "source_id": self.source_id,
+            "session_id": self.session_id,
+            "text": self.text,
+            "target": self.target,
+            "quiet_reply": self.quiet_reply,
+            "subject": self.subject,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PendingRun:
+        # Files written before the typed fields kept them in a "meta" object.
+        legacy = data.get("meta") or {}
+        if not isinstance(legacy, Mapping):
+            raise TypeError("meta must be an object")
+        quiet = data.get("quiet_reply", legacy.get("quiet_reply"))
+        subject = data.get("subject", legacy.get("job"))
+        return cls(
+            channel=str(data["channel"]),
+            source_id=str(data["source_id"]),
+            session_id=str(data["session_id"]),
+            text=str(data["text"]),
+            target=str(data.get("target", "")),
+            quiet_reply=None if quiet is None else str(quiet),
+            subject=str(subject or ""),
+        )

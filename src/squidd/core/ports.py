@@ -19,6 +19,7 @@ from squidd.core.models import (
     LLMEvent,
     Message,
     Outbound,
+    PendingReply,
     SessionId,
     ToolDefinition,
     ToolResult,
@@ -141,6 +142,24 @@ class Channel(Protocol):
     async def run(self, inbox: Inbox, *, task_status: TaskStatus[None]) -> None: ...
 
     async def send(self, outbound: Outbound) -> None: ...
+
+
+class HandledLog(Protocol):
+    """The persisted record of (channel, source id) pairs whose reply was delivered."""
+
+    async def contains(self, channel: str, source_id: str) -> bool: ...
+
+    async def add(self, channel: str, source_id: str) -> None: ...
+
+
+class Outbox(Protocol):
+    """Finished replies waiting for delivery, keyed by the inbound's channel and source id."""
+
+    async def get(self, channel: str, source_id: str) -> PendingReply | None: ...
+
+    async def put(self, channel: str, source_id: str, reply: PendingReply) -> None: ...
+
+    async def remove(self, channel: str, source_id: str) -> None: ...
 
 
 class PromptSource(Protocol):

@@ -20,16 +20,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from squidd.core.models import Inbound, Outbound, SessionId, utcnow
-from squidd.core.ports import Channel, ChannelState
+from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
+from squidd.core.ports import Channel, ChannelState, HandledLog, Outbox
 from squidd.core.supervisor import Backoff, ChildHealth
 from squidd.errors import LLMError, PermanentError
 
@@ -43,81 +41,6 @@ CRASH_APOLOGY = (
     "Sorry, something went wrong on my side while answering this. The error is in my log; "
     "please try again in a while."
 )
-QUIET_REPLY_META = "quiet_reply"
-"""`Inbound.meta` key: a reply equal to this text is not delivered (the heartbeat's
-`HEARTBEAT_OK`)."""
-REPLY_TARGET_META = "reply_target"
-"""`Inbound.meta` key a channel may set: the address to answer (default: the sender)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Destination:
-    """Where a reply goes: a channel name and an address on it."""
-
-    channel: str
-    target: str
-
-    @classmethod
-    def parse(cls, text: str) -> Destination | None:
-        """`"matrix:!room:example.org"` -> Destination("matrix", "!room:example.org").
-
-        The part before the first colon names the channel; the rest is its address. An empty
-        string, or a bare channel name with no address ("terminal"), delivers nowhere.
-        """
-        channel, sep, target = text.strip().partition(":")
-        if not sep or not channel or not target:
-            return None
-        return cls(channel, target)
-
-    def __str__(self) -> str:
-        return f"{self.channel}:{self.target}"
-
-
-@dataclass(frozen=True, slots=True)
-class PendingReply:
-    """A finished reply not yet delivered, as the outbox keeps it."""
-
-    channel: str
-    target: str
-    text: str
-    session_id: SessionId
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "channel": self.channel,
-            "target": self.target,
-            "text": self.text,
-            "session_id": self.session_id,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PendingReply:
-        return cls(
-            channel=str(data["channel"]),
-            target=str(data["target"]),
-            text=str(data["text"]),
-            session_id=SessionId(str(data["session_id"])),
-        )
-
-
-class HandledLog(Protocol):
-    """The persisted record of (channel, source id) pairs whose reply was delivered."""
-
-    async def contains(self, channel: str, source_id: str) -> bool: ...
-
-    async def add(self, channel: str, source_id: str) -> None: ...
-
-
-class Outbox(Protocol):
-    """Finished replies waiting for delivery, keyed by the inbound's channel and source id."""
-
-    async def get(self, channel: str, source_id: str) -> PendingReply | None: ...
-
-    async def put(self, channel: str, source_id: str, reply: PendingReply) -> None: ...
-
-    async def remove(self, channel: str, source_id: str) -> None: ...
-
-
 TurnRunner = Callable[[Inbound], Awaitable[str]]
 """Runs one agent turn for an inbound message and returns the reply text."""
 
@@ -154,7 +77,7 @@ class _SessionQueue:
     __slots__ = ("items",)
 
     def __init__(self) -> None:
-        self.items: deque[tuple[Inbound, Destination | None]] = deque()
+        self.items: deque[Inbound] = deque()
 
 
 class _ChannelInbox:
@@ -246,9 +169,9 @@ class Router:
 
     # --- intake ----------------------------------------------------------------------------
 
-    async def submit(self, inbound: Inbound, *, reply_to: Destination | None = None) -> None:
-        """Queue a message; returns once it is queued. `reply_to` overrides where the reply
-        goes (cron and heartbeat runs); by default it answers the sender on its channel."""
+    async def submit(self, inbound: Inbound) -> None:
+        """Queue a message; returns once it is queued. The reply goes to
+        `inbound.destination`."""
         tg = self._tg
         if not self._accepting or tg is None:
             # Shutting down (or not started): the caller must not ack; it is cancelled soon.
@@ -258,11 +181,11 @@ class Router:
         queue = self._sessions.get(inbound.session_id)
         if queue is None:
             queue = self._sessions[inbound.session_id] = _SessionQueue()
-            queue.items.append((inbound, reply_to))
+            queue.items.append(inbound)
             self._queued += 1
             tg.start_soon(self._worker, inbound.session_id, queue)
         else:
-            queue.items.append((inbound, reply_to))
+            queue.items.append(inbound)
             self._queued += 1
         log.debug(
             "message_queued",
@@ -278,13 +201,13 @@ class Router:
                 async with _TurnSlot(self._limiter) as slot:
                     if self.stopping:
                         break
-                    inbound, reply_to = queue.items.popleft()
+                    inbound = queue.items.popleft()
                     self._queued -= 1
                     self._in_flight += 1
                     if self._idle.is_set():
                         self._idle = anyio.Event()
                     try:
-                        await self._handle(inbound, reply_to, slot)
+                        await self._handle(inbound, slot)
                     finally:
                         self._in_flight -= 1
                         if not self._in_flight:
@@ -298,22 +221,18 @@ class Router:
 
     # --- one message -----------------------------------------------------------------------
 
-    async def _handle(
-        self, inbound: Inbound, reply_to: Destination | None, slot: _TurnSlot
-    ) -> None:
+    async def _handle(self, inbound: Inbound, slot: _TurnSlot) -> None:
         with structlog.contextvars.bound_contextvars(
             channel=inbound.channel, session=inbound.session_id, message_id=inbound.source_id
         ):
             try:
-                await self._handle_bound(inbound, reply_to, slot)
+                await self._handle_bound(inbound, slot)
             except _Undeliverable:
                 return
             except Exception:  # the per-message boundary: log it, leave the message unacked
                 log.exception("message_failed")
 
-    async def _handle_bound(
-        self, inbound: Inbound, reply_to: Destination | None, slot: _TurnSlot
-    ) -> None:
+    async def _handle_bound(self, inbound: Inbound, slot: _TurnSlot) -> None:
         channel, source_id = inbound.channel, inbound.source_id
         if await self._handled.contains(channel, source_id):
             log.info("redelivery_skipped")
@@ -328,9 +247,9 @@ class Router:
             started = time.monotonic()
             text = await self._turn(inbound)
             self.last_turn_at = utcnow()
-            destination = reply_to or self._default_destination(inbound)
-            quiet = inbound.meta.get(QUIET_REPLY_META)
-            if quiet is not None and text.strip() == str(quiet):
+            destination = inbound.destination
+            quiet = inbound.quiet_reply
+            if quiet is not None and text.strip() == quiet:
                 log.info("reply_suppressed", ms=_ms(started))
                 await self._finish(inbound)
                 return
@@ -344,7 +263,11 @@ class Router:
                 await self._finish(inbound)
                 return
             pending = PendingReply(
-                destination.channel, destination.target, text, inbound.session_id
+                destination.channel,
+                destination.target,
+                text,
+                inbound.session_id,
+                subject=inbound.subject,
             )
             await self._outbox.put(channel, source_id, pending)
             log.debug("reply_ready", ms=_ms(started))
@@ -373,6 +296,7 @@ class Router:
             text=pending.text,
             session_id=pending.session_id,
             in_reply_to=inbound if pending.channel == inbound.channel else None,
+            subject=pending.subject,
         )
         failures = 0
         while True:
@@ -411,13 +335,6 @@ class Router:
             await inbound.ack()
         except Exception as exc:  # noqa: BLE001 - handled is recorded: no second answer
             log.warning("ack_failed", reason=str(exc) or type(exc).__name__)
-
-    @staticmethod
-    def _default_destination(inbound: Inbound) -> Destination | None:
-        target = inbound.meta.get(REPLY_TARGET_META) or inbound.sender
-        if not target:
-            return None
-        return Destination(inbound.channel, str(target))
 
 
 def _ms(started: float) -> int:

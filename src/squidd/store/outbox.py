@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 
-from squidd.core.router import PendingReply
+from squidd.core.models import PendingReply
 from squidd.errors import StorageError
 from squidd.store.files import atomic_write_text, read_text_or_empty, safe_name
 

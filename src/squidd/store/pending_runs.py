@@ -10,51 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import structlog
 
+from squidd.core.models import PendingRun
 from squidd.errors import StorageError
 from squidd.store.files import atomic_write_text, safe_name
 
 log = structlog.get_logger()
-
-
-@dataclass(frozen=True, slots=True)
-class PendingRun:
-    channel: str
-    source_id: str
-    session_id: str
-    text: str
-    target: str
-    meta: dict[str, str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "channel": self.channel,
-            "source_id": self.source_id,
-            "session_id": self.session_id,
-            "text": self.text,
-            "target": self.target,
-            "meta": self.meta,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PendingRun:
-        meta = data.get("meta") or {}
-        if not isinstance(meta, dict):
-            raise TypeError("meta must be an object")
-        return cls(
-            channel=str(data["channel"]),
-            source_id=str(data["source_id"]),
-            session_id=str(data["session_id"]),
-            text=str(data["text"]),
-            target=str(data.get("target", "")),
-            meta={str(k): str(v) for k, v in meta.items()},
-        )
 
 
 class PendingRunsDir:

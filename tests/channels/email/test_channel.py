@@ -228,7 +228,7 @@ async def test_legacy_charset_and_encoded_subject(
     async with running(channel, inbox):
         inbound = await inbox.next()
         await answer(channel, inbound, "Danke, ebenso schön hier.")
-    assert inbound.meta["subject"] == "Grüße aus Köln"
+    assert inbound.subject == "Grüße aus Köln"
     assert inbound.meta["from_name"] == "Jürgen"
     assert "Grüße aus Köln! Das Wetter ist schön." in inbound.text
     [reply] = await wait_for(mail_server, ALICE, replies_to("<latin1@sender.example.test>"))

@@ -307,7 +307,7 @@ class AnsweringInbox:
         await self.channel.send(
             Outbound(
                 channel="matrix",
-                target=str(message.meta["reply_target"]),
+                target=message.reply_to.target if message.reply_to else message.sender,
                 text=self.responder(message),
                 session_id=message.session_id,
                 in_reply_to=message,

@@ -44,7 +44,8 @@ async def test_dm_round_trip(
     assert inbound.session_id == room
     assert inbound.sender == alice.user_id
     assert inbound.meta["direct"] is True
-    assert inbound.meta["reply_target"] == room
+    assert inbound.reply_to is not None
+    assert inbound.reply_to.target == room
     # A password login is kept in the data dir (owner-only), with the sync position.
     creds = data_dir / "matrix" / "credentials.json"
     assert creds.stat().st_mode & 0o777 == 0o600

@@ -316,7 +316,6 @@ class EmailChannel:
         oversize: bool,
     ) -> Inbound:
         meta: dict[str, Any] = {
-            "subject": headers.subject,
             "message_id": headers.message_id if headers.has_message_id else "",
             "references": headers.references,
             "in_reply_to": headers.in_reply_to,
@@ -338,6 +337,7 @@ class EmailChannel:
             session_id=SessionId(headers.from_addr),
             sender=headers.from_addr,
             text=text,
+            subject=headers.subject,
             meta=meta,
             ack=functools.partial(self._ack, folder.uidvalidity, uid),
         )
@@ -402,7 +402,7 @@ class EmailChannel:
             thread = ThreadContext(
                 source_id=inbound.source_id,
                 message_id=str(meta.get("message_id") or ""),
-                subject=str(meta.get("subject") or ""),
+                subject=inbound.subject,
                 references=tuple(str(r) for r in meta.get("references") or ()),
             )
         try:
@@ -412,7 +412,7 @@ class EmailChannel:
                 to_addr=target,
                 text=outbound.text,
                 thread=thread,
-                subject=str(outbound.meta.get("subject") or ""),
+                subject=outbound.subject,
             )
         except (ValueError, TypeError) as exc:
             raise DeliveryError(f"could not build the mail: {type(exc).__name__}") from exc

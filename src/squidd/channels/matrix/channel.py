@@ -74,9 +74,8 @@ from squidd.channels.matrix.render import (
 )
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
 from squidd.config.matrix import MatrixSettings
-from squidd.core.models import Inbound, Outbound, SessionId
+from squidd.core.models import Destination, Inbound, Outbound, SessionId
 from squidd.core.ports import ChannelState, Inbox
-from squidd.core.router import REPLY_TARGET_META
 from squidd.core.supervisor import Backoff
 from squidd.errors import DeliveryError, PermanentError, SquiddError, TransientError
 
@@ -530,10 +529,8 @@ class MatrixChannel:
         thread_root = relates.get("event_id") if relates.get("rel_type") == "m.thread" else None
         event_id: str = event.event_id
         meta: dict[str, Any] = {
-            REPLY_TARGET_META: room_id,
             "room_id": room_id,
             "event_id": event_id,
-            "thread_root": thread_root,
             "direct": members <= 2,
             "encrypted": bool(room is not None and room.encrypted),
             "sender_name": room.user_name(sender) if room is not None else sender,
@@ -545,6 +542,8 @@ class MatrixChannel:
             session_id=SessionId(room_id),
             sender=sender,
             text=text,
+            reply_to=Destination(CHANNEL, room_id),
+            thread_root=thread_root,
             meta=meta,
             ack=functools.partial(self._ack, ledger, batch, room_id, event_id),
         )
@@ -632,7 +631,7 @@ class MatrixChannel:
         if reply_to is not None and reply_to.channel != CHANNEL:
             reply_to = None
         pieces = self._pieces(outbound.text)
-        thread_root = reply_to.meta.get("thread_root") if reply_to is not None else None
+        thread_root = reply_to.thread_root if reply_to is not None else None
         previous = reply_to.source_id if reply_to is not None else None
         for index, piece in enumerate(pieces):
             content = dict(piece)
