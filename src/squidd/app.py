@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from squidd import __version__
 from squidd.config import Settings
+from squidd.core.backoff import Backoff
 from squidd.core.models import Destination, Inbound, PendingRun, SessionId, utcnow
 from squidd.core.ports import Channel, Tool
 from squidd.core.router import Router
@@ -38,7 +39,7 @@ from squidd.core.scheduling import (
     SystemClock,
     parse_active_hours,
 )
-from squidd.core.supervisor import Backoff, ChildFn, ChildHealth, Supervisor
+from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import ConfigError
 from squidd.runtime import Runtime, build_runtime
 from squidd.status import (

@@ -9,9 +9,10 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from squidd.core.backoff import Backoff
 from squidd.core.models import Destination, Inbound, Outbound, PendingReply, SessionId
 from squidd.core.router import CRASH_APOLOGY, Router
-from squidd.core.supervisor import Backoff, ChildHealth
+from squidd.core.supervisor import ChildHealth
 from squidd.errors import DeliveryError
 
 pytestmark = pytest.mark.anyio

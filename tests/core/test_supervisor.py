@@ -9,18 +9,12 @@ import pytest
 from anyio.abc import TaskStatus
 from structlog.testing import capture_logs
 
+from squidd.core.backoff import Backoff
 from squidd.core.ports import ChannelState
-from squidd.core.supervisor import Backoff, ChildHealth, Supervisor
+from squidd.core.supervisor import ChildHealth, Supervisor
 from squidd.errors import PermanentError, TransientError
 
 pytestmark = pytest.mark.anyio
-
-
-def test_backoff_doubles_up_to_the_cap_with_bounded_jitter() -> None:
-    top = Backoff(1.0, 8.0, jitter=lambda: 1.0)
-    bottom = Backoff(1.0, 8.0, jitter=lambda: 0.0)
-    assert [top.delay(n) for n in range(1, 7)] == [1, 2, 4, 8, 8, 8]
-    assert [bottom.delay(n) for n in range(1, 5)] == [0.5, 1, 2, 4]
 
 
 class Clock:

@@ -26,9 +26,10 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from squidd.core.backoff import Backoff
 from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
 from squidd.core.ports import Channel, ChannelState, HandledLog, Outbox
-from squidd.core.supervisor import Backoff, ChildHealth
+from squidd.core.supervisor import ChildHealth
 from squidd.errors import LLMError, PermanentError
 
 log = structlog.get_logger()

@@ -10,7 +10,6 @@ which `squidd status` shows.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from squidd.core.backoff import Backoff, Failures
 from squidd.core.models import utcnow
 from squidd.core.ports import ChannelState
 from squidd.errors import PermanentError, TransientError
@@ -64,38 +64,22 @@ class ChildHealth:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Capped exponential delays with jitter: attempt n waits in [d/2, d], d = initial * 2**(n-1).
-
-    Half of the delay is kept fixed so a flapping child cannot retry in a tight loop even
-    with unlucky jitter; the other half spreads restarts of children that failed together.
-    """
-
-    initial_s: float
-    maximum_s: float
-    jitter: Callable[[], float] = random.random
-
-    def delay(self, attempt: int) -> float:
-        base = min(self.maximum_s, self.initial_s * (2 ** max(0, attempt - 1)))
-        return float(base / 2 + base / 2 * self.jitter())
-
-
 class _ChildStatus:
     """The `task_status` handed to a child: marks it connected and releases the starter."""
 
     def __init__(
-        self, health: ChildHealth, on_started: Callable[[], None], clock: Callable[[], float]
+        self, health: ChildHealth, on_started: Callable[[], None], on_up: Callable[[], None]
     ) -> None:
         self._health = health
         self._on_started = on_started
-        self._clock = clock
-        self.started_at: float | None = None
+        self._on_up = on_up
+        self._done = False
 
     def started(self, value: None = None) -> None:
-        if self.started_at is not None:
+        if self._done:
             return
-        self.started_at = self._clock()
+        self._done = True
+        self._on_up()
         self._health.set(ChannelState.CONNECTED)
         self._on_started()
 
@@ -150,9 +134,11 @@ class Supervisor:
                 released = True
                 task_status.started()
 
-        failures = 0
+        failures = Failures(
+            self._backoff, healthy_after_s=self._healthy_after_s, clock=self._monotonic
+        )
         while True:
-            status = _ChildStatus(health, release, self._monotonic)
+            status = _ChildStatus(health, release, failures.up)
             began = self._monotonic()
             reason: str
             try:
@@ -174,25 +160,18 @@ class Supervisor:
                 release()
                 return
             release()
-            if (
-                status.started_at is not None
-                and self._monotonic() - status.started_at >= self._healthy_after_s
-            ):
-                # It was healthy for a while: a fresh failure, not a flapping child.
-                failures = 0
-            failures += 1
-            log.warning("child_failed", child=name, failures=failures, reason=reason)
-            health.attempt = failures
+            delay = failures.next_delay()
+            log.warning("child_failed", child=name, failures=failures.count, reason=reason)
+            health.attempt = failures.count
             health.restarts += 1
-            delay = self._backoff.delay(failures)
             health.set(
                 ChannelState.RECONNECTING,
-                f"attempt {failures} failed: {reason}; retry in {delay:.1f}s",
+                f"attempt {failures.count} failed: {reason}; retry in {delay:.1f}s",
             )
             log.info(
                 "child_restart_scheduled",
                 child=name,
-                attempt=failures,
+                attempt=failures.count,
                 delay_s=round(delay, 3),
                 ran_s=round(self._monotonic() - began, 3),
             )

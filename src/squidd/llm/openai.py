@@ -15,7 +15,6 @@ API key.
 from __future__ import annotations
 
 import json
-import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -27,6 +26,7 @@ import structlog
 from openai import AsyncOpenAI
 
 from squidd.config.sections import LLMSettings
+from squidd.core.backoff import Backoff
 from squidd.core.models import (
     LLMEvent,
     Message,
@@ -128,6 +128,7 @@ class OpenAILLM:
             http_client=http_client,
         )
         self._sleep = sleep
+        self._backoff = Backoff(settings.retry_base_delay_s, settings.retry_max_delay_s)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -137,11 +138,10 @@ class OpenAILLM:
         return [self._settings.model, *self._settings.fallback_models]
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        cap = self._settings.retry_max_delay_s
+        """Wait before retry `attempt` (0-based): the server's Retry-After when it sent one."""
         if retry_after is not None:
-            return min(retry_after, cap)
-        base = min(cap, self._settings.retry_base_delay_s * (2.0**attempt))
-        return base * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not cryptography
+            return min(retry_after, self._backoff.maximum_s)
+        return self._backoff.delay(attempt + 1)
 
     async def chat(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition]

@@ -74,9 +74,9 @@ from squidd.channels.matrix.render import (
 )
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
 from squidd.config.matrix import MatrixSettings
+from squidd.core.backoff import Backoff, Failures
 from squidd.core.models import Destination, Inbound, Outbound, SessionId
 from squidd.core.ports import ChannelState, Inbox
-from squidd.core.supervisor import Backoff
 from squidd.errors import DeliveryError, PermanentError, SquiddError, TransientError
 
 log = structlog.get_logger()
@@ -208,7 +208,7 @@ class MatrixChannel:
     async def _sync_loop(
         self, client: AsyncClient, inbox: Inbox, ledger: SyncLedger, since: str
     ) -> None:
-        failures = 0
+        failures = Failures(self._backoff)
         while True:
             try:
                 response = await self._sync(client, since=since, wait=True)
@@ -216,21 +216,22 @@ class MatrixChannel:
             except TokenRejectedError as exc:
                 await self._token_rejected(inbox, exc)
             except TransientError as exc:
-                failures += 1
-                delay = self._backoff.delay(failures)
+                delay = failures.next_delay()
                 log.warning(
                     "matrix_sync_failed",
-                    attempt=failures,
+                    attempt=failures.count,
                     retry_in_s=round(delay, 2),
                     reason=str(exc),
                 )
-                inbox.report(ChannelState.RECONNECTING, f"{exc}; retry {failures} in {delay:.1f}s")
+                inbox.report(
+                    ChannelState.RECONNECTING, f"{exc}; retry {failures.count} in {delay:.1f}s"
+                )
                 await anyio.sleep(delay)
                 continue
-            if failures:
-                log.info("matrix_reconnected", after_attempts=failures)
+            if failures.count:
+                log.info("matrix_reconnected", after_attempts=failures.count)
                 inbox.report(ChannelState.CONNECTED, f"{client.user_id} on {self._cfg.homeserver}")
-                failures = 0
+            failures.up()
 
     async def _token_rejected(self, inbox: Inbox, exc: TokenRejectedError) -> None:
         if self._cfg.access_token is None and self._cfg.password is not None:
