@@ -20,7 +20,7 @@ import anyio
 
 from squidd.core.memory import MemoryManager
 from squidd.core.models import Message, SessionId
-from squidd.store.files import append_lines_locked
+from squidd.fs import append_lines_locked
 from squidd.store.jsonl import JsonlStore
 
 RECENT = 20

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from squidd.core.models import Message, SessionId
 from squidd.errors import StorageError
-from squidd.store.files import append_lines_locked, atomic_write_text, safe_name
+from squidd.fs import append_lines_locked, atomic_write_text, safe_name
 from squidd.store.jsonl import JsonlStore
 
 pytestmark = pytest.mark.anyio

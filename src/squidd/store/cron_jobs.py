@@ -18,7 +18,7 @@ import anyio
 
 from squidd.core.scheduling import CronJob
 from squidd.errors import StorageError
-from squidd.store.files import atomic_write_text, locked
+from squidd.fs import atomic_write_text, locked
 
 _FORMAT = 1
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import structlog
 
-from squidd.store.files import append_lines_locked, atomic_write_text, read_text_or_empty
+from squidd.fs import append_lines_locked, atomic_write_text, read_text_or_empty
 
 log = structlog.get_logger()
 

@@ -28,7 +28,7 @@ import structlog
 from squidd.core.models import Message, SessionId
 from squidd.core.ports import HistoryHit, HistoryWindow
 from squidd.errors import StorageError
-from squidd.store.files import (
+from squidd.fs import (
     append_lines_locked,
     atomic_write_text,
     read_bytes_or_empty,

@@ -16,7 +16,7 @@ import anyio
 
 from squidd.core.models import PendingReply
 from squidd.errors import StorageError
-from squidd.store.files import atomic_write_text, read_text_or_empty, safe_name
+from squidd.fs import atomic_write_text, read_text_or_empty, safe_name
 
 
 class OutboxDir:

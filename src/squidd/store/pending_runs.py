@@ -17,7 +17,7 @@ import structlog
 
 from squidd.core.models import PendingRun
 from squidd.errors import StorageError
-from squidd.store.files import atomic_write_text, safe_name
+from squidd.fs import atomic_write_text, safe_name
 
 log = structlog.get_logger()
 

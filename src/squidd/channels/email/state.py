@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import structlog
 
-from squidd.store.files import atomic_write_text, safe_name
+from squidd.fs import atomic_write_text, safe_name
 
 log = structlog.get_logger()
 

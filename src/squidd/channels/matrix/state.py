@@ -24,7 +24,7 @@ import anyio
 import structlog
 
 from squidd.errors import StorageError
-from squidd.store.files import atomic_write_text, read_text_or_empty, safe_name
+from squidd.fs import atomic_write_text, read_text_or_empty, safe_name
 
 log = structlog.get_logger()
 

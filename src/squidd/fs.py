@@ -1,4 +1,4 @@
-"""File primitives of the embedded store: safe names, atomic writes, locked appends.
+"""File primitives every layer may use: safe names, atomic writes, locked appends.
 
 These are synchronous on purpose; async callers run them through `anyio.to_thread`.
 
