@@ -1,49 +1,132 @@
-"""The core imports no adapter: `squidd.core` must not depend on llm, store, channels, tools,
-config or the composition root, directly or through anything it imports."""
+"""Who may import whom: the layer table of the README's "Layout", enforced.
+
+Every module under `src/squidd` belongs to one layer; a layer may import only the layers
+its row allows, directly (a module-level or a function-level import alike). The core
+imports no adapter; a channel imports neither the store, the gateway, the commands nor
+another channel; nothing but the CLI imports the commands.
+"""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[1] / "src" / "squidd" / "core"
-FORBIDDEN = (
-    "squidd.llm",
-    "squidd.store",
-    "squidd.channels",
-    "squidd.tools",
-    "squidd.app",
-    "squidd.runtime",
-    "squidd.config",
-    "openai",
-    "nio",
-    "aioimaplib",
-    "aiosmtplib",
-)
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+KERNEL = "kernel"
+KERNEL_MODULES = {"squidd", "squidd.errors", "squidd.log", "squidd.secrets", "squidd.fs"}
+ADAPTERS = {"store", "tools", "llm"}
+
+# layer -> the layers it may import (its own is always allowed). Channels are one layer
+# each (`channels.matrix`, `channels.email`, ...), matched by the "channels.*" row.
+ALLOWED: dict[str, set[str]] = {
+    KERNEL: {"config"},  # secrets.py collects the secret values of the settings
+    "config": {KERNEL},
+    "core": {KERNEL},
+    "llm": {KERNEL, "config", "core"},
+    "store": {KERNEL, "config", "core"},
+    "tools": {KERNEL, "config", "core"},
+    "channels": set(),  # the package's __init__ only
+    "channels.*": {KERNEL, "config", "core"},
+    "workspace": {KERNEL, "config", "core"},
+    "gateway": {KERNEL, "config", "core", "workspace", "channels.*", *ADAPTERS},
+    "commands": {KERNEL, "config", "core", "workspace", "gateway", *ADAPTERS},
+    "cli": {KERNEL, "config", "commands"},
+    "__main__": {"cli"},
+}
+
+# Libraries that belong to one adapter: the core and the kernel never touch them.
+ADAPTER_LIBRARIES = ("openai", "nio", "aioimaplib", "aiosmtplib", "httpx2", "httpcore2")
+
+
+def layer_of(module: str) -> str:
+    if module in KERNEL_MODULES:
+        return KERNEL
+    parts = module.split(".")
+    if parts[1] == "channels" and len(parts) > 2:
+        return f"channels.{parts[2]}"
+    return parts[1]
+
+
+def _row(layer: str) -> set[str]:
+    return ALLOWED["channels.*" if layer.startswith("channels.") else layer]
+
+
+def _may_import(layer: str, target: str) -> bool:
+    if target == layer:
+        return True
+    allowed = _row(layer)
+    return target in allowed or (target.startswith("channels.") and "channels.*" in allowed)
+
+
+def module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
 def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
     return found
 
 
-def test_core_imports_no_adapter() -> None:
-    offenders = {
-        f"{path.name}: {module}"
-        for path in CORE.rglob("*.py")
-        for module in imported_modules(path)
-        if any(module == f or module.startswith(f + ".") for f in FORBIDDEN)
-    }
-    assert offenders == set()
+def violations(src: Path) -> list[str]:
+    found: list[str] = []
+    for path in sorted((src / "squidd").rglob("*.py")):
+        module = module_name(path, src)
+        layer = layer_of(module)
+        for imported in sorted(imported_modules(path)):
+            if imported.split(".")[0] in ADAPTER_LIBRARIES and layer in ("core", KERNEL):
+                found.append(f"{module} ({layer}) imports {imported}")
+            if imported != "squidd" and not imported.startswith("squidd."):
+                continue
+            target = layer_of(imported)
+            if not _may_import(layer, target):
+                found.append(f"{module} ({layer}) imports {imported} ({target})")
+    return found
 
 
-def test_the_check_sees_a_violation(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("from squidd.store.jsonl import JsonlStore\nimport openai\n")
-    assert {"squidd.store.jsonl", "openai"} <= imported_modules(bad)
+def test_every_module_has_a_row() -> None:
+    layers = {layer_of(module_name(p, SRC)) for p in (SRC / "squidd").rglob("*.py")}
+    assert {layer for layer in layers if not layer.startswith("channels.")} <= set(ALLOWED)
+
+
+def test_the_layers_are_kept() -> None:
+    assert violations(SRC) == []
+
+
+def _plant(root: Path, module: str, source: str) -> None:
+    path = root.joinpath(*module.split(".")).with_suffix(".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source, encoding="utf-8")
+
+
+def test_a_planted_violation_is_caught(tmp_path: Path) -> None:
+    _plant(
+        tmp_path, "squidd.core.bad", "from squidd.store.jsonl import JsonlStore\nimport openai\n"
+    )
+    _plant(tmp_path, "squidd.channels.matrix.bad", "import squidd.channels.email.parse\n")
+    _plant(
+        tmp_path,
+        "squidd.channels.email.bad",
+        "def f():\n    from squidd.gateway.daemon import Daemon\n",
+    )
+    _plant(tmp_path, "squidd.store.bad", "from squidd.commands.run import run_command\n")
+    _plant(tmp_path, "squidd.config.bad", "from squidd.tools.policy import ConfiguredToolPolicy\n")
+    _plant(tmp_path, "squidd.gateway.fine", "from squidd.channels.matrix import x\n")
+    assert violations(tmp_path) == [
+        "squidd.channels.email.bad (channels.email) imports squidd.gateway.daemon (gateway)",
+        "squidd.channels.matrix.bad (channels.matrix) imports squidd.channels.email.parse"
+        " (channels.email)",
+        "squidd.config.bad (config) imports squidd.tools.policy (tools)",
+        "squidd.core.bad (core) imports openai",
+        "squidd.core.bad (core) imports squidd.store.jsonl (store)",
+        "squidd.store.bad (store) imports squidd.commands.run (commands)",
+    ]

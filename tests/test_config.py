@@ -1,5 +1,5 @@
 """Configuration: defaults, validation with key paths, env overrides, secrets from files
-and systemd credentials, `squidd config check` exit codes, the documented example file."""
+and systemd credentials, the documented example file."""
 
 from __future__ import annotations
 
@@ -135,21 +135,6 @@ def test_invalid_value_is_not_echoed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(write(tmp_path, "[llm]\napi_key = 12345678901\n"))
     assert "12345678901" not in str(info.value)
-
-
-def test_config_check_example_passes() -> None:
-    result = squidd("config", "check", "--config", str(EXAMPLE))
-    assert result.returncode == 0, result.stderr
-    assert "config ok" in result.stdout
-
-
-def test_config_check_bad_ratio_exits_2_and_names_key(tmp_path: Path) -> None:
-    result = squidd(
-        "config", "check", "--config", str(write(tmp_path, "[agents]\nkeep_recent_ratio = 1.5\n"))
-    )
-    assert result.returncode == 2
-    assert "agents.keep_recent_ratio" in result.stderr
-    assert "Traceback" not in result.stderr
 
 
 def _keys(model: type[BaseModel], prefix: str = "") -> list[str]:

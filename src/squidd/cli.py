@@ -16,11 +16,7 @@ from typing import Any
 
 from squidd import __version__
 from squidd.config import Settings, load_settings
-from squidd.errors import ConfigError
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_CONFIG = 2
+from squidd.errors import EXIT_CONFIG, EXIT_OK, ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,7 +89,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
 
     if args.command == "init":
-        from squidd.workspace import init_command
+        from squidd.commands.init import init_command
 
         return init_command(args.config)
 
@@ -104,7 +100,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_CONFIG
 
     if args.command == "config":
-        from squidd.config.check import check_command
+        from squidd.commands.config_check import check_command
 
         return check_command(settings, args.config)
 
@@ -118,19 +114,19 @@ def _main(argv: Sequence[str] | None) -> int:
     configure_logging(level, settings.logging.format, known_secrets=known_secrets(settings))
 
     if args.command == "chat":
-        from squidd.channels.terminal import chat_command
+        from squidd.commands.chat import chat_command
 
         return chat_command(settings, message=args.message, session=args.session)
     if args.command == "run":
-        from squidd.app import run_command
+        from squidd.commands.run import run_command
 
         return run_command(settings)
     if args.command == "status":
-        from squidd.status import status_command
+        from squidd.commands.status import status_command
 
         return status_command(settings)
     if args.command == "cron":
-        from squidd.scheduling_cli import cron_command
+        from squidd.commands.cron import cron_command
 
         return cron_command(settings, args)
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover

@@ -50,3 +50,11 @@ class DeliveryError(TransientError):
 
 class ToolError(SquiddError):
     """A tool refused or failed; its message is shown to the model as the tool result."""
+
+
+EXIT_OK = 0
+"""Process exit code: done, or stopped by SIGTERM/SIGINT."""
+EXIT_FAILURE = 1
+"""Process exit code: a runtime failure (systemd restarts the service)."""
+EXIT_CONFIG = 2
+"""Process exit code: a configuration problem (the unit's RestartPreventExitStatus=2)."""

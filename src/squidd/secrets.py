@@ -1,10 +1,15 @@
-"""Collects the secret values of the settings so the log redactor can scrub them anywhere."""
+"""Secret values: read one where it is needed, and collect all of them for the log redactor."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, SecretStr
 
 from squidd.config import Settings
+
+
+def secret_value(secret: SecretStr | None) -> str | None:
+    """The plain value of a configured secret, for the one call that needs it."""
+    return None if secret is None else secret.get_secret_value()
 
 
 def known_secrets(settings: Settings) -> list[str]:

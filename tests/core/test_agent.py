@@ -15,7 +15,7 @@ from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.tools import ToolRegistry
 from squidd.errors import LLMError, ToolError
-from squidd.runtime import StaticPrompt
+from squidd.gateway.runtime import StaticPrompt
 from squidd.store.jsonl import JsonlStore
 from squidd.tools.memory_write import MemoryWriteTool
 from tests.support.fake_llm import Reply

@@ -13,10 +13,10 @@ import anyio
 import pytest
 import structlog
 
-from squidd.app import Daemon
 from squidd.config import Settings
 from squidd.core.ports import Channel
-from squidd.runtime import build_runtime
+from squidd.gateway.daemon import Daemon
+from squidd.gateway.runtime import build_runtime
 from tests.support.clock import FakeClock
 
 

@@ -11,12 +11,12 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from squidd.app import Daemon
 from squidd.core.models import PendingReply, SessionId
 from squidd.core.ports import ChannelState
 from squidd.core.router import APOLOGY
-from squidd.runtime import build_runtime
-from squidd.status import DaemonAlreadyRunningError, socket_path
+from squidd.gateway.daemon import Daemon
+from squidd.gateway.runtime import build_runtime
+from squidd.gateway.status import DaemonAlreadyRunningError, socket_path
 from squidd.store.outbox import OutboxDir
 from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply

@@ -11,7 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from squidd.status import StatusServer, fetch_status
+from squidd.commands.status import fetch_status
+from squidd.gateway.status import StatusServer
 
 pytestmark = pytest.mark.anyio
 

@@ -51,7 +51,3 @@ class Section(BaseModel):
                 if candidate.is_file():
                     object.__setattr__(self, name, read_secret_file(candidate))
         return self
-
-
-def secret_value(secret: SecretStr | None) -> str | None:
-    return None if secret is None else secret.get_secret_value()

@@ -21,9 +21,9 @@ import aioimaplib
 import anyio
 import structlog
 
-from squidd.config._base import secret_value
 from squidd.config.email import EmailSettings
 from squidd.errors import PermanentError, TransientError
+from squidd.secrets import secret_value
 
 log = structlog.get_logger()
 

@@ -13,9 +13,9 @@ from email.message import EmailMessage
 import aiosmtplib
 import structlog
 
-from squidd.config._base import secret_value
 from squidd.config.email import EmailSettings
 from squidd.errors import DeliveryError
+from squidd.secrets import secret_value
 
 log = structlog.get_logger()
 

@@ -22,9 +22,9 @@ from nio import (
 )
 
 from squidd.channels.matrix.state import Credentials, MatrixFiles
-from squidd.config._base import secret_value
 from squidd.config.matrix import MatrixSettings
 from squidd.errors import PermanentError, TransientError
+from squidd.secrets import secret_value
 
 log = structlog.get_logger()
 

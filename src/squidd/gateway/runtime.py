@@ -1,6 +1,6 @@
 """Builds the pieces every entry point shares (store, LLM, memory, tools, prompt, agent)
 from the settings. `squidd chat` and `squidd run` both start here; the daemon adds its
-channels, router and scheduler on top (see `squidd.app`)."""
+channels, router and scheduler on top (see `squidd.gateway.daemon`)."""
 
 from __future__ import annotations
 

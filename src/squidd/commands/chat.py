@@ -1,4 +1,4 @@
-"""`squidd chat`: the terminal channel.
+"""`squidd chat`: talk to the assistant in the terminal.
 
 `squidd chat -m "..."` sends one message and prints the reply (for scripts and quick
 questions); `squidd chat` opens an interactive prompt that streams replies as they arrive.
@@ -18,7 +18,8 @@ from squidd.config import Settings
 from squidd.core.models import LLMEvent, SessionId, StreamRestart, TextDelta
 from squidd.core.ports import Tool
 from squidd.errors import LLMError, StorageError
-from squidd.runtime import Runtime, build_runtime
+from squidd.gateway.runtime import Runtime, build_runtime
+from squidd.gateway.turn_tools import session_tools
 
 log = structlog.get_logger()
 
@@ -33,8 +34,6 @@ def _tools(runtime: Runtime, session: SessionId) -> list[Tool]:
     Cron jobs made here have no delivery target by default (the terminal is not listening
     when they fire): their replies stay in the job's history unless a target is given.
     """
-    from squidd.app import session_tools
-
     return session_tools(runtime, session, default_target="")
 
 

@@ -1,22 +1,16 @@
-"""The composition root of `squidd run`: builds the adapters from the settings and runs them.
+"""The daemon: everything `squidd run` runs, wired, under one root task group.
 
-Start-up goes in phases: the settings were parsed and validated by the CLI; here the
-daemon's own checks run (data dir, status socket path, channels that can be built) and
-only then the event loop starts. One root task group holds the status socket, the router
-and, each under the supervisor, every channel's receive loop, the cron scheduler and the
-heartbeat. SIGTERM/SIGINT stop intake and give in-flight turns a grace period; SIGHUP
-re-reads the workspace prompt files.
+One root task group holds the status socket, the router and, each under the supervisor,
+every channel's receive loop, the cron scheduler and the heartbeat. SIGTERM/SIGINT stop
+intake and give in-flight turns a grace period; SIGHUP re-reads the workspace prompt files.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
-import sys
 import time
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -27,107 +21,29 @@ from anyio.abc import TaskGroup, TaskStatus
 from squidd import __version__
 from squidd.config import Settings
 from squidd.core.backoff import Backoff
-from squidd.core.models import Destination, Inbound, PendingRun, SessionId, utcnow
+from squidd.core.models import Inbound, utcnow
 from squidd.core.ports import Channel, Tool
 from squidd.core.router import Router
 from squidd.core.scheduling import (
-    HEARTBEAT_OK,
     Clock,
-    CronJob,
     CronScheduler,
     Heartbeat,
     SystemClock,
     parse_active_hours,
 )
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
-from squidd.errors import ConfigError
-from squidd.runtime import Runtime, build_runtime
-from squidd.status import (
-    DaemonAlreadyRunningError,
-    StatusServer,
-    check_socket_path,
-    socket_path,
-)
+from squidd.errors import EXIT_OK
+from squidd.gateway.runtime import Runtime
+from squidd.gateway.scheduled import ScheduledRuns
+from squidd.gateway.status import StatusServer, socket_path
+from squidd.gateway.systemd import Notifier, watchdog, watchdog_interval_s
+from squidd.gateway.turn_tools import reply_address, session_tools
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
 from squidd.store.pending_runs import PendingRunsDir
-from squidd.systemd import Notifier, watchdog, watchdog_interval_s
-from squidd.tools.cron import CronToolContext, cron_tools
 
 log = structlog.get_logger()
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_CONFIG = 2
-
-ChannelFactory = Callable[[Settings], Channel]
-
-
-def _factory(spec: str) -> ChannelFactory:
-    module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
-    factory = getattr(module, attr or "create_channel")
-    if not callable(factory):
-        raise TypeError(f"{spec} is not callable")
-    return factory  # type: ignore[no-any-return]
-
-
-def build_channels(settings: Settings) -> list[Channel]:
-    """The enabled channels; adapters are imported only when enabled."""
-    factories: list[tuple[str, ChannelFactory]] = []
-    specs = [
-        *(["squidd.channels.matrix:create_channel"] if settings.matrix.enabled else []),
-        *(["squidd.channels.email:create_channel"] if settings.email.enabled else []),
-    ]
-    problems: list[str] = []
-    for spec in specs:
-        factories.append((spec, _factory(spec)))
-    for spec in settings.gateway.extra_channels:
-        try:
-            factories.append((spec, _factory(spec)))
-        except (ImportError, AttributeError, TypeError) as exc:
-            problems.append(f"gateway.extra_channels: cannot load {spec!r}: {exc}")
-    if problems:
-        raise ConfigError(problems)
-    channels = [factory(settings) for _, factory in factories]
-    names = [channel.name for channel in channels]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ConfigError([f"two channels are named {', '.join(duplicates)}"])
-    return channels
-
-
-def session_tools(
-    runtime: Runtime,
-    session: SessionId,
-    *,
-    default_target: str,
-    jobs: JobsFile | None = None,
-    on_cron_change: Callable[[], None] = lambda: None,
-) -> list[Tool]:
-    """Every per-call tool of a turn: memory tools plus the cron tools bound to `session`.
-
-    Call sites (channels, cron, heartbeat, the terminal) pass the result as `extra_tools`.
-    """
-    settings = runtime.settings
-    tools = list(runtime.memory_tools(session))
-    if settings.cron.enabled:
-        context = CronToolContext(
-            store=jobs or JobsFile(settings.storage.data_dir),
-            session_id=session,
-            default_target=default_target,
-            default_timezone=settings.cron.default_timezone,
-            on_change=on_cron_change,
-        )
-        tools.extend(cron_tools(context))
-    return tools
-
-
-def reply_address(inbound: Inbound) -> str:
-    """Where a conversation's scheduled replies go by default: where its answers go."""
-    destination = inbound.destination
-    return str(destination) if destination is not None else ""
 
 
 class Daemon:
@@ -157,7 +73,6 @@ class Daemon:
         self.handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
         self.outbox = OutboxDir(data_dir)
         self.jobs = JobsFile(data_dir)
-        self.pending_runs = PendingRunsDir(data_dir)
         self.router = Router(
             run_turn=self._run_turn,
             channels=self.channels,
@@ -167,11 +82,17 @@ class Daemon:
             max_concurrent_turns=gw.max_concurrent_turns,
             delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
         )
+        self.scheduled = ScheduledRuns(
+            self.router,
+            PendingRunsDir(data_dir),
+            workspace_dir=settings.workspace_dir,
+            heartbeat_target=settings.heartbeat.target,
+        )
         self.scheduler: CronScheduler | None = None
         if settings.cron.enabled:
             self.scheduler = CronScheduler(
                 self.jobs,
-                self._fire_cron,
+                self.scheduled.fire_cron,
                 clock=self.clock,
                 misfire_grace=timedelta(seconds=settings.cron.misfire_grace_s),
                 poll_s=settings.cron.poll_s,
@@ -183,8 +104,8 @@ class Daemon:
                 interval=timedelta(minutes=hb.interval_minutes),
                 active_hours=parse_active_hours(hb.active_hours),
                 timezone=hb.timezone,
-                read_checklist=self._read_checklist,
-                fire=self._fire_heartbeat,
+                read_checklist=self.scheduled.read_checklist,
+                fire=self.scheduled.fire_heartbeat,
                 clock=self.clock,
             )
         self.status_server = StatusServer(socket_path(settings), self.snapshot)
@@ -214,57 +135,6 @@ class Daemon:
             inbound.channel,
             extra_tools=self.tools_for(inbound),
             turn_id=f"{inbound.channel}:{inbound.source_id}",
-        )
-
-    async def _fire_cron(self, job: CronJob, when: datetime) -> None:
-        await self._fire_run(
-            PendingRun(
-                channel="cron",
-                source_id=f"{job.name}@{when.isoformat()}",
-                session_id=job.session_id,
-                text=job.prompt,
-                target=job.target,
-                subject=job.name,
-            )
-        )
-
-    async def _fire_run(self, run: PendingRun, *, recorded: bool = False) -> None:
-        """Hand a scheduled run to the router, durably: the run is on disk until the
-        router acknowledges it, so a crash in between does not lose it."""
-        if not recorded:
-            await self.pending_runs.put(run)
-
-        async def ack() -> None:
-            await self.pending_runs.remove(run.channel, run.source_id)
-
-        await self.router.submit(run.inbound(ack))
-
-    async def _resume_runs(self) -> None:
-        for run in await self.pending_runs.load():
-            log.info("scheduled_run_resumed", channel=run.channel, run=run.source_id)
-            await self._fire_run(run, recorded=True)
-
-    async def _read_checklist(self) -> str:
-        path = anyio.Path(self.settings.workspace_dir / "HEARTBEAT.md")
-        try:
-            return await path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return ""
-        except (OSError, UnicodeDecodeError) as exc:
-            log.warning("heartbeat_checklist_unreadable", path=str(path), reason=str(exc))
-            return ""
-
-    async def _fire_heartbeat(self, prompt: str, when: datetime) -> None:
-        target = self.settings.heartbeat.target
-        await self._fire_run(
-            PendingRun(
-                channel="heartbeat",
-                source_id=f"heartbeat@{when.isoformat()}",
-                session_id="heartbeat",
-                text=prompt,
-                target=target,
-                quiet_reply=HEARTBEAT_OK,
-            )
         )
 
     # --- status ----------------------------------------------------------------------------
@@ -322,7 +192,7 @@ class Daemon:
             await tg.start(self.status_server.serve)
             await self.handled.load()
             await tg.start(self.router.run)
-            await self._resume_runs()
+            await self.scheduled.resume()
             for name, channel in self.channels.items():
                 await tg.start(self.supervisor.supervise, name, self._child(channel))
             if self.scheduler is not None:
@@ -382,61 +252,3 @@ class Daemon:
                 note="unanswered messages stay unacknowledged and come back after a restart",
             )
         scope.cancel()
-
-
-def _prepare(settings: Settings) -> list[str]:
-    """Checks that need the file system, before anything starts."""
-    problems: list[str] = []
-    data_dir = settings.storage.data_dir
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        problems.append(f"storage.data_dir: cannot create {data_dir}: {exc.strerror or exc}")
-    problem = check_socket_path(socket_path(settings))
-    if problem:
-        problems.append(f"storage.data_dir: {problem}")
-    if settings.heartbeat.enabled and not Destination.parse(settings.heartbeat.target):
-        log.warning(
-            "heartbeat_without_target",
-            note="heartbeat replies are kept in the heartbeat session only",
-        )
-    return problems
-
-
-def run_command(settings: Settings) -> int:
-    problems = _prepare(settings)
-    try:
-        channels = build_channels(settings)
-        runtime = build_runtime(settings)
-    except ConfigError as exc:
-        problems.extend(exc.problems)
-        channels, runtime = [], None
-    if problems or runtime is None:
-        for problem in problems:
-            print(f"config: {problem}", flush=True, file=sys.stderr)
-        return EXIT_CONFIG
-    if not channels:
-        log.warning("no_channel_enabled", note="only cron and heartbeat will run")
-
-    async def main() -> int:
-        try:
-            return await Daemon(settings, runtime, channels).serve()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await runtime.aclose()
-
-    try:
-        return anyio.run(main)
-    except Exception as exc:
-        inner = _unwrap(exc)
-        if isinstance(inner, DaemonAlreadyRunningError):
-            log.error("daemon_not_started", reason=str(inner))  # noqa: TRY400 - expected
-        else:
-            log.exception("daemon_failed", reason=f"{type(inner).__name__}: {inner}")
-        return EXIT_FAILURE
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc

@@ -1,0 +1,88 @@
+"""`squidd init`: write a config and a workspace with the prompt files; never overwrite."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from squidd.errors import ConfigError
+from squidd.workspace import CONFIG_TEMPLATE, WORKSPACE_FILES, template_text
+
+
+def default_config_path() -> Path:
+    from_env = os.environ.get("SQUIDD_CONFIG")
+    if from_env:
+        return Path(from_env).expanduser()
+    return Path.home() / ".config" / "squidd" / "config.toml"
+
+
+def _create(path: Path, text: str, mode: int) -> bool:
+    """Write a new file; False (and nothing touched) when the path exists in any form."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return True
+
+
+def _make_dir(path: Path, created: list[Path]) -> None:
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    created.extend(reversed([p for p in missing if p.is_dir()]))
+
+
+def init_command(config_path: Path | None) -> int:
+    """Write a config and a workspace; never overwrite. Exit 0, or 2 on a bad config."""
+    from squidd.config import load_settings
+
+    target = (config_path or default_config_path()).expanduser()
+    created: list[Path] = []
+    kept: list[Path] = []
+    try:
+        _make_dir(target.parent, created)
+        if _create(target, template_text(CONFIG_TEMPLATE), 0o600):
+            created.append(target)
+        else:
+            kept.append(target)
+    except OSError as exc:
+        print(f"init: cannot write {target}: {exc.strerror}", file=sys.stderr)
+        return 1
+
+    try:
+        settings = load_settings(target)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"config: {problem}", file=sys.stderr)
+        print(f"init: fix {target}, then run `squidd init` again", file=sys.stderr)
+        return 2
+
+    workspace = settings.workspace_dir
+    try:
+        _make_dir(workspace, created)
+        for name in WORKSPACE_FILES:
+            path = workspace / name
+            (created if _create(path, template_text(name), 0o644) else kept).append(path)
+    except OSError as exc:
+        print(f"init: cannot write in {workspace}: {exc.strerror}", file=sys.stderr)
+        return 1
+
+    for path in created:
+        print(f"created  {path}{'/' if path.is_dir() else ''}")
+    if kept:
+        print(f"kept {len(kept)} existing file(s) unchanged: {', '.join(p.name for p in kept)}")
+    if not created:
+        print("nothing to do: the config and the workspace already exist")
+    flag = "" if config_path is None else f" --config {target}"
+    print(
+        "\nNext steps:\n"
+        f"  1. Edit {target}: the LLM endpoint, model and API key (llm.api_key_file),\n"
+        "     then the channels you want (matrix, email).\n"
+        f"  2. Tell the assistant about you in {workspace / 'USER.md'}\n"
+        f"     and shape its character in {workspace / 'SOUL.md'}.\n"
+        f"  3. squidd{flag} config check\n"
+        f"  4. squidd{flag} chat"
+    )
+    return 0

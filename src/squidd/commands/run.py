@@ -1,0 +1,82 @@
+"""`squidd run`: check what needs the file system, build the daemon, run it until a signal.
+
+Start-up goes in phases: the settings were parsed and validated by the CLI; here the
+daemon's own checks run (data dir, status socket path, channels that can be built) and only
+then the event loop starts. Exit codes: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 2 on
+a configuration problem (systemd does not restart on it).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import structlog
+
+from squidd.config import Settings
+from squidd.core.models import Destination
+from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError
+from squidd.gateway.channels import build_channels
+from squidd.gateway.daemon import Daemon
+from squidd.gateway.runtime import build_runtime
+from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, socket_path
+
+log = structlog.get_logger()
+
+
+def _prepare(settings: Settings) -> list[str]:
+    """Checks that need the file system, before anything starts."""
+    problems: list[str] = []
+    data_dir = settings.storage.data_dir
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        problems.append(f"storage.data_dir: cannot create {data_dir}: {exc.strerror or exc}")
+    problem = check_socket_path(socket_path(settings))
+    if problem:
+        problems.append(f"storage.data_dir: {problem}")
+    if settings.heartbeat.enabled and not Destination.parse(settings.heartbeat.target):
+        log.warning(
+            "heartbeat_without_target",
+            note="heartbeat replies are kept in the heartbeat session only",
+        )
+    return problems
+
+
+def run_command(settings: Settings) -> int:
+    problems = _prepare(settings)
+    try:
+        channels = build_channels(settings)
+        runtime = build_runtime(settings)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        channels, runtime = [], None
+    if problems or runtime is None:
+        for problem in problems:
+            print(f"config: {problem}", flush=True, file=sys.stderr)
+        return EXIT_CONFIG
+    if not channels:
+        log.warning("no_channel_enabled", note="only cron and heartbeat will run")
+
+    async def main() -> int:
+        try:
+            return await Daemon(settings, runtime, channels).serve()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await runtime.aclose()
+
+    try:
+        return anyio.run(main)
+    except Exception as exc:
+        inner = _unwrap(exc)
+        if isinstance(inner, DaemonAlreadyRunningError):
+            log.error("daemon_not_started", reason=str(inner))  # noqa: TRY400 - expected
+        else:
+            log.exception("daemon_failed", reason=f"{type(inner).__name__}: {inner}")
+        return EXIT_FAILURE
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

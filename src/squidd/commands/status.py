@@ -1,0 +1,113 @@
+"""`squidd status`: ask the running daemon how it is doing and print it for a person.
+
+Reads the JSON document the daemon serves on its status socket (gateway/status.py) and
+prints what a user asks when something seems wrong: uptime, each channel's state, last
+traffic, turns in flight and queued, the next cron runs. When no daemon answers it says so
+and exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from squidd.config import Settings
+from squidd.gateway.status import socket_path
+
+
+def fetch_status(path: Path, timeout_s: float = 5.0) -> dict[str, Any]:
+    """Read the daemon's status document; OSError when no daemon answers."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        sock.connect(str(path))
+        chunks = []
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    data = json.loads(b"".join(chunks))
+    if not isinstance(data, dict):
+        raise TypeError("unexpected status document")
+    return data
+
+
+def _ago(iso: str | None, now: datetime) -> str:
+    if not iso:
+        return "never"
+    when = datetime.fromisoformat(iso)
+    return f"{_duration((now - when).total_seconds())} ago"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"
+
+
+def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    lines = [
+        f"squidd {data.get('version', '?')} running, pid {data.get('pid')}, "
+        f"up {_duration(float(data.get('uptime_s', 0)))}"
+    ]
+    lines.append("channels and loops:")
+    for child in data.get("children", []):
+        state = child["state"]
+        detail = f" - {child['detail']}" if child.get("detail") else ""
+        lines.append(
+            f"  {child['name']:<10} {state:<12} since {_ago(child.get('since'), now)}{detail}"
+        )
+        if child.get("kind") == "channel":
+            lines.append(
+                f"  {'':<10} last in {_ago(child.get('last_inbound'), now)}, "
+                f"last out {_ago(child.get('last_outbound'), now)}, "
+                f"restarts {child.get('restarts', 0)}"
+            )
+    turns = data.get("turns", {})
+    lines.append(
+        f"turns: {turns.get('in_flight', 0)} in flight, {turns.get('queued', 0)} queued, "
+        f"{turns.get('sessions', 0)} active sessions; "
+        f"{data.get('outbox', 0)} replies waiting for delivery"
+    )
+    cron = data.get("cron")
+    if cron is None:
+        lines.append("cron: off")
+    elif not cron:
+        lines.append("cron: no jobs")
+    else:
+        lines.append("next cron runs:")
+        for job in cron:
+            target = job.get("target") or "(history only)"
+            lines.append(
+                f"  {job['name']:<16} {job.get('next_run') or '-'}  {job['schedule']}  -> {target}"
+            )
+    heartbeat = data.get("heartbeat")
+    lines.append(f"heartbeat: next {heartbeat}" if heartbeat else "heartbeat: off")
+    return "\n".join(lines)
+
+
+def status_command(settings: Settings) -> int:
+    path = socket_path(settings)
+    try:
+        data = fetch_status(path)
+    except (OSError, ValueError, TypeError):
+        print(f"squidd is not running (no daemon answers on {path})", file=sys.stderr)
+        return 1
+    if "error" in data:
+        print(f"squidd is running but says: {data['error']}", file=sys.stderr)
+        return 1
+    print(format_status(data))
+    return 0

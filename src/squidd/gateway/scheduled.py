@@ -1,0 +1,92 @@
+"""Scheduled runs: a cron job's firing or a heartbeat becomes a message for the router.
+
+Each run is written to disk (store/pending_runs.py) before it is handed to the router and
+removed when the router acknowledges it (its reply was delivered, or it needed none). After
+a crash in between, `resume` hands the run on again at start; the router's handled-id record
+keeps it from being answered twice.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import structlog
+
+from squidd.core.models import PendingRun
+from squidd.core.router import Router
+from squidd.core.scheduling import HEARTBEAT_OK, CronJob
+from squidd.store.pending_runs import PendingRunsDir
+
+log = structlog.get_logger()
+
+
+class ScheduledRuns:
+    """Fires cron jobs and heartbeats into the router, durably."""
+
+    def __init__(
+        self,
+        router: Router,
+        runs: PendingRunsDir,
+        *,
+        workspace_dir: Path,
+        heartbeat_target: str,
+    ) -> None:
+        self._router = router
+        self._runs = runs
+        self._checklist = anyio.Path(workspace_dir / "HEARTBEAT.md")
+        self._heartbeat_target = heartbeat_target
+
+    async def fire_cron(self, job: CronJob, when: datetime) -> None:
+        await self._fire(
+            PendingRun(
+                channel="cron",
+                source_id=f"{job.name}@{when.isoformat()}",
+                session_id=job.session_id,
+                text=job.prompt,
+                target=job.target,
+                subject=job.name,
+            )
+        )
+
+    async def fire_heartbeat(self, prompt: str, when: datetime) -> None:
+        await self._fire(
+            PendingRun(
+                channel="heartbeat",
+                source_id=f"heartbeat@{when.isoformat()}",
+                session_id="heartbeat",
+                text=prompt,
+                target=self._heartbeat_target,
+                quiet_reply=HEARTBEAT_OK,
+            )
+        )
+
+    async def resume(self) -> None:
+        """Hand on again every run fired before the last stop and not acknowledged."""
+        for run in await self._runs.load():
+            log.info("scheduled_run_resumed", channel=run.channel, run=run.source_id)
+            await self._fire(run, recorded=True)
+
+    async def read_checklist(self) -> str:
+        """HEARTBEAT.md, or "" when it is missing or unreadable (the heartbeat then rests)."""
+        try:
+            return await self._checklist.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning(
+                "heartbeat_checklist_unreadable", path=str(self._checklist), reason=str(exc)
+            )
+            return ""
+
+    async def _fire(self, run: PendingRun, *, recorded: bool = False) -> None:
+        """Hand a run to the router, durably: it is on disk until the router acknowledges
+        it, so a crash in between does not lose it."""
+        if not recorded:
+            await self._runs.put(run)
+
+        async def ack() -> None:
+            await self._runs.remove(run.channel, run.source_id)
+
+        await self._router.submit(run.inbound(ack))

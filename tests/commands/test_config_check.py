@@ -1,0 +1,41 @@
+"""`squidd config check`: exit 0 on a good file, 2 with each problem named by its key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "config.example.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def squidd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "squidd", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_config_check_example_passes() -> None:
+    result = squidd("config", "check", "--config", str(EXAMPLE))
+    assert result.returncode == 0, result.stderr
+    assert "config ok" in result.stdout
+
+
+def test_config_check_bad_ratio_exits_2_and_names_key(tmp_path: Path) -> None:
+    result = squidd(
+        "config", "check", "--config", str(write(tmp_path, "[agents]\nkeep_recent_ratio = 1.5\n"))
+    )
+    assert result.returncode == 2
+    assert "agents.keep_recent_ratio" in result.stderr
+    assert "Traceback" not in result.stderr
