@@ -27,18 +27,13 @@ from anyio.abc import TaskGroup, TaskStatus
 from squidd import __version__
 from squidd.config import Settings
 from squidd.core.backoff import Backoff
+from squidd.core.clock import SystemClock
+from squidd.core.cron import CronJob
+from squidd.core.heartbeat import HEARTBEAT_OK, Heartbeat, parse_active_hours
 from squidd.core.models import Destination, Inbound, PendingRun, SessionId, utcnow
-from squidd.core.ports import Channel, Tool
+from squidd.core.ports import Channel, Clock, Tool
 from squidd.core.router import Router
-from squidd.core.scheduling import (
-    HEARTBEAT_OK,
-    Clock,
-    CronJob,
-    CronScheduler,
-    Heartbeat,
-    SystemClock,
-    parse_active_hours,
-)
+from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import ConfigError
 from squidd.runtime import Runtime, build_runtime

@@ -7,13 +7,15 @@ dozen methods is a sign that logic leaked out of the core.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
 from anyio.abc import TaskStatus
 
+from squidd.core.cron import CronJob
 from squidd.core.models import (
     Inbound,
     LLMEvent,
@@ -169,4 +171,28 @@ class PromptSource(Protocol):
 
     def invalidate(self) -> None:
         """Forget anything cached, so the next call re-reads its sources (SIGHUP)."""
+        ...
+
+
+class Clock(Protocol):
+    """Wall-clock time for schedules. `sleep_until` returns once `now() >= when`."""
+
+    def now(self) -> datetime: ...
+
+    async def sleep_until(self, when: datetime) -> None: ...
+
+
+class JobStore(Protocol):
+    """Where the cron jobs live (the daemon, the agent tools and `squidd cron` share it)."""
+
+    async def load(self) -> list[CronJob]:
+        """All jobs; raises StorageError if the file is unreadable (never rewritten then)."""
+        ...
+
+    async def modify(self, change: Callable[[list[CronJob]], list[CronJob]]) -> list[CronJob]:
+        """Read, change and write back atomically under a lock; returns the new list."""
+        ...
+
+    async def version(self) -> object:
+        """Changes whenever the stored jobs changed (cheap; checked every poll)."""
         ...
