@@ -12,8 +12,7 @@ import pytest
 
 from squidd.core.agent import AgentLoop
 from squidd.core.memory import MemoryManager
-from squidd.core.models import SessionId, ToolResult
-from squidd.core.ports import HistoryWindow
+from squidd.core.models import HistoryWindow, SessionId, ToolResult
 from squidd.core.tools import ToolRegistry
 from squidd.errors import LLMError, ToolError
 from squidd.runtime import StaticPrompt

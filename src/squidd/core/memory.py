@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import structlog
 
-from squidd.core.models import Message, SessionId, TextDelta, ToolCallsReady
-from squidd.core.ports import HistoryWindow, LLMPort, MemoryStore
+from squidd.core.models import HistoryWindow, Message, SessionId, TextDelta, ToolCallsReady
+from squidd.core.ports import LLMPort, MemoryStore
 
 log = structlog.get_logger()
 

@@ -8,7 +8,6 @@ dozen methods is a sign that logic leaked out of the core.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
@@ -17,6 +16,8 @@ from anyio.abc import TaskStatus
 
 from squidd.core.cron import CronJob
 from squidd.core.models import (
+    HistoryHit,
+    HistoryWindow,
     Inbound,
     LLMEvent,
     Message,
@@ -60,29 +61,6 @@ class ToolPolicy(Protocol):
     """Decides which tools a turn may see, by tool name, channel and session."""
 
     def allows(self, tool: str, channel: str, session: SessionId) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryWindow:
-    """What a turn needs from a session's history.
-
-    `cursor` is the number of messages already folded into the summary; `messages` are the
-    ones after it, in order. The total history length is `cursor + len(messages)`.
-    """
-
-    cursor: int
-    messages: list[Message]
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryHit:
-    """One search result: where it was found and a short snippet around the match."""
-
-    source: str
-    index: int
-    role: str
-    ts: str | None
-    snippet: str
 
 
 class MemoryStore(Protocol):
