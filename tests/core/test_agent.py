@@ -12,7 +12,7 @@ import pytest
 
 from squidd.core.agent import AgentLoop
 from squidd.core.memory import MemoryManager
-from squidd.core.models import SessionId, ToolResult
+from squidd.core.models import HistoryWindow, SessionId, ToolResult
 from squidd.core.tools import ToolRegistry
 from squidd.errors import LLMError, ToolError
 from squidd.gateway.runtime import StaticPrompt
@@ -249,3 +249,38 @@ async def test_an_unfinished_turn_runs_again(tmp_path: Path) -> None:
         await loop.run(SESSION, "question", "matrix", turn_id="m:1")
     assert await loop.run(SESSION, "question", "matrix", turn_id="m:1") == "now it works"
     assert len(mock.requests) == 2
+
+
+class CountingStore(JsonlStore):
+    """The real store, counting how often a session's window is read."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.window_reads = 0
+
+    async def load_window(self, session_id: SessionId) -> HistoryWindow:
+        self.window_reads += 1
+        return await super().load_window(session_id)
+
+
+async def test_a_turn_reads_the_history_window_once(tmp_path: Path) -> None:
+    """Checking for a finished turn and building the messages share one read of the window
+    (a turn's cost is that window; reading it twice doubled it)."""
+    store = CountingStore(tmp_path)
+    llm, mock = scripted_llm("first answer", "second answer", "third answer")
+    loop = AgentLoop(
+        llm=llm,
+        memory=MemoryManager(store, llm, consolidation_threshold=100),
+        registry=ToolRegistry(),
+        prompt=StaticPrompt("p"),
+    )
+    assert await loop.run(SESSION, "one", "matrix", turn_id="m:1") == "first answer"
+    assert store.window_reads == 1
+    assert await loop.run(SESSION, "two", "matrix", turn_id="m:2") == "second answer"
+    assert store.window_reads == 2
+    sent = [(m["role"], m["content"]) for m in mock.requests[1]["messages"]]
+    assert sent[1:] == [("user", "one"), ("assistant", "first answer"), ("user", "two")]
+    assert await loop.run(SESSION, "one", "matrix", turn_id="m:1") == "first answer"
+    assert store.window_reads == 3
+    assert await loop.run(SESSION, "three", "matrix") == "third answer"  # no turn id
+    assert store.window_reads == 4

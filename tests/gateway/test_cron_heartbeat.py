@@ -11,8 +11,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from squidd.cli import main
+from squidd.core.cron import CronJob, make_job
 from squidd.core.models import SessionId
-from squidd.core.scheduling import CronJob, make_job
 from squidd.errors import ToolError
 from squidd.store.cron_jobs import JobsFile
 from squidd.tools.cron import CronToolContext, cron_tools

@@ -11,7 +11,7 @@ import sys
 from datetime import UTC, datetime
 
 from squidd.config import Settings
-from squidd.core.scheduling import CronJob, make_job
+from squidd.core.cron import CronJob, make_job
 from squidd.errors import StorageError
 from squidd.store.cron_jobs import JobsFile
 from squidd.tools.cron import format_job

@@ -1,10 +1,11 @@
 """AgentLoop: one turn of conversation with tools.
 
-`run()` builds the messages through the MemoryManager, streams the model's answer, runs the
-tool calls it asks for (per-call `extra_tools` first, then the registry), loops until the
-model answers without tools or the round limit is hit, and appends the whole turn to the
-session's history once, at the end. A tool that fails or gets bad arguments becomes an error
-result the model sees; it never escapes the loop.
+`run()` reads the session's history window once, looks there for a reply already given to
+the same message, builds the messages from it through the MemoryManager, streams the
+model's answer, runs the tool calls it asks for (per-call `extra_tools` first, then the
+registry), loops until the model answers without tools or the round limit is hit, and
+appends the whole turn to the session's history once, at the end. A tool that fails or
+gets bad arguments becomes an error result the model sees; it never escapes the loop.
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ class AgentLoop:
         the session's history then (as it is when anything else breaks the turn).
         """
         started = time.monotonic()
+        window = await self._memory.load_window(session)
         if turn_id is not None:
-            previous = await self._memory.finished_reply(session, turn_id)
+            previous = self._memory.finished_reply(window, turn_id)
             if previous is not None:
                 log.info("turn_reused", session=session, channel=channel, turn=turn_id)
                 return previous
@@ -120,7 +122,9 @@ class AgentLoop:
         definitions = [definition_of(tool) for tool in tools.values()]
 
         base_prompt = await self._prompt.system_prompt()
-        context = await self._memory.build_messages(session, base_prompt, user_message)
+        context = await self._memory.build_messages(
+            session, base_prompt, user_message, window=window
+        )
         turn: list[Message] = [
             Message(role="user", content=user_message, ts=_now_iso(), turn=turn_id)
         ]

@@ -12,6 +12,8 @@ It follows the memory design documents:
   `keep_recent_ratio * consolidation_threshold` messages kept after consolidating.
 
 System prompt order: base prompt, `## Your Memory`, `## Conversation Summary`, warning.
+A turn reads the session's window once (`load_window`) and hands that same window to
+`finished_reply` and `build_messages`, so its cost is one read of the window.
 The manager is pure logic: storage and the LLM are ports handed in.
 """
 
@@ -21,8 +23,8 @@ from collections.abc import Sequence
 
 import structlog
 
-from squidd.core.models import Message, SessionId, TextDelta, ToolCallsReady
-from squidd.core.ports import HistoryWindow, LLMPort, MemoryStore
+from squidd.core.models import HistoryWindow, Message, SessionId, TextDelta, ToolCallsReady
+from squidd.core.ports import LLMPort, MemoryStore
 
 log = structlog.get_logger()
 
@@ -104,11 +106,24 @@ class MemoryManager:
     def keep_recent(self) -> int:
         return self._keep_recent
 
+    async def load_window(self, session_id: SessionId) -> HistoryWindow:
+        """The session's cursor and the messages after it: what one turn works from."""
+        return await self._storage.load_window(session_id)
+
     async def build_messages(
-        self, session_id: SessionId, system_prompt: str, user_message: str
+        self,
+        session_id: SessionId,
+        system_prompt: str,
+        user_message: str,
+        *,
+        window: HistoryWindow | None = None,
     ) -> list[Message]:
-        """[system + memory + summary + warning] + recent history + the new user message."""
-        window = await self._storage.load_window(session_id)
+        """[system + memory + summary + warning] + recent history + the new user message.
+
+        `window` is the session's window when the turn already read it (else it is read).
+        """
+        if window is None:
+            window = await self.load_window(session_id)
         recent = window.messages
         if len(recent) > self._consolidation_threshold and self._llm is not None:
             recent = await self._consolidate(session_id, window)
@@ -130,15 +145,15 @@ class MemoryManager:
             Message(role="user", content=user_message),
         ]
 
-    async def finished_reply(self, session_id: SessionId, turn: str) -> str | None:
-        """The final reply of turn `turn` if the history already holds it whole.
+    def finished_reply(self, window: HistoryWindow, turn: str) -> str | None:
+        """The final reply of turn `turn` if the session's `window` already holds it whole.
 
         A crash after a turn was saved but before its reply was handed on makes the source
         deliver the message again; the stored answer is reused instead of asking the model
         a second time (and writing the exchange twice). Only the unconsolidated window is
         looked at: redeliveries come soon after the crash.
         """
-        messages = (await self._storage.load_window(session_id)).messages
+        messages = window.messages
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
             if message.role == "user" and message.turn == turn:

@@ -106,6 +106,32 @@ class ToolResult:
     is_error: bool = False
 
 
+# --- what the memory store returns ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryWindow:
+    """What a turn needs from a session's history.
+
+    `cursor` is the number of messages already folded into the summary; `messages` are the
+    ones after it, in order. The total history length is `cursor + len(messages)`.
+    """
+
+    cursor: int
+    messages: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryHit:
+    """One search result: where it was found and a short snippet around the match."""
+
+    source: str
+    index: int
+    role: str
+    ts: str | None
+    snippet: str
+
+
 # --- what the LLM port streams -------------------------------------------------------------
 
 

@@ -7,14 +7,17 @@ dozen methods is a sign that logic leaked out of the core.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
 from anyio.abc import TaskStatus
 
+from squidd.core.cron import CronJob
 from squidd.core.models import (
+    HistoryHit,
+    HistoryWindow,
     Inbound,
     LLMEvent,
     Message,
@@ -58,29 +61,6 @@ class ToolPolicy(Protocol):
     """Decides which tools a turn may see, by tool name, channel and session."""
 
     def allows(self, tool: str, channel: str, session: SessionId) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryWindow:
-    """What a turn needs from a session's history.
-
-    `cursor` is the number of messages already folded into the summary; `messages` are the
-    ones after it, in order. The total history length is `cursor + len(messages)`.
-    """
-
-    cursor: int
-    messages: list[Message]
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryHit:
-    """One search result: where it was found and a short snippet around the match."""
-
-    source: str
-    index: int
-    role: str
-    ts: str | None
-    snippet: str
 
 
 class MemoryStore(Protocol):
@@ -169,4 +149,28 @@ class PromptSource(Protocol):
 
     def invalidate(self) -> None:
         """Forget anything cached, so the next call re-reads its sources (SIGHUP)."""
+        ...
+
+
+class Clock(Protocol):
+    """Wall-clock time for schedules. `sleep_until` returns once `now() >= when`."""
+
+    def now(self) -> datetime: ...
+
+    async def sleep_until(self, when: datetime) -> None: ...
+
+
+class JobStore(Protocol):
+    """Where the cron jobs live (the daemon, the agent tools and `squidd cron` share it)."""
+
+    async def load(self) -> list[CronJob]:
+        """All jobs; raises StorageError if the file is unreadable (never rewritten then)."""
+        ...
+
+    async def modify(self, change: Callable[[list[CronJob]], list[CronJob]]) -> list[CronJob]:
+        """Read, change and write back atomically under a lock; returns the new list."""
+        ...
+
+    async def version(self) -> object:
+        """Changes whenever the stored jobs changed (cheap; checked every poll)."""
         ...

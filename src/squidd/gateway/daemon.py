@@ -21,16 +21,12 @@ from anyio.abc import TaskGroup, TaskStatus
 from squidd import __version__
 from squidd.config import Settings
 from squidd.core.backoff import Backoff
+from squidd.core.clock import SystemClock
+from squidd.core.heartbeat import Heartbeat, parse_active_hours
 from squidd.core.models import Inbound, utcnow
-from squidd.core.ports import Channel, Tool
+from squidd.core.ports import Channel, Clock, Tool
 from squidd.core.router import Router
-from squidd.core.scheduling import (
-    Clock,
-    CronScheduler,
-    Heartbeat,
-    SystemClock,
-    parse_active_hours,
-)
+from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.runtime import Runtime

@@ -14,9 +14,10 @@ from pathlib import Path
 import anyio
 import structlog
 
+from squidd.core.cron import CronJob
+from squidd.core.heartbeat import HEARTBEAT_OK
 from squidd.core.models import PendingRun
 from squidd.core.router import Router
-from squidd.core.scheduling import HEARTBEAT_OK, CronJob
 from squidd.store.pending_runs import PendingRunsDir
 
 log = structlog.get_logger()

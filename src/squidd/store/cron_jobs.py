@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 
-from squidd.core.scheduling import CronJob
+from squidd.core.cron import CronJob
 from squidd.errors import StorageError
 from squidd.fs import atomic_write_text, locked
 
@@ -24,7 +24,7 @@ _FORMAT = 1
 
 
 class JobsFile:
-    """Implements `squidd.core.scheduling.JobStore`; the `*_sync` methods serve the CLI."""
+    """Implements `squidd.core.ports.JobStore`; the `*_sync` methods serve the CLI."""
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / "cron" / "jobs.json"

@@ -25,8 +25,7 @@ from typing import Any
 import anyio
 import structlog
 
-from squidd.core.models import Message, SessionId
-from squidd.core.ports import HistoryHit, HistoryWindow
+from squidd.core.models import HistoryHit, HistoryWindow, Message, SessionId
 from squidd.errors import StorageError
 from squidd.fs import (
     append_lines_locked,

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from squidd.core.cron import CronJob, make_job
 from squidd.core.models import SessionId, ToolResult
-from squidd.core.ports import Tool
-from squidd.core.scheduling import CronJob, JobStore, make_job
+from squidd.core.ports import JobStore, Tool
 from squidd.errors import StorageError, ToolError
 
 
