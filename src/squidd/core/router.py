@@ -17,6 +17,7 @@ A turn that fails (the model is down after its retries) is answered with a short
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,6 +33,7 @@ from squidd.core.models import Inbound, Outbound, SessionId, utcnow
 from squidd.core.ports import Channel, ChannelState
 from squidd.core.supervisor import Backoff, ChildHealth
 from squidd.errors import LLMError, PermanentError
+from squidd.text import clean_text
 
 log = structlog.get_logger()
 
@@ -157,6 +159,20 @@ class _SessionQueue:
         self.items: deque[tuple[Inbound, Destination | None]] = deque()
 
 
+def clean_inbound(message: Inbound) -> Inbound:
+    """The message with valid text only (`squidd.text.clean_text`) in every string that
+    reaches the prompt, the history or the stores: every channel passes through here."""
+    meta = {k: clean_text(v) if isinstance(v, str) else v for k, v in message.meta.items()}
+    return dataclasses.replace(
+        message,
+        source_id=clean_text(message.source_id),
+        session_id=SessionId(clean_text(message.session_id)),
+        sender=clean_text(message.sender),
+        text=clean_text(message.text),
+        meta=meta,
+    )
+
+
 class _ChannelInbox:
     """The `Inbox` a channel's receive loop gets: hands messages to the router and reports
     the channel's state for `squidd status`."""
@@ -167,7 +183,7 @@ class _ChannelInbox:
         self._health = health
 
     async def put(self, message: Inbound) -> None:
-        await self._router.submit(message)
+        await self._router.submit(clean_inbound(message))
 
     def report(self, state: ChannelState, detail: str = "") -> None:
         if state != self._health.state or detail != self._health.detail:
