@@ -597,11 +597,15 @@ class MatrixChannel:
             self._typing_wakeup = anyio.Event()
             now = self._monotonic()
             for room_id, leases in list(self._typing.items()):
+                # Each send awaits: an ack may have ended this room's turns meanwhile (and
+                # `_stop_typing` sent the "stopped" notice). The snapshot is stale then.
+                if self._typing.get(room_id) is not leases:
+                    continue
                 for event_id, began in list(leases.items()):
                     if now - began > TYPING_MAX_S:
                         del leases[event_id]
                 if not leases:
-                    del self._typing[room_id]
+                    self._typing.pop(room_id, None)
                     await self._send_typing(client, room_id, typing=False)
                 else:
                     await self._send_typing(client, room_id, typing=True)
