@@ -84,25 +84,26 @@ async def test_junk_thread_roots_are_not_copied_into_the_reply(
         assert reply.content["m.relates_to"] == {"m.in_reply_to": {"event_id": event_id}}
 
 
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
 async def test_a_non_string_formatted_body_is_answered_from_the_body(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, encrypted: bool
 ) -> None:
     alice = await make_human("alice")
     settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    content = {
+        "msgtype": "m.text",
+        "body": "plain body wins",
+        "format": "org.matrix.custom.html",
+        "formatted_body": 42,
+    }
     async with run_channel(settings, data_dir):
-        room = await _dm(synapse, bot, alice)
-        odd_html = _send_raw(
-            synapse,
-            alice,
-            room,
-            "m.room.message",
-            {
-                "msgtype": "m.text",
-                "body": "plain body wins",
-                "format": "org.matrix.custom.html",
-                "formatted_body": 42,
-            },
-        )
+        room = await alice.create_room([bot.user_id], direct=True, encrypted=encrypted)
+        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+        if encrypted:  # nio encrypts whatever content it is given
+            await alice.sync()
+            odd_html = await alice.send_event(room, "m.room.message", content)
+        else:
+            odd_html = _send_raw(synapse, alice, room, "m.room.message", content)
         await alice.wait_for(lambda: alice.replies_to(bot.user_id, odd_html), "reply")
     [reply] = alice.replies_to(bot.user_id, odd_html)
     assert reply.content["body"] == "echo: plain body wins"
