@@ -14,7 +14,14 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 KERNEL = "kernel"
-KERNEL_MODULES = {"squidd", "squidd.errors", "squidd.log", "squidd.secrets", "squidd.fs"}
+KERNEL_MODULES = {
+    "squidd",
+    "squidd.errors",
+    "squidd.log",
+    "squidd.secrets",
+    "squidd.fs",
+    "squidd.text",
+}
 ADAPTERS = {"store", "tools", "llm"}
 
 # layer -> the layers it may import (its own is always allowed). Channels are one layer

@@ -113,7 +113,41 @@ def test_library_warnings_through_the_stdlib_are_scrubbed() -> None:
     except RuntimeError:
         library.exception("login failed")
     text = out.getvalue()
-    assert "nio.client: sync failed" in text
+    assert "sync failed" in text
     assert "login failed" in text
     assert "syt_abcdefghijkl" not in text
     assert "hunter2-long-secret" not in text
+
+
+def test_library_records_are_one_json_object_per_line() -> None:
+    """journald gets one JSON object per line from libraries too: a multi-line warning (nio's
+    schema errors) and an exception with its traceback each stay one line, scrubbed."""
+    out = io.StringIO()
+    configure_logging("info", "json", known_secrets=["hunter2-long-secret"], stream=out)
+    library = logging.getLogger("nio.responses")
+    library.warning(
+        "Error validating event: 42 is not of type 'string'\n\nFailed validating 'type'"
+        "\n    {'type': 'string'}\nwith hunter2-long-secret"
+    )
+
+    def login() -> None:
+        raise RuntimeError("refused for hunter2-long-secret\nsecond line of the error")
+
+    try:
+        login()
+    except RuntimeError:
+        library.exception("login failed for %s", "@bot:example.org")
+    library.info("below the libraries' level: not shown")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    warning, error = (json.loads(line) for line in lines)
+    assert warning["logger"] == "nio.responses"
+    assert warning["level"] == "warning"
+    assert warning["event"].startswith("Error validating event: 42")
+    assert "Failed validating 'type'" in warning["event"]
+    assert "timestamp" in warning
+    assert error["level"] == "error"
+    assert error["event"] == "login failed for @bot:example.org"
+    assert "Traceback (most recent call last)" in error["exception"]
+    assert "second line of the error" in error["exception"]
+    assert "hunter2-long-secret" not in out.getvalue()

@@ -9,6 +9,8 @@ These are synchronous on purpose; async callers run them through `anyio.to_threa
   a reader sees the old or the new content, never half of it.
 * `append_lines_locked` appends whole lines under an exclusive `flock`, so two processes on
   the same data dir (the daemon and a `squidd chat`) never interleave or tear a line.
+* Text is written as UTF-8 with any lone surrogate (e.g. from a model's `\\ud800` escape)
+  replaced by U+FFFD (`squidd.text.utf8`): a write never fails on the text it is given.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from squidd.errors import StorageError
+from squidd.text import utf8
 
 _SLUG_BAD = re.compile(r"[^a-z0-9._-]+")
 _SLUG_MAX = 48
@@ -70,7 +73,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int = 0o600) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+    atomic_write_bytes(path, utf8(text), mode=mode)
 
 
 def read_text_or_empty(path: Path) -> str:
@@ -115,7 +118,7 @@ def append_lines_locked(path: Path, lines: Sequence[str], *, fsync: bool = True)
     for line in lines:
         if "\n" in line or "\r" in line:
             raise ValueError("a line to append must not contain a line break")
-    payload = "".join(f"{line}\n" for line in lines).encode("utf-8")
+    payload = utf8("".join(f"{line}\n" for line in lines))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -1,5 +1,10 @@
 """structlog setup: JSON lines off a terminal (journald), readable console output on one,
-and a processor that redacts secrets from every event before it is rendered."""
+and a processor that redacts secrets from every event before it is rendered.
+
+Libraries (matrix-nio, aioimaplib, apscheduler, ...) log through the stdlib `logging`; their
+records go through the same processors and renderer (`structlog.stdlib.ProcessorFormatter`),
+so with JSON output every record, a multi-line message or a traceback included, is one JSON
+object on one line (`"logger"` names the library), scrubbed like our own events."""
 
 from __future__ import annotations
 
@@ -78,17 +83,6 @@ def _scrub_rendered(redactor: SecretRedactor) -> Any:
     return processor
 
 
-class _ScrubbingFormatter(logging.Formatter):
-    """Formats a stdlib record (message and traceback), then scrubs the text."""
-
-    def __init__(self, redactor: SecretRedactor) -> None:
-        super().__init__("%(name)s: %(message)s")
-        self._redactor = redactor
-
-    def format(self, record: logging.LogRecord) -> str:
-        return self._redactor.scrub(super().format(record))
-
-
 def _scrubbed_traceback(redactor: SecretRedactor) -> Any:
     """The console renderer's exception formatter, with the traceback text scrubbed."""
 
@@ -117,14 +111,14 @@ def configure_logging(
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         redactor,
     ]
-    renderer: Any
+    renderer: list[Any]
     if use_json:
-        tail: list[Any] = [
+        renderer = [
+            structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
             _scrub_rendered(redactor),
             structlog.processors.JSONRenderer(),
         ]
-        renderer = tail
     else:
         renderer = [
             structlog.dev.ConsoleRenderer(
@@ -139,12 +133,18 @@ def configure_logging(
         cache_logger_on_first_use=False,
     )
     # Libraries (nio, aioimaplib, apscheduler) log through the stdlib: route them to the same
-    # stream at warning and above, so they neither vanish nor flood, and scrub them too.
+    # stream at warning and above, so they neither vanish nor flood, rendered (and scrubbed)
+    # by the same processors as our own events.
     root = logging.getLogger()
     for previous in [h for h in root.handlers if getattr(h, "squidd_handler", False)]:
         root.removeHandler(previous)
     handler = logging.StreamHandler(out)
-    handler.setFormatter(_ScrubbingFormatter(redactor))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer],
+        )
+    )
     handler.squidd_handler = True  # type: ignore[attr-defined]  # marks ours for a re-configure
     root.addHandler(handler)
     root.setLevel(logging.WARNING)

@@ -66,6 +66,9 @@ class MatrixSettings(Section):
     """Longer replies are split into several events (the homeserver caps events at 64 KiB,
     and HTML plus encryption roughly triple the size)."""
     typing_notice: bool = True
+    max_text_chars: int = Field(default=20_000, gt=0)
+    """Most characters of one message the model sees; the rest is cut and the model is told
+    so (a huge message would otherwise ride along in every request of the room)."""
 
     sync_timeout_s: float = Field(default=30.0, gt=0, le=300)
     timeline_limit: int = Field(default=100, ge=1, le=1000)

@@ -37,6 +37,7 @@ from squidd.core.models import (
     ToolDefinition,
 )
 from squidd.errors import LLMRejectedError, LLMUnavailableError
+from squidd.text import clean_text
 
 log = structlog.get_logger()
 
@@ -62,19 +63,22 @@ class _NextModel(Exception):
 
 
 def to_openai_message(message: Message) -> dict[str, Any]:
-    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    # Tool results (a file, a command's output) may carry lone surrogates; the request's
+    # JSON encoding would fail on them, so every text goes out as valid Unicode.
+    content = None if message.content is None else clean_text(message.content)
+    data: dict[str, Any] = {"role": message.role, "content": content}
     if message.role == "assistant" and message.tool_calls:
         data["tool_calls"] = [
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
+                "function": {"name": call.name, "arguments": clean_text(call.arguments)},
             }
             for call in message.tool_calls
         ]
     if message.role == "tool":
         data["tool_call_id"] = message.tool_call_id
-        data["content"] = message.content or ""
+        data["content"] = content or ""
     return data
 
 
@@ -210,7 +214,9 @@ class OpenAILLM:
                 if delta is None:
                     continue
                 if delta.content:
-                    yield TextDelta(delta.content)
+                    # A `\\ud800` escape in the stream decodes to a lone surrogate, which no
+                    # store or channel can encode: the model's text enters squidd clean.
+                    yield TextDelta(clean_text(delta.content))
                 for position, tc in enumerate(delta.tool_calls or ()):
                     index = tc.index if tc.index is not None else position
                     slot = slots.setdefault(index, _CallSlot())
@@ -250,7 +256,7 @@ class OpenAILLM:
                 ToolCall(
                     id=slot.id or f"call_{uuid.uuid4().hex[:12]}",
                     name=slot.name or "",
-                    arguments="".join(slot.arguments),
+                    arguments=clean_text("".join(slot.arguments)),
                 )
                 for _, slot in sorted(slots.items())
             )

@@ -39,7 +39,13 @@ async def test_bad_input_is_survived(
     data_dir = jail / "x" / "y" / "data"
     data_dir.mkdir(parents=True)
     outside_before = _files(jail) - _files(data_dir)
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id, traveller_user.user_id])
+    # The cap on inbound text is lifted: the 60 KB echo exercises the splitting of replies.
+    settings = bot_settings(
+        synapse,
+        bot,
+        allowed_users=[alice.user_id, traveller_user.user_id],
+        max_text_chars=100_000,
+    )
     big = "\n".join(f"line {i:05d} " + "x" * 50 for i in range(1000))  # ~60 KB
     assert len(big.encode()) >= 60_000
 

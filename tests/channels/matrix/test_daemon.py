@@ -4,6 +4,7 @@ homeserver restart in the middle of a conversation. Each message is answered exa
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -243,3 +244,41 @@ async def test_revoked_token_fails_the_channel_not_the_daemon(
     assert token not in status.stdout + daemon.log_text()
     assert daemon.proc.poll() is None  # the daemon keeps running
     assert await daemon.stop() == 0
+
+
+async def test_a_lone_surrogate_in_an_encrypted_message_is_answered_and_kept(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    """The homeserver cannot check an encrypted body: a lone surrogate in it reaches the
+    bot. The turn runs (no crash apology), the model gets valid text, the history keeps the
+    message, and every line the daemon logs (nio's included) is one JSON object."""
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
+    squidds.append(daemon)
+    await daemon.wait_event("matrix_connected")
+    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
+    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+    await alice.sync()
+    odd = await alice.send(room, "odd \ud800 text")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, odd), "reply")
+    assert await daemon.stop() == 0
+
+    assert [r.content["body"] for r in alice.replies_to(bot.user_id, odd)] == [
+        "echo: odd \ufffd text"
+    ]
+    assert user_texts(fake_llm) == ["odd \ufffd text"]
+    [history] = (tmp_path / "data" / "sessions").glob("*.jsonl")
+    users = [
+        json.loads(line)["content"]
+        for line in history.read_text(encoding="utf-8").splitlines()
+        if json.loads(line)["role"] == "user"
+    ]
+    assert users == ["odd \ufffd text"]
+    for line in daemon.log_text().splitlines():
+        assert isinstance(json.loads(line), dict), line

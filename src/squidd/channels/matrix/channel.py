@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import time
 import uuid
 from collections import OrderedDict
@@ -62,6 +63,7 @@ from squidd.channels.matrix.client import (
     call,
     describe,
     open_client,
+    send_refusal,
     translate,
 )
 from squidd.channels.matrix.policy import Policy
@@ -88,6 +90,10 @@ BACKFILL_MAX_PAGES = 50
 TYPING_TIMEOUT_MS = 30_000
 TYPING_REFRESH_S = 20.0
 TYPING_MAX_S = 15 * 60  # a turn that never ends must not type forever
+TRUNCATED_NOTE = "\n[... truncated: the message is longer than what is shown here]"
+# An event id as the spec types it: `$` and printable ASCII (the opaque ids of old room
+# versions, url-safe base64 hashes of newer ones), at most 255 bytes.
+_EVENT_ID_RE = re.compile(r"\$[\x21-\x7e]{1,254}")
 
 
 @dataclass(slots=True)
@@ -428,7 +434,7 @@ class MatrixChannel:
     ) -> None:
         if isinstance(event, MegolmEvent):
             await self._undecryptable(client, ledger, batch, room_id, event)
-        elif isinstance(event, RoomMessageText | RoomMessageEmote | RoomMessageNotice):
+        elif _is_text_message(event):
             await self._message(client, inbox, ledger, batch, room_id, event)
         elif isinstance(event, BadEvent | UnknownBadEvent):
             log.info("matrix_event_malformed", type=_event_type(event), error=_bad_reason(event))
@@ -443,6 +449,11 @@ class MatrixChannel:
         sender: str = event.sender
         if sender == client.user_id or not self.policy.user_allowed(sender):
             log.debug("matrix_message_ignored", sender=sender, reason="undecryptable, not allowed")
+            return
+        malformed = e2ee.malformed_megolm(event)
+        if malformed is not None:
+            # No key will ever open it: not held back, no key requests for made-up sessions.
+            log.warning("matrix_undecryptable_malformed", sender=sender, reason=malformed)
             return
         reason = e2ee.undecryptable_reason(client, event)
         log.warning(
@@ -472,7 +483,7 @@ class MatrixChannel:
                 del self._undecrypted[event_id]
                 log.info("matrix_decrypted_late", room=item.room_id, event_id=event_id)
                 delivered = False
-                if isinstance(decrypted, RoomMessageText | RoomMessageEmote | RoomMessageNotice):
+                if _is_text_message(decrypted):
                     delivered = await self._message(
                         client, inbox, ledger, item.batch, item.room_id, decrypted
                     )
@@ -525,9 +536,19 @@ class MatrixChannel:
         body = content.get("body")
         text = body if isinstance(body, str) else ""
         in_reply_to = relates.get("m.in_reply_to")
-        if isinstance(in_reply_to, Mapping) and not relates.get("is_falling_back"):
+        if isinstance(in_reply_to, Mapping) and relates.get("is_falling_back") is not True:
             text = strip_reply_fallback(text)
-        thread_root = relates.get("event_id") if relates.get("rel_type") == "m.thread" else None
+        full_chars = len(text)
+        if full_chars > self._cfg.max_text_chars:
+            # One huge message would ride along in every request of the room until the next
+            # consolidation; the model is told it sees only the beginning.
+            text = text[: self._cfg.max_text_chars].rstrip() + TRUNCATED_NOTE
+        # Only what the spec types it as is copied into the reply's relation.
+        thread_root = (
+            event_id_or_none(relates.get("event_id"))
+            if relates.get("rel_type") == "m.thread"
+            else None
+        )
         event_id: str = event.event_id
         meta: dict[str, Any] = {
             "room_id": room_id,
@@ -551,7 +572,8 @@ class MatrixChannel:
         log.info(
             "matrix_message_received",
             sender=sender,
-            chars=len(text),
+            chars=full_chars,
+            truncated=full_chars > self._cfg.max_text_chars,
             reason=decision.reason,
             encrypted=meta["encrypted"],
         )
@@ -597,11 +619,15 @@ class MatrixChannel:
             self._typing_wakeup = anyio.Event()
             now = self._monotonic()
             for room_id, leases in list(self._typing.items()):
+                # Each send awaits: an ack may have ended this room's turns meanwhile (and
+                # `_stop_typing` sent the "stopped" notice). The snapshot is stale then.
+                if self._typing.get(room_id) is not leases:
+                    continue
                 for event_id, began in list(leases.items()):
                     if now - began > TYPING_MAX_S:
                         del leases[event_id]
                 if not leases:
-                    del self._typing[room_id]
+                    self._typing.pop(room_id, None)
                     await self._send_typing(client, room_id, typing=False)
                 else:
                     await self._send_typing(client, room_id, typing=True)
@@ -632,7 +658,7 @@ class MatrixChannel:
         if reply_to is not None and reply_to.channel != CHANNEL:
             reply_to = None
         pieces = self._pieces(outbound.text)
-        thread_root = reply_to.thread_root if reply_to is not None else None
+        thread_root = event_id_or_none(reply_to.thread_root) if reply_to else None
         previous = reply_to.source_id if reply_to is not None else None
         for index, piece in enumerate(pieces):
             content = dict(piece)
@@ -707,10 +733,10 @@ class MatrixChannel:
             if isinstance(response, RoomSendResponse):
                 event_id: str = response.event_id
                 return event_id
-            error = translate("sending a message", response)
-            if isinstance(error, PermanentError) and not isinstance(error, TokenRejectedError):
-                raise error
-            raise DeliveryError(str(error))
+            if isinstance(response, ErrorResponse):
+                raise send_refusal(room_id, response)
+            answer = type(response).__name__
+            raise DeliveryError(f"sending to {room_id}: unexpected answer {answer}")
         raise DeliveryError(f"cannot send to {room_id}")
 
 
@@ -720,6 +746,32 @@ def _tx_id(reply_to: Inbound | None, index: int, body: str) -> str:
         return f"squidd-{uuid.uuid4().hex}"
     digest = hashlib.sha256(f"{reply_to.source_id}\0{index}\0{body}".encode()).hexdigest()
     return f"squidd-{digest[:32]}"
+
+
+def event_id_or_none(value: Any) -> str | None:
+    """`value` if it is an event id the spec allows, else None (a `42`, an object, junk)."""
+    if isinstance(value, str) and _EVENT_ID_RE.fullmatch(value):
+        return value
+    return None
+
+
+def _is_text_message(event: Any) -> bool:
+    """A text message we can answer: a valid one, or one nio refused over an optional field
+    (a non-string `formatted_body`) whose `body` is a proper string."""
+    if isinstance(event, RoomMessageText | RoomMessageEmote | RoomMessageNotice):
+        return True
+    if not isinstance(event, BadEvent):
+        return False
+    source = event.source if isinstance(event.source, Mapping) else {}
+    content = source.get("content")
+    return (
+        source.get("type") == "m.room.message"
+        and isinstance(content, Mapping)
+        and content.get("msgtype") in ("m.text", "m.emote", "m.notice")
+        and isinstance(content.get("body"), str)
+        and isinstance(event.sender, str)
+        and isinstance(event.event_id, str)
+    )
 
 
 def _event_id(event: Any) -> str:

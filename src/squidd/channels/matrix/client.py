@@ -3,11 +3,19 @@
 nio returns `ErrorResponse` objects for refusals and raises aiohttp/asyncio errors for
 network trouble; both are turned into `TransientError` (worth retrying) or
 `PermanentError` (a human must act: a revoked token, a wrong password) here, at the edge.
+A refused *send* is permanent when the homeserver said no for good (a 4xx such as
+M_FORBIDDEN after the bot was kicked, M_TOO_LARGE); 429, 5xx and the network stay transient.
+
+nio names its device-trust files after the raw user and device ids; `SafeStore` names
+them with `safe_name` when the raw ids are no plain file name (`@../../etc:server` is a
+user id Synapse accepts).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
@@ -20,10 +28,12 @@ from nio import (
     LoginResponse,
     WhoamiResponse,
 )
+from nio.store import DefaultStore, MatrixStore
+from nio.store.file_trustdb import KeyStore
 
 from squidd.channels.matrix.state import Credentials, MatrixFiles
 from squidd.config.matrix import MatrixSettings
-from squidd.errors import PermanentError, TransientError
+from squidd.errors import DeliveryError, PermanentError, TransientError
 from squidd.secrets import secret_value
 
 log = structlog.get_logger()
@@ -37,6 +47,11 @@ NETWORK_ERRORS: tuple[type[BaseException], ...] = (
 _PERMANENT_CODES = frozenset(
     {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_USER_DEACTIVATED", "M_FORBIDDEN"}
 )
+
+
+# Refusals that say "not now" rather than "never", whatever the HTTP status.
+_SEND_RETRY_CODES = frozenset({"M_LIMIT_EXCEEDED", "M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"})
+_SEND_RETRY_STATUSES = frozenset({408, 425, 429})
 
 
 class TokenRejectedError(PermanentError):
@@ -62,6 +77,22 @@ def translate(action: str, response: ErrorResponse, *, login: bool = False) -> E
     return TransientError(message)
 
 
+def send_refusal(room_id: str, response: ErrorResponse) -> PermanentError | DeliveryError:
+    """The error for a refused send: permanent for a 4xx refusal, else worth a retry.
+
+    A rejected token is left to the sync loop, which fails the channel; the reply waits.
+    """
+    code = response.status_code or "unknown"
+    transport = getattr(response, "transport_response", None)
+    status = getattr(transport, "status", None)
+    message = f"sending to {room_id} refused by the homeserver: {code} {response.message or ''}"
+    if code in _SEND_RETRY_CODES or not isinstance(status, int):
+        return DeliveryError(message.strip())
+    if 400 <= status < 500 and status not in _SEND_RETRY_STATUSES:
+        return PermanentError(message.strip())
+    return DeliveryError(message.strip())
+
+
 async def call(action: str, awaitable: Any) -> Any:
     """Await a nio request; network failures become `TransientError`."""
     try:
@@ -70,8 +101,22 @@ async def call(action: str, awaitable: Any) -> Any:
         raise TransientError(f"{action}: homeserver unreachable ({describe(exc)})") from exc
 
 
+@dataclass
+class SafeStore(DefaultStore):  # type: ignore[misc]  # nio is untyped
+    """nio's default store with trust files that cannot be steered out of the store dir."""
+
+    def __post_init__(self) -> None:
+        MatrixStore.__post_init__(self)
+        base = MatrixFiles.trust_name(self.user_id, self.device_id)
+        path = os.path.join(self.store_path, base)
+        self.trust_db = KeyStore(f"{path}.trusted_devices")
+        self.blacklist_db = KeyStore(f"{path}.blacklisted_devices")
+        self.ignore_db = KeyStore(f"{path}.ignored_devices")
+
+
 def client_config(settings: MatrixSettings, store_name: str = "") -> AsyncClientConfig:
     return AsyncClientConfig(
+        store=SafeStore,
         encryption_enabled=settings.e2ee and bool(store_name),
         store_sync_tokens=False,  # the position is ours to persist, after the acks
         store_name=store_name,

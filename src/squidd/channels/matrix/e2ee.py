@@ -11,11 +11,14 @@ sessions with their new devices. Then apply the trust policy:
 * `all`: no device is marked; replies are encrypted for every device in the room.
 
 An event that cannot be decrypted is logged with the reason and retried when new keys
-arrive; it never crashes the loop.
+arrive; it never crashes the loop. One that no key can ever open (`malformed_megolm`: an
+unknown algorithm, a session id or key that is no base64 key) is not waited for, and no key
+is requested for it: anyone in a room can send such junk.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +26,11 @@ import structlog
 from nio import AsyncClient, ErrorResponse, MegolmEvent
 
 log = structlog.get_logger()
+
+MEGOLM = "m.megolm.v1.aes-sha2"
+# Unpadded base64 of a 32-byte key is 43 characters; allow padding and URL-safe base64.
+_KEY_RE = re.compile(r"[A-Za-z0-9+/_-]{43}={0,2}")
+_CIPHERTEXT_RE = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
 
 
 async def maintain_keys(client: AsyncClient) -> None:
@@ -105,3 +113,23 @@ def undecryptable_reason(client: AsyncClient, event: MegolmEvent) -> str:
     except Exception as exc:  # noqa: BLE001 - we only want the reason text
         return str(exc) or type(exc).__name__
     return "decryptable now"
+
+
+def malformed_megolm(event: MegolmEvent) -> str | None:
+    """Why no room key can ever decrypt `event`, or None if it looks like a Megolm event."""
+    content = event.source.get("content") if isinstance(event.source, dict) else None
+    if not isinstance(content, dict):
+        return "no content"
+    if content.get("algorithm") != MEGOLM:
+        return "unsupported algorithm"
+    for field in ("session_id", "sender_key"):
+        value = content.get(field)
+        if not isinstance(value, str) or not _KEY_RE.fullmatch(value):
+            return f"{field} is not a base64 key"
+    ciphertext = content.get("ciphertext")
+    if not isinstance(ciphertext, str) or not _CIPHERTEXT_RE.fullmatch(ciphertext):
+        return "ciphertext is not base64"
+    device_id = content.get("device_id")
+    if device_id is not None and not isinstance(device_id, str):
+        return "device_id is not a string"
+    return None

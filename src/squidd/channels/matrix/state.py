@@ -4,7 +4,8 @@ Layout under `<data_dir>/matrix/` (file names never derive from room or user ids
 `safe_name`):
 * `credentials.json` — user id, device id and access token of a password login (0600);
 * `sync.json`        — the sync position (`next_batch`) of the last fully handled batch;
-* `store/`           — matrix-nio's encryption store (Olm account, Megolm sessions).
+* `store/`           — matrix-nio's encryption store (Olm account, Megolm sessions) and its
+                       device-trust files (`trust_name`).
 
 `SyncLedger` holds the batches of the sync stream that still have unacknowledged events.
 The persisted position advances to a batch's `next_batch` only when that batch and every
@@ -60,6 +61,15 @@ class MatrixFiles:
     def store_name(user_id: str, device_id: str) -> str:
         """nio's store file name; nio would otherwise build it from the raw ids."""
         return safe_name(f"{user_id}|{device_id}") + ".db"
+
+    @staticmethod
+    def trust_name(user_id: str, device_id: str) -> str:
+        """The stem of nio's device-trust files: nio's own `<user>_<device>` when that is a
+        plain file name (so existing trust decisions are kept), else a `safe_name`."""
+        raw = f"{user_id}_{device_id}"
+        if "/" in raw or "\x00" in raw or raw.startswith("."):
+            return safe_name(raw)
+        return raw
 
     async def _read_json(self, path: Path) -> dict[str, Any] | None:
         text = await anyio.to_thread.run_sync(read_text_or_empty, path)
