@@ -73,6 +73,7 @@ async def test_torn_and_garbage_files_are_skipped_with_a_warning_and_kept(
     directory = runs_dir(tmp_path)
     torn = directory / "torn.json"
     torn.write_text('{"channel": "cron", "sour')
+    (directory / "list.json").write_text("[1, 2]")  # JSON, but not an object
     (directory / "binary.json").write_bytes(b"\xff\x00\xfe")
     (directory / "missing-keys.json").write_text('{"channel": "cron"}')
     (directory / ".half.json.abc.tmp").write_text("{")  # an atomic write cut short
@@ -80,7 +81,7 @@ async def test_torn_and_garbage_files_are_skipped_with_a_warning_and_kept(
     with capture_logs() as logs:
         assert await runs.load() == [RUN]
     warned = sorted(Path(e["path"]).name for e in logs if e["event"] == "pending_run_unreadable")
-    assert warned == ["binary.json", "missing-keys.json", "torn.json"]
+    assert warned == ["binary.json", "list.json", "missing-keys.json", "torn.json"]
     assert torn.read_text() == '{"channel": "cron", "sour'
 
 

@@ -26,14 +26,15 @@ log = structlog.get_logger()
 
 T = TypeVar("T")
 
-_DECODE_ERRORS = (ValueError, KeyError, TypeError)
+# AttributeError: valid JSON that is not an object (`[1, 2]`) meets `data.get` in a decoder.
+_DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
 
 
 class JsonDir(Generic[T]):
     """Records of one kind (`kind`, snake_case, e.g. "pending_run") decoded by `decode`.
 
-    `decode` gets the parsed JSON and raises ValueError, KeyError or TypeError when it is
-    not a record of this kind.
+    `decode` gets the parsed JSON and raises ValueError, KeyError, TypeError or
+    AttributeError when it is not a record of this kind.
     """
 
     def __init__(self, directory: Path, *, kind: str, decode: Callable[[Any], T]) -> None:
