@@ -105,7 +105,8 @@ def test_concurrent_edits_are_not_lost(tmp_path: Path) -> None:
 
     def add(store: JobsFile, index: int) -> None:
         for n in range(10):
-            store.modify_sync(lambda current, n=n: [*current, job(f"j{index}-{n}")])
+            new = job(f"j{index}-{n}")
+            store.modify_sync(lambda current: [*current, new])  # noqa: B023 - called at once
 
     threads = [threading.Thread(target=add, args=(s, i)) for i, s in enumerate(stores)]
     for thread in threads:
