@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
-from pathlib import Path
 
 import anyio
 import pytest
@@ -15,6 +14,7 @@ from squidd.core.scheduling import (
     CronJob,
     CronScheduler,
     Heartbeat,
+    JobStore,
     following_run,
     has_open_items,
     make_job,
@@ -23,7 +23,6 @@ from squidd.core.scheduling import (
     within_hours,
 )
 from squidd.core.supervisor import ChildHealth
-from squidd.store.cron_jobs import JobsFile
 from tests.support.clock import FakeClock
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # a Monday
@@ -158,12 +157,12 @@ async def test_heartbeat_after_a_long_suspend_beats_once_not_twice() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_job_that_no_longer_parses_is_parked_not_fatal(tmp_path: Path) -> None:
+async def test_a_job_that_no_longer_parses_is_parked_not_fatal(job_store: JobStore) -> None:
     """A job whose timezone this machine no longer knows (tzdata changed, or the file was
     edited by hand): it is reported and parked, and the other jobs keep running. Before, the
     scheduler crashed on it, after firing it, and did the same again on every restart."""
     clock = FakeClock(NOW)
-    store = JobsFile(tmp_path)
+    store = job_store
     good = make_job("good", "g", every="1h", timezone="UTC", target="", now=NOW - HOUR)
     bad = replace(
         make_job("bad", "b", every="1h", timezone="UTC", target="", now=NOW - HOUR),
