@@ -1,11 +1,24 @@
-"""Shared fixtures: the anyio backend, and the scripted LLM server."""
+"""Shared fixtures: the anyio backend, the scripted LLM server, and the storage ports.
+
+Each storage-port fixture is parametrised over the file implementation (`[file]`) and the
+in-memory double of `tests/support/doubles.py` (`[double]`): the contract suites in
+`tests/contracts/` hold both to one behaviour, and unit tests that take a fixture (memory,
+agent, scheduler) run on both.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from squidd.core.ports import HandledLog, JobStore, MemoryStore
+from squidd.store.cron_jobs import JobsFile
+from squidd.store.handled import HandledFile
+from squidd.store.jsonl import JsonlStore
+from squidd.store.outbox import OutboxDir
+from tests.support.doubles import InMemoryStore, MemoryHandledLog, MemoryJobStore, MemoryOutbox
 from tests.support.fake_llm import FakeLLM
 
 
@@ -18,3 +31,23 @@ def anyio_backend() -> str:
 def fake_llm() -> Iterator[FakeLLM]:
     with FakeLLM() as server:
         yield server
+
+
+@pytest.fixture(params=["file", "double"])
+def memory_store(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStore:
+    return JsonlStore(tmp_path) if request.param == "file" else InMemoryStore()
+
+
+@pytest.fixture(params=["file", "double"])
+def handled_log(request: pytest.FixtureRequest, tmp_path: Path) -> HandledLog:
+    return HandledFile(tmp_path) if request.param == "file" else MemoryHandledLog()
+
+
+@pytest.fixture(params=["file", "double"])
+def outbox(request: pytest.FixtureRequest, tmp_path: Path) -> OutboxDir | MemoryOutbox:
+    return OutboxDir(tmp_path) if request.param == "file" else MemoryOutbox()
+
+
+@pytest.fixture(params=["file", "double"])
+def job_store(request: pytest.FixtureRequest, tmp_path: Path) -> JobStore:
+    return JobsFile(tmp_path) if request.param == "file" else MemoryJobStore()

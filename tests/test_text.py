@@ -121,7 +121,7 @@ async def test_a_lone_surrogate_in_the_history_does_not_break_the_request() -> N
 
 async def test_a_turn_keeps_the_user_message_when_the_text_was_odd(tmp_path: Path) -> None:
     """Model output with a lone surrogate is stored and answered, not a crash."""
-    loop, store, _mock = make_loop(tmp_path, Reply(content=f"answer {LONE}"))
+    loop, store, _mock = make_loop(JsonlStore(tmp_path), Reply(content=f"answer {LONE}"))
     reply = await loop.run(SessionId("s"), clean_text(BAD), "test")
     assert reply == "answer \ufffd"
     window = await store.load_window(SessionId("s"))

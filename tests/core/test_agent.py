@@ -1,5 +1,6 @@
 """AgentLoop: tool loop, extra_tools (document 000), errors as tool results, one append per
-turn. The LLM is the real adapter over a mocked HTTP transport; the store is real files."""
+turn. The LLM is the real adapter over a mocked HTTP transport; the store is the
+`memory_store` fixture (the JSONL files, and the in-memory double)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from squidd.core.agent import AgentLoop
 from squidd.core.memory import MemoryManager
 from squidd.core.models import HistoryWindow, SessionId, ToolResult
+from squidd.core.ports import MemoryStore
 from squidd.core.tools import ToolRegistry
 from squidd.errors import LLMError, ToolError
 from squidd.gateway.runtime import StaticPrompt
@@ -53,9 +55,8 @@ class ExplodingTool(EchoTool):
 
 
 def make_loop(
-    tmp_path: Path, *replies: Reply | str, registry: ToolRegistry | None = None, **kw: Any
-) -> tuple[AgentLoop, JsonlStore, MockLLM]:
-    store = JsonlStore(tmp_path)
+    store: MemoryStore, *replies: Reply | str, registry: ToolRegistry | None = None, **kw: Any
+) -> tuple[AgentLoop, MemoryStore, MockLLM]:
     llm, mock = scripted_llm(*replies)
     memory = MemoryManager(store, llm, consolidation_threshold=100)
     loop = AgentLoop(
@@ -72,8 +73,8 @@ def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
 
-async def test_plain_reply_is_returned_and_persisted_once(tmp_path: Path) -> None:
-    loop, store, mock = make_loop(tmp_path, "hello there")
+async def test_plain_reply_is_returned_and_persisted_once(memory_store: MemoryStore) -> None:
+    loop, store, mock = make_loop(memory_store, "hello there")
     reply = await loop.run(SESSION, "hi", "matrix")
     assert reply == "hello there"
     window = await store.load_window(SESSION)
@@ -84,8 +85,10 @@ async def test_plain_reply_is_returned_and_persisted_once(tmp_path: Path) -> Non
     assert mock.requests[0]["messages"][0] == {"role": "system", "content": "test prompt"}
 
 
-async def test_extra_tool_callable_via_run(tmp_path: Path) -> None:
-    loop, _, mock = make_loop(tmp_path, Reply(tool_calls=[("echo", {"text": "via extra"})]), "done")
+async def test_extra_tool_callable_via_run(memory_store: MemoryStore) -> None:
+    loop, _, mock = make_loop(
+        memory_store, Reply(tool_calls=[("echo", {"text": "via extra"})]), "done"
+    )
     echo = EchoTool()
     reply = await loop.run(SESSION, "go", "matrix", extra_tools=[echo])
     assert reply == "done"
@@ -94,19 +97,19 @@ async def test_extra_tool_callable_via_run(tmp_path: Path) -> None:
     assert [t["function"]["name"] for t in mock.requests[0]["tools"]] == ["echo"]
 
 
-async def test_extra_tool_does_not_pollute_registry(tmp_path: Path) -> None:
+async def test_extra_tool_does_not_pollute_registry(memory_store: MemoryStore) -> None:
     registry = ToolRegistry()
-    loop, _, mock = make_loop(tmp_path, "ok", "ok", registry=registry)
+    loop, _, mock = make_loop(memory_store, "ok", "ok", registry=registry)
     await loop.run(SESSION, "first", "matrix", extra_tools=[EchoTool()])
     assert registry.names() == []
     await loop.run(SESSION, "second", "matrix")
     assert "tools" not in mock.requests[1]
 
 
-async def test_extra_tools_dispatched_before_registry(tmp_path: Path) -> None:
+async def test_extra_tools_dispatched_before_registry(memory_store: MemoryStore) -> None:
     registered, extra = EchoTool(), EchoTool()
     loop, _, _ = make_loop(
-        tmp_path,
+        memory_store,
         Reply(tool_calls=[("echo", {"text": "x"})]),
         "done",
         registry=ToolRegistry([registered]),
@@ -115,9 +118,9 @@ async def test_extra_tools_dispatched_before_registry(tmp_path: Path) -> None:
     assert extra.calls and not registered.calls
 
 
-async def test_malformed_tool_arguments_go_back_to_the_model(tmp_path: Path) -> None:
+async def test_malformed_tool_arguments_go_back_to_the_model(memory_store: MemoryStore) -> None:
     loop, _, mock = make_loop(
-        tmp_path, Reply(tool_calls=[("echo", '{"text": "unterminated')]), "sorry"
+        memory_store, Reply(tool_calls=[("echo", '{"text": "unterminated')]), "sorry"
     )
     reply = await loop.run(SESSION, "go", "matrix", extra_tools=[EchoTool()])
     assert reply == "sorry"
@@ -125,16 +128,16 @@ async def test_malformed_tool_arguments_go_back_to_the_model(tmp_path: Path) -> 
     assert result.startswith("Error:") and "not valid JSON" in result
 
 
-async def test_tool_raising_becomes_error_result(tmp_path: Path) -> None:
-    loop, _, mock = make_loop(tmp_path, Reply(tool_calls=[("explode", {})]), "recovered")
+async def test_tool_raising_becomes_error_result(memory_store: MemoryStore) -> None:
+    loop, _, mock = make_loop(memory_store, Reply(tool_calls=[("explode", {})]), "recovered")
     reply = await loop.run(SESSION, "go", "matrix", extra_tools=[ExplodingTool()])
     assert reply == "recovered"
     assert "kaboom" in tool_messages(mock.requests[1])[0]["content"]
 
 
-async def test_tool_error_and_unknown_tool(tmp_path: Path) -> None:
+async def test_tool_error_and_unknown_tool(memory_store: MemoryStore) -> None:
     loop, _, mock = make_loop(
-        tmp_path,
+        memory_store,
         Reply(tool_calls=[("echo", {}), ("nope", {})]),
         "ok",
     )
@@ -144,9 +147,9 @@ async def test_tool_error_and_unknown_tool(tmp_path: Path) -> None:
     assert "unknown tool 'nope'" in results[1]
 
 
-async def test_round_limit_ends_the_turn(tmp_path: Path) -> None:
+async def test_round_limit_ends_the_turn(memory_store: MemoryStore) -> None:
     calls = [Reply(tool_calls=[("echo", {"text": str(i)})]) for i in range(3)]
-    loop, store, mock = make_loop(tmp_path, *calls, max_tool_rounds=3)
+    loop, store, mock = make_loop(memory_store, *calls, max_tool_rounds=3)
     reply = await loop.run(SESSION, "loop forever", "matrix", extra_tools=[EchoTool()])
     assert "3 rounds" in reply
     assert len(mock.requests) == 3
@@ -154,15 +157,17 @@ async def test_round_limit_ends_the_turn(tmp_path: Path) -> None:
     assert window.messages[-1].content == reply
 
 
-async def test_whole_turn_persisted_in_order(tmp_path: Path) -> None:
-    loop, store, _ = make_loop(tmp_path, Reply(tool_calls=[("echo", {"text": "a"})]), "final")
+async def test_whole_turn_persisted_in_order(memory_store: MemoryStore) -> None:
+    loop, store, _ = make_loop(memory_store, Reply(tool_calls=[("echo", {"text": "a"})]), "final")
     await loop.run(SESSION, "go", "matrix", extra_tools=[EchoTool()])
     roles = [m.role for m in (await store.load_window(SESSION)).messages]
     assert roles == ["user", "assistant", "tool", "assistant"]
 
 
-async def test_history_is_sent_on_the_next_turn(tmp_path: Path) -> None:
-    loop, _, mock = make_loop(tmp_path, Reply(tool_calls=[("echo", {"text": "a"})]), "one", "two")
+async def test_history_is_sent_on_the_next_turn(memory_store: MemoryStore) -> None:
+    loop, _, mock = make_loop(
+        memory_store, Reply(tool_calls=[("echo", {"text": "a"})]), "one", "two"
+    )
     await loop.run(SESSION, "first", "matrix", extra_tools=[EchoTool()])
     await loop.run(SESSION, "second", "matrix", extra_tools=[EchoTool()])
     sent = mock.requests[2]["messages"]
@@ -170,8 +175,8 @@ async def test_history_is_sent_on_the_next_turn(tmp_path: Path) -> None:
     assert sent[2]["tool_calls"][0]["function"]["name"] == "echo"
 
 
-async def test_failed_turn_keeps_the_user_message(tmp_path: Path) -> None:
-    store = JsonlStore(tmp_path)
+async def test_failed_turn_keeps_the_user_message(memory_store: MemoryStore) -> None:
+    store = memory_store
     llm, _ = scripted_llm(Reply(status=503), Reply(status=503), max_retries=1)
     loop = AgentLoop(
         llm=llm,
@@ -185,9 +190,11 @@ async def test_failed_turn_keeps_the_user_message(tmp_path: Path) -> None:
     assert [(m.role, m.content) for m in window.messages] == [("user", "are you there?")]
 
 
-async def test_memory_write_via_extra_tools_reaches_other_sessions(tmp_path: Path) -> None:
+async def test_memory_write_via_extra_tools_reaches_other_sessions(
+    memory_store: MemoryStore,
+) -> None:
     loop, store, mock = make_loop(
-        tmp_path,
+        memory_store,
         Reply(tool_calls=[("memory_write", {"content": "Owner's cat is called Miso."})]),
         "noted",
         "hello",
@@ -201,22 +208,24 @@ async def test_memory_write_via_extra_tools_reaches_other_sessions(tmp_path: Pat
     assert "## Your Memory\n\nOwner's cat is called Miso." in system
 
 
-async def test_policy_hides_tools(tmp_path: Path) -> None:
+async def test_policy_hides_tools(memory_store: MemoryStore) -> None:
     class NoEcho:
         def allows(self, tool: str, channel: str, session: SessionId) -> bool:
             return not (tool == "echo" and channel == "email")
 
-    loop, _, mock = make_loop(tmp_path, "a", "b", policy=NoEcho())
+    loop, _, mock = make_loop(memory_store, "a", "b", policy=NoEcho())
     await loop.run(SESSION, "x", "email", extra_tools=[EchoTool()])
     await loop.run(SESSION, "x", "matrix", extra_tools=[EchoTool()])
     assert "tools" not in mock.requests[0]
     assert json.dumps(mock.requests[1]["tools"]).count('"echo"') == 1
 
 
-async def test_turn_broken_by_anything_else_keeps_the_user_message(tmp_path: Path) -> None:
+async def test_turn_broken_by_anything_else_keeps_the_user_message(
+    memory_store: MemoryStore,
+) -> None:
     """Not only a model failure: whatever breaks the turn (here the stream's consumer, as a
     terminal whose output went away), the user's message stays in the history."""
-    loop, store, _ = make_loop(tmp_path, "a reply nobody sees")
+    loop, store, _ = make_loop(memory_store, "a reply nobody sees")
 
     async def broken_output(event: object) -> None:
         raise BrokenPipeError("stdout closed")
@@ -227,11 +236,11 @@ async def test_turn_broken_by_anything_else_keeps_the_user_message(tmp_path: Pat
     assert [(m.role, m.content) for m in window.messages] == [("user", "still there?")]
 
 
-async def test_a_finished_turn_is_reused_on_redelivery(tmp_path: Path) -> None:
+async def test_a_finished_turn_is_reused_on_redelivery(memory_store: MemoryStore) -> None:
     """The daemon died after the turn was saved, before the reply was handed on: the same
     message comes again and gets the stored reply, without a second model call."""
     loop, store, mock = make_loop(
-        tmp_path, Reply(tool_calls=[("echo", {"text": "a"})]), "the answer", "other"
+        memory_store, Reply(tool_calls=[("echo", {"text": "a"})]), "the answer", "other"
     )
     first = await loop.run(SESSION, "question", "matrix", extra_tools=[EchoTool()], turn_id="m:1")
     again = await loop.run(SESSION, "question", "matrix", extra_tools=[EchoTool()], turn_id="m:1")
@@ -243,8 +252,8 @@ async def test_a_finished_turn_is_reused_on_redelivery(tmp_path: Path) -> None:
     assert [m.turn for m in users] == ["m:1", "m:2"]
 
 
-async def test_an_unfinished_turn_runs_again(tmp_path: Path) -> None:
-    loop, _, mock = make_loop(tmp_path, Reply(status=400), "now it works", max_tool_rounds=3)
+async def test_an_unfinished_turn_runs_again(memory_store: MemoryStore) -> None:
+    loop, _, mock = make_loop(memory_store, Reply(status=400), "now it works", max_tool_rounds=3)
     with pytest.raises(LLMError):
         await loop.run(SESSION, "question", "matrix", turn_id="m:1")
     assert await loop.run(SESSION, "question", "matrix", turn_id="m:1") == "now it works"

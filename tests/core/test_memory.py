@@ -1,6 +1,6 @@
 """MemoryManager against the design documents: cursor, two-level memory, meta-consolidation,
-warning, keep_recent_ratio. Storage is the real JSONL store in a temp dir; the LLM is the
-real adapter over a mocked HTTP transport."""
+warning, keep_recent_ratio. Storage is the `memory_store` fixture (the real JSONL store in a
+temp dir, and the in-memory double); the LLM is the real adapter over a mocked HTTP transport."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 
 from squidd.core.memory import CONSOLIDATION_WARNING, MemoryManager
 from squidd.core.models import Message, SessionId
+from squidd.core.ports import MemoryStore
 from squidd.store.jsonl import JsonlStore
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
@@ -21,27 +22,27 @@ S1 = SessionId("s1")
 
 
 @pytest.fixture
-def storage(tmp_path: Path) -> JsonlStore:
-    return JsonlStore(tmp_path)
+def storage(memory_store: MemoryStore) -> MemoryStore:
+    return memory_store
 
 
-async def add_users(storage: JsonlStore, count: int, session: SessionId = S1) -> None:
+async def add_users(storage: MemoryStore, count: int, session: SessionId = S1) -> None:
     await storage.append_messages(
         session, [Message(role="user", content=f"msg {i}") for i in range(count)]
     )
 
 
-async def test_cursor_default_is_zero(storage: JsonlStore) -> None:
+async def test_cursor_default_is_zero(storage: MemoryStore) -> None:
     assert await storage.load_consolidated_cursor(S1) == 0
 
 
-async def test_cursor_roundtrip(storage: JsonlStore) -> None:
+async def test_cursor_roundtrip(storage: MemoryStore) -> None:
     await add_users(storage, 50)
     await storage.save_consolidated_cursor(S1, 42)
     assert await storage.load_consolidated_cursor(S1) == 42
 
 
-async def test_consolidation_uses_cursor_not_full_history(storage: JsonlStore) -> None:
+async def test_consolidation_uses_cursor_not_full_history(storage: MemoryStore) -> None:
     """After cursor=4 only the messages after it count: 2 < threshold, no consolidation."""
     llm, mock = scripted_llm()
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
@@ -54,7 +55,7 @@ async def test_consolidation_uses_cursor_not_full_history(storage: JsonlStore) -
     assert mock.requests == []
 
 
-async def test_consolidation_cursor_advances_after_consolidation(storage: JsonlStore) -> None:
+async def test_consolidation_cursor_advances_after_consolidation(storage: MemoryStore) -> None:
     llm, _ = scripted_llm("Summary: advanced.")
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
     await add_users(storage, 5)
@@ -65,7 +66,7 @@ async def test_consolidation_cursor_advances_after_consolidation(storage: JsonlS
     assert [m.content for m in messages[1:]] == ["msg 4", "new"]
 
 
-async def test_no_consolidation_above_threshold_if_cursor_covers_it(storage: JsonlStore) -> None:
+async def test_no_consolidation_above_threshold_if_cursor_covers_it(storage: MemoryStore) -> None:
     llm, mock = scripted_llm()
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
     await add_users(storage, 10)
@@ -86,7 +87,7 @@ async def test_consolidation_survives_restart(tmp_path: Path) -> None:
     assert len(mock.requests) == 1
 
 
-async def test_summary_appends_across_cycles(storage: JsonlStore) -> None:
+async def test_summary_appends_across_cycles(storage: MemoryStore) -> None:
     llm, _ = scripted_llm("one", "two")
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
     await add_users(storage, 5)
@@ -96,7 +97,7 @@ async def test_summary_appends_across_cycles(storage: JsonlStore) -> None:
     assert await storage.load_session_summary(S1) == "one\n\ntwo"
 
 
-async def test_consolidation_failure_keeps_history_and_cursor(storage: JsonlStore) -> None:
+async def test_consolidation_failure_keeps_history_and_cursor(storage: MemoryStore) -> None:
     llm, _ = scripted_llm(Reply(status=400))
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
     await add_users(storage, 5)
@@ -105,7 +106,7 @@ async def test_consolidation_failure_keeps_history_and_cursor(storage: JsonlStor
     assert await storage.load_consolidated_cursor(S1) == 0
 
 
-async def test_window_never_starts_inside_a_turn(storage: JsonlStore) -> None:
+async def test_window_never_starts_inside_a_turn(storage: MemoryStore) -> None:
     """keep_recent=1 would split a tool exchange; the window starts at the turn's user message."""
     from squidd.core.models import ToolCall
 
@@ -128,7 +129,7 @@ async def test_window_never_starts_inside_a_turn(storage: JsonlStore) -> None:
 # --- global memory vs session summary (document 002) ---------------------------------------
 
 
-async def test_global_memory_shown_in_every_session(storage: JsonlStore) -> None:
+async def test_global_memory_shown_in_every_session(storage: MemoryStore) -> None:
     manager = MemoryManager(storage)
     await storage.save_global_memory("User prefers tea.")
     for session in (SessionId("a"), SessionId("b")):
@@ -136,7 +137,7 @@ async def test_global_memory_shown_in_every_session(storage: JsonlStore) -> None
         assert "## Your Memory\n\nUser prefers tea." in (messages[0].content or "")
 
 
-async def test_session_summary_only_in_its_own_session(storage: JsonlStore) -> None:
+async def test_session_summary_only_in_its_own_session(storage: MemoryStore) -> None:
     manager = MemoryManager(storage)
     await storage.save_session_summary(SessionId("a"), "We planned the trip.")
     a = await manager.build_messages(SessionId("a"), "sys", "hi")
@@ -145,7 +146,7 @@ async def test_session_summary_only_in_its_own_session(storage: JsonlStore) -> N
     assert "We planned the trip." not in (b[0].content or "")
 
 
-async def test_system_prompt_order(storage: JsonlStore) -> None:
+async def test_system_prompt_order(storage: MemoryStore) -> None:
     manager = MemoryManager(storage, consolidation_threshold=3, keep_recent_ratio=0.34)
     await storage.save_global_memory("GLOBAL")
     await storage.save_session_summary(S1, "SUMMARY")
@@ -156,7 +157,7 @@ async def test_system_prompt_order(storage: JsonlStore) -> None:
     assert system.endswith(CONSOLIDATION_WARNING)
 
 
-async def test_consolidation_does_not_touch_global_memory(storage: JsonlStore) -> None:
+async def test_consolidation_does_not_touch_global_memory(storage: MemoryStore) -> None:
     llm, _ = scripted_llm("session facts")
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
     await storage.save_global_memory("keep me")
@@ -168,13 +169,13 @@ async def test_consolidation_does_not_touch_global_memory(storage: JsonlStore) -
 # --- _call_llm and meta-consolidation (document 003) ----------------------------------------
 
 
-async def test_call_llm_returns_text_on_success(storage: JsonlStore) -> None:
+async def test_call_llm_returns_text_on_success(storage: MemoryStore) -> None:
     llm, _ = scripted_llm("hello world")
     manager = MemoryManager(storage, llm)
     assert await manager._call_llm([Message(role="user", content="x")]) == "hello world"
 
 
-async def test_call_llm_returns_none_on_exception(storage: JsonlStore) -> None:
+async def test_call_llm_returns_none_on_exception(storage: MemoryStore) -> None:
     llm, _ = scripted_llm(Reply(status=500), max_retries=0)
     manager = MemoryManager(storage, llm)
     with capture_logs() as logs:
@@ -182,13 +183,13 @@ async def test_call_llm_returns_none_on_exception(storage: JsonlStore) -> None:
     assert any(e["event"] == "consolidation_llm_failed" for e in logs)
 
 
-async def test_call_llm_returns_none_on_empty_response(storage: JsonlStore) -> None:
+async def test_call_llm_returns_none_on_empty_response(storage: MemoryStore) -> None:
     llm, _ = scripted_llm(Reply(content=""))
     manager = MemoryManager(storage, llm)
     assert await manager._call_llm([Message(role="user", content="x")]) is None
 
 
-async def test_meta_consolidation_triggered_above_word_limit(storage: JsonlStore) -> None:
+async def test_meta_consolidation_triggered_above_word_limit(storage: MemoryStore) -> None:
     llm, mock = scripted_llm("new part", "compressed summary")
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
     await storage.save_session_summary(S1, "word " * 700)
@@ -201,7 +202,7 @@ async def test_meta_consolidation_triggered_above_word_limit(storage: JsonlStore
     assert "new part" in meta_prompt
 
 
-async def test_meta_consolidation_not_triggered_below_word_limit(storage: JsonlStore) -> None:
+async def test_meta_consolidation_not_triggered_below_word_limit(storage: MemoryStore) -> None:
     llm, mock = scripted_llm("new part")
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
     await storage.save_session_summary(S1, "word " * 100)
@@ -211,7 +212,7 @@ async def test_meta_consolidation_not_triggered_below_word_limit(storage: JsonlS
     assert (await storage.load_session_summary(S1)).endswith("new part")
 
 
-async def test_meta_consolidation_failure_keeps_original_summary(storage: JsonlStore) -> None:
+async def test_meta_consolidation_failure_keeps_original_summary(storage: MemoryStore) -> None:
     mock = MockLLM()
     llm, _ = scripted_llm("new part", Reply(status=400), mock=mock)
     manager = MemoryManager(storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25)
@@ -227,21 +228,21 @@ async def test_meta_consolidation_failure_keeps_original_summary(storage: JsonlS
 # --- warning and keep_recent_ratio (document 004) --------------------------------------------
 
 
-async def test_consolidation_warning_fires_one_turn_before_threshold(storage: JsonlStore) -> None:
+async def test_consolidation_warning_fires_one_turn_before_threshold(storage: MemoryStore) -> None:
     manager = MemoryManager(storage, None, consolidation_threshold=10, keep_recent_ratio=0.3)
     await add_users(storage, 8)
     messages = await manager.build_messages(S1, "sys", "new")
     assert "will soon be summarized" in (messages[0].content or "")
 
 
-async def test_consolidation_warning_does_not_fire_below_threshold(storage: JsonlStore) -> None:
+async def test_consolidation_warning_does_not_fire_below_threshold(storage: MemoryStore) -> None:
     manager = MemoryManager(storage, None, consolidation_threshold=10, keep_recent_ratio=0.3)
     await add_users(storage, 7)
     messages = await manager.build_messages(S1, "sys", "new")
     assert "will soon be summarized" not in (messages[0].content or "")
 
 
-async def test_warning_counts_only_unconsolidated_messages(storage: JsonlStore) -> None:
+async def test_warning_counts_only_unconsolidated_messages(storage: MemoryStore) -> None:
     manager = MemoryManager(storage, None, consolidation_threshold=10, keep_recent_ratio=0.3)
     await add_users(storage, 50)
     await storage.save_consolidated_cursor(S1, 45)
@@ -253,7 +254,7 @@ async def test_warning_counts_only_unconsolidated_messages(storage: JsonlStore) 
     ("threshold", "ratio", "kept"), [(10, 0.3, 3), (5, 0.4, 2), (3, 0.34, 1), (100, 0.2, 20)]
 )
 async def test_keep_recent_ratio_scales_with_threshold(
-    storage: JsonlStore, threshold: int, ratio: float, kept: int
+    storage: MemoryStore, threshold: int, ratio: float, kept: int
 ) -> None:
     manager = MemoryManager(
         storage, None, consolidation_threshold=threshold, keep_recent_ratio=ratio

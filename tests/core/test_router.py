@@ -14,29 +14,17 @@ from squidd.core.models import Destination, Inbound, Outbound, PendingReply, Ses
 from squidd.core.router import CRASH_APOLOGY, Router
 from squidd.core.supervisor import ChildHealth
 from squidd.errors import DeliveryError
+from tests.support.doubles import MemoryHandledLog, MemoryOutbox
 
 pytestmark = pytest.mark.anyio
 
 
-class Records:
+class Records(MemoryHandledLog, MemoryOutbox):
+    """The router's handled log and outbox in one object, from the shared doubles."""
+
     def __init__(self) -> None:
-        self.handled: set[tuple[str, str]] = set()
-        self.outbox: dict[tuple[str, str], PendingReply] = {}
-
-    async def contains(self, channel: str, source_id: str) -> bool:
-        return (channel, source_id) in self.handled
-
-    async def add(self, channel: str, source_id: str) -> None:
-        self.handled.add((channel, source_id))
-
-    async def get(self, channel: str, source_id: str) -> PendingReply | None:
-        return self.outbox.get((channel, source_id))
-
-    async def put(self, channel: str, source_id: str, reply: PendingReply) -> None:
-        self.outbox[(channel, source_id)] = reply
-
-    async def remove(self, channel: str, source_id: str) -> None:
-        self.outbox.pop((channel, source_id), None)
+        MemoryHandledLog.__init__(self)
+        MemoryOutbox.__init__(self)
 
 
 class Collect:
@@ -245,7 +233,7 @@ async def test_redelivery_after_a_crash_before_the_outbox_cleanup_drops_the_entr
 
     router, channel, records = make_router(turn)
     records.handled.add(("c", "m1"))
-    records.outbox[("c", "m1")] = PendingReply("c", "u", "sent before", SessionId("a"))
+    records.entries[("c", "m1")] = PendingReply("c", "u", "sent before", SessionId("a"))
     acked: list[str] = []
     async with anyio.create_task_group() as tg:
         await tg.start(router.run)
@@ -254,7 +242,7 @@ async def test_redelivery_after_a_crash_before_the_outbox_cleanup_drops_the_entr
             await anyio.sleep(0.01)
         tg.cancel_scope.cancel()
     assert channel.sent == []
-    assert records.outbox == {}
+    assert records.entries == {}
 
 
 async def test_a_crashed_turn_gets_an_honest_apology_and_is_acknowledged() -> None:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import anyio
 import pytest
 from structlog.testing import capture_logs
 
 from squidd.core.cron import CronJob, make_job
+from squidd.core.ports import JobStore
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildHealth
-from squidd.store.cron_jobs import JobsFile
 from tests.support.clock import FakeClock
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -21,12 +20,12 @@ HOUR = timedelta(hours=1)
 
 
 @pytest.mark.anyio
-async def test_a_job_that_no_longer_parses_is_parked_not_fatal(tmp_path: Path) -> None:
+async def test_a_job_that_no_longer_parses_is_parked_not_fatal(job_store: JobStore) -> None:
     """A job whose timezone this machine no longer knows (tzdata changed, or the file was
     edited by hand): it is reported and parked, and the other jobs keep running. Before, the
     scheduler crashed on it, after firing it, and did the same again on every restart."""
     clock = FakeClock(NOW)
-    store = JobsFile(tmp_path)
+    store = job_store
     good = make_job("good", "g", every="1h", timezone="UTC", target="", now=NOW - HOUR)
     bad = replace(
         make_job("bad", "b", every="1h", timezone="UTC", target="", now=NOW - HOUR),

@@ -18,6 +18,7 @@ from squidd.core.ports import Channel
 from squidd.gateway.daemon import Daemon
 from squidd.gateway.runtime import build_runtime
 from tests.support.clock import FakeClock
+from tests.support.config import config_sections
 
 
 @pytest.fixture(autouse=True)
@@ -41,11 +42,14 @@ def make_settings(data: Path, llm_url: str, **sections: dict[str, Any]) -> Setti
         **sections.pop("gateway", {}),
     }
     return Settings(
-        llm={"base_url": llm_url, "api_key": "sk-test-gateway-key-0001", "max_retries": 0},
-        storage={"data_dir": data},
-        gateway=gateway,
-        cron={"poll_s": 0.05, **sections.pop("cron", {})},
-        **sections,
+        **config_sections(
+            llm_url,
+            data,
+            api_key="sk-test-gateway-key-0001",
+            gateway=gateway,
+            cron={"poll_s": 0.05, **sections.pop("cron", {})},
+            **sections,
+        )
     )
 
 

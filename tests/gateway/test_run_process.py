@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.config import write_daemon_config
 from tests.support.daemon import REPO, DaemonProcess, daemon_env, squidd_argv
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_channel import write_atomic
@@ -24,31 +25,16 @@ GRACE_S = 5
 
 
 def write_config(tmp: Path, llm_url: str) -> Path:
-    data = tmp / "data"
-    config = tmp / "config.toml"
-    config.write_text(
-        f"""
-[llm]
-base_url = "{llm_url}"
-api_key = "sk-test-run-process-key-1234"
-max_retries = 0
-
-[storage]
-data_dir = "{data}"
-
-[logging]
-format = "json"
-level = "debug"
-
-[gateway]
-extra_channels = ["tests.support.spool_channel:create_channel"]
-shutdown_grace_s = {GRACE_S}
-
-[cron]
-poll_s = 0.2
-"""
+    return write_daemon_config(
+        tmp,
+        llm_url,
+        api_key="sk-test-run-process-key-1234",
+        gateway={
+            "extra_channels": ["tests.support.spool_channel:create_channel"],
+            "shutdown_grace_s": GRACE_S,
+        },
+        cron={"poll_s": 0.2},
     )
-    return config
 
 
 def env_for(notify: Path | None = None) -> dict[str, str]:

@@ -23,6 +23,7 @@ from tests.channels.email.mailbox import (
     replies_to,
     wait_for,
 )
+from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 
@@ -32,47 +33,35 @@ ALICE = f"alice@{DOMAIN}"
 
 
 def write_config(tmp: Path, server: MailServer, bot: str, llm_url: str) -> Path:
-    config = tmp / "config.toml"
-    config.write_text(
-        f"""
-[llm]
-base_url = "{llm_url}"
-api_key = "sk-test-email-daemon-0001"
-max_retries = 0
-
-[storage]
-data_dir = "{tmp / "data"}"
-
-[logging]
-format = "json"
-level = "debug"
-
-[gateway]
-delivery_retry_initial_s = 0.2
-delivery_retry_max_s = 1.0
-restart_initial_delay_s = 0.2
-restart_max_delay_s = 1.0
-
-[email]
-enabled = true
-address = "{bot}"
-username = "{bot}"
-password = "{PASSWORD}"
-imap_host = "{server.host}"
-imap_port = {server.imaps_port}
-imap_security = "tls"
-smtp_host = "{server.host}"
-smtp_port = {server.smtp_port}
-smtp_security = "starttls"
-ca_file = "{server.ca_file}"
-allowed_senders = ["{ALICE}"]
-trusted_authserv_id = "{TRUSTED_ID}"
-timeout_s = 10
-reconnect_initial_delay_s = 0.2
-reconnect_max_delay_s = 1.0
-"""
+    return write_daemon_config(
+        tmp,
+        llm_url,
+        api_key="sk-test-email-daemon-0001",
+        gateway={
+            "delivery_retry_initial_s": 0.2,
+            "delivery_retry_max_s": 1.0,
+            "restart_initial_delay_s": 0.2,
+            "restart_max_delay_s": 1.0,
+        },
+        email={
+            "enabled": True,
+            "address": bot,
+            "username": bot,
+            "password": PASSWORD,
+            "imap_host": server.host,
+            "imap_port": server.imaps_port,
+            "imap_security": "tls",
+            "smtp_host": server.host,
+            "smtp_port": server.smtp_port,
+            "smtp_security": "starttls",
+            "ca_file": server.ca_file,
+            "allowed_senders": [ALICE],
+            "trusted_authserv_id": TRUSTED_ID,
+            "timeout_s": 10,
+            "reconnect_initial_delay_s": 0.2,
+            "reconnect_max_delay_s": 1.0,
+        },
     )
-    return config
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 
 from tests.channels.matrix.conftest import wait_until
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 
@@ -34,40 +35,28 @@ def write_config(
     *,
     token: str | None = None,
 ) -> Path:
-    credential = f'access_token = "{token}"' if token else f'password = "{bot.password}"'
-    config = tmp / "config.toml"
-    config.write_text(
-        f"""
-[llm]
-base_url = "{llm.base_url}"
-api_key = "sk-test-matrix-daemon-0001"
-max_retries = 0
-
-[storage]
-data_dir = "{tmp / "data"}"
-
-[logging]
-format = "json"
-level = "debug"
-
-[gateway]
-shutdown_grace_s = 10
-delivery_retry_initial_s = 0.2
-delivery_retry_max_s = 1.0
-
-[matrix]
-enabled = true
-homeserver = "{synapse.url}"
-user_id = "{bot.user_id}"
-{credential}
-allowed_users = ["{allowed}"]
-timeline_limit = 2
-sync_timeout_s = 5
-reconnect_initial_delay_s = 0.2
-reconnect_max_delay_s = 1.0
-"""
+    credential = {"access_token": token} if token else {"password": bot.password}
+    return write_daemon_config(
+        tmp,
+        llm.base_url,
+        api_key="sk-test-matrix-daemon-0001",
+        gateway={
+            "shutdown_grace_s": 10,
+            "delivery_retry_initial_s": 0.2,
+            "delivery_retry_max_s": 1.0,
+        },
+        matrix={
+            "enabled": True,
+            "homeserver": synapse.url,
+            "user_id": bot.user_id,
+            **credential,
+            "allowed_users": [allowed],
+            "timeline_limit": 2,
+            "sync_timeout_s": 5,
+            "reconnect_initial_delay_s": 0.2,
+            "reconnect_max_delay_s": 1.0,
+        },
     )
-    return config
 
 
 @pytest.fixture

@@ -1,0 +1,59 @@
+"""One way for tests to configure squidd: the sections every test starts from, written as a
+TOML file for a `squidd run` child or handed to `Settings` for a daemon in this process.
+
+A test names only what it is about (its channel, its delays); `sections` add keys to a
+section or override them, section by section.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+Sections = dict[str, dict[str, Any]]
+
+
+def config_sections(
+    llm_url: str, data_dir: Path, *, api_key: str, **sections: Mapping[str, Any]
+) -> Sections:
+    """The scripted LLM (no retries: a failure shows at once) and the data dir, plus
+    `sections`. `api_key` differs per test file, so a leak in a log names its test."""
+    merged: Sections = {
+        "llm": {"base_url": llm_url, "api_key": api_key, "max_retries": 0},
+        "storage": {"data_dir": str(data_dir)},
+    }
+    for name, values in sections.items():
+        merged[name] = {**merged.get(name, {}), **values}
+    return merged
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, str | bool | int | float | list | tuple):
+        # A JSON string, number, boolean or array of them is the same value in TOML.
+        return json.dumps(value, ensure_ascii=False)
+    raise TypeError(f"no TOML form for {value!r} in a test config")
+
+
+def write_config(path: Path, sections: Mapping[str, Mapping[str, Any]]) -> Path:
+    """`sections` (`{"matrix": {"enabled": True}, "tools.shell": {...}}`) as TOML at `path`."""
+    lines: list[str] = []
+    for name, values in sections.items():
+        lines.append(f"[{name}]")
+        lines.extend(f"{key} = {_value(value)}" for key, value in values.items())
+        lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def write_daemon_config(
+    tmp: Path, llm_url: str, *, api_key: str, **sections: Mapping[str, Any]
+) -> Path:
+    """`tmp/config.toml` for a `squidd run` child with its data in `tmp/data` and JSON debug
+    logs (the tests read the daemon's log to follow it)."""
+    logging = {"format": "json", "level": "debug", **sections.pop("logging", {})}
+    merged = config_sections(llm_url, tmp / "data", api_key=api_key, logging=logging, **sections)
+    return write_config(tmp / "config.toml", merged)
