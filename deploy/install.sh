@@ -2,6 +2,12 @@
 # Install squidd as a system service. Idempotent: run it again to upgrade.
 #
 #   sudo deploy/install.sh [SOURCE]     SOURCE: a checkout (default: this one) or a wheel
+#                                       built from this checkout
+#
+# The dependencies are the exact versions locked in requirements/run.txt (with hashes: the
+# versions the test suite passed with), not the newest that pyproject.toml's ranges allow on
+# the day of the install; squidd itself goes in without dependencies of its own (see
+# scripts/lock).
 #
 # Creates the system user `squidd`, a virtualenv in /opt/squidd, /etc/squidd/config.toml
 # from config.example.toml when absent (never overwritten), /etc/squidd/credentials/ for
@@ -15,16 +21,24 @@ UNIT=/etc/systemd/system/squidd.service
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 SOURCE=${1:-$HERE}
 PYTHON=${PYTHON:-python3}
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "install.sh: run as root (sudo)" >&2
-    exit 1
-fi
+LOCK=$HERE/requirements/run.txt
 
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
     echo "install.sh: squidd needs Python 3.11 or newer ($PYTHON is older)" >&2
     exit 1
 }
+
+# before anything changes: a lock that does not match pyproject.toml would install a set of
+# packages nobody tested
+"$PYTHON" "$HERE/scripts/lockcheck.py" --stamps || {
+    echo "install.sh: requirements/run.txt is out of step with pyproject.toml (run scripts/lock)" >&2
+    exit 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install.sh: run as root (sudo)" >&2
+    exit 1
+fi
 
 if ! getent passwd squidd >/dev/null; then
     useradd --system --home-dir /var/lib/squidd --no-create-home \
@@ -36,8 +50,14 @@ if [ ! -x "$PREFIX/bin/python" ]; then
     "$PYTHON" -m venv "$PREFIX"
     echo "created virtualenv $PREFIX"
 fi
-"$PREFIX/bin/python" -m pip install --quiet --upgrade pip
-"$PREFIX/bin/python" -m pip install --quiet --upgrade "$SOURCE"
+# the lock holds pip and the build backend too: nothing unpinned is fetched
+"$PREFIX/bin/python" -m pip install --quiet --require-hashes -r "$LOCK"
+"$PREFIX/bin/python" -m pip install --quiet --upgrade --no-deps --no-build-isolation "$SOURCE"
+"$PREFIX/bin/python" -m pip check >/dev/null || {
+    "$PREFIX/bin/python" -m pip check >&2
+    echo "install.sh: $SOURCE needs other packages than $LOCK holds" >&2
+    exit 1
+}
 echo "installed $("$PREFIX/bin/squidd" --version)"
 [ -f "$HERE/README.md" ] && install -m 0644 "$HERE/README.md" "$PREFIX/README.md"
 
