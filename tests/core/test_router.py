@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import anyio
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from squidd.core.models import Inbound, Outbound, SessionId
@@ -266,3 +267,27 @@ async def test_a_crashed_turn_gets_an_honest_apology_and_is_acknowledged() -> No
     assert "language model" not in CRASH_APOLOGY
     assert records.handled == {("c", "m1")}
     assert any(e["event"] == "turn_crashed" for e in logs)
+
+
+async def test_each_turn_logs_its_own_context_not_the_submitters() -> None:
+    """A channel binds its own fields (the email uid) around `submit`; the session worker
+    started by the first message must not carry them into later messages' turns."""
+
+    async def turn(message: Inbound) -> str:
+        structlog.get_logger().info("turn_step")
+        return "ok"
+
+    router, channel, _ = make_router(turn)
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        async with anyio.create_task_group() as tg:
+            await tg.start(router.run)
+            for n in (1, 2, 3):
+                with structlog.contextvars.bound_contextvars(uid=n):
+                    await router.submit(inbound(n, "same-session"))
+            with anyio.fail_after(5):
+                while len(channel.sent) < 3:  # noqa: ASYNC110 - polls state that has no event
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    steps = [e for e in logs if e["event"] == "turn_step"]
+    assert [e["message_id"] for e in steps] == ["m1", "m2", "m3"]
+    assert all("uid" not in e for e in steps), steps

@@ -273,6 +273,10 @@ class Router:
         )
 
     async def _worker(self, session: SessionId, queue: _SessionQueue) -> None:
+        # The task was started with a copy of the submitter's context: whatever that caller
+        # had bound (the email channel binds the mail's uid around `put`) would stick to
+        # every later message of this worker. Start clean; `_handle` binds per message.
+        structlog.contextvars.clear_contextvars()
         try:
             while queue.items and self._accepting:
                 async with _TurnSlot(self._limiter) as slot:
