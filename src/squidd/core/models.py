@@ -145,6 +145,8 @@ def utcnow() -> datetime:
 
 
 AckHook = Callable[[], Awaitable[None]]
+UndeliverableHook = Callable[[str], Awaitable[None]]
+"""Called with the reason when the reply to a message was refused for good."""
 
 
 async def _no_ack() -> None:
@@ -158,8 +160,12 @@ class Inbound:
     `source_id` is stable across redeliveries (Matrix event id, email Message-ID, cron run id):
     the router records it once the reply was delivered, so a redelivery is not answered twice.
     `ack` tells the source the message is done (IMAP \\Seen, Matrix sync position); the router
-    calls it only after the reply was delivered. `meta` carries what the channel needs to
-    reply in context (thread ids, subject, References) and is opaque to the core.
+    calls it only after the reply was delivered. When the reply was refused for good (an
+    unknown recipient), the router calls `on_undeliverable(reason)` instead, so the source can
+    mark the message as failed rather than answered (email flags it and leaves it unread);
+    a channel without such a notion leaves it None and gets `ack`: the message is done.
+    `meta` carries what the channel needs to reply in context (thread ids, subject,
+    References) and is opaque to the core.
     """
 
     channel: str
@@ -170,6 +176,7 @@ class Inbound:
     meta: Mapping[str, Any] = field(default_factory=dict)
     ack: AckHook = _no_ack
     received_at: datetime = field(default_factory=utcnow)
+    on_undeliverable: UndeliverableHook | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from squidd.channels.email.compose import derived_message_id
 from squidd.channels.email.state import state_path
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState
-from squidd.errors import DeliveryError, PermanentError
+from squidd.errors import DeliveryError, DeliveryRefusedError, PermanentError
 from tests.channels.email.mailbox import (
     DOMAIN,
     TRUSTED_ID,
@@ -511,3 +511,57 @@ async def test_without_required_authentication_the_from_header_is_trusted_with_a
             assert (await inbox.next()).source_id == msg_id
     warnings = [e for e in logs if e["event"] == "email_sender_authentication_off"]
     assert warnings and warnings[0]["log_level"] == "warning"
+
+
+async def test_mail_that_arrives_after_the_ack_connection_opened_ends_seen(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    """The acknowledging connection stays open between mails; Dovecot ignores a STORE for a
+    mail that connection has not learned of yet, so every answered mail after the first
+    stayed unread. Each one must end \\Seen."""
+    channel = channel_for(mail_server, bot, data_dir)
+    inbox = TestInbox()
+    ids = []
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            for n in range(3):
+                ids.append(await send(mail_server, make_mail(to=bot, subject=f"mail {n}"), bot))
+                inbound = await inbox.next()
+                assert inbound.source_id == ids[-1]
+                await answer(channel, inbound, f"answer {n}")
+    assert len([e for e in logs if e["event"] == "email_acknowledged"]) == 3
+    for msg_id in ids:
+        assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags, msg_id
+
+
+async def test_a_reply_refused_for_good_leaves_the_mail_flagged_unread_and_done(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    """Postfix refuses an unknown user of its own domain with 550: that is no reason to try
+    again. The mail is flagged, stays unread, and a restart does not hand it on again."""
+    ghost = f"ghost@{DOMAIN}"  # allowed by domain, but no such mailbox
+    channel = channel_for(mail_server, bot, data_dir, allowed_domains=[DOMAIN])
+    inbox = TestInbox()
+    msg_id = await send(mail_server, make_mail(to=bot, sender=ghost, subject="from a ghost"), bot)
+    async with running(channel, inbox):
+        inbound = await inbox.next()
+        assert inbound.sender == ghost
+        reply = Outbound(
+            channel="email",
+            target=inbound.sender,
+            text="hello ghost",
+            session_id=inbound.session_id,
+            in_reply_to=inbound,
+        )
+        with pytest.raises(DeliveryRefusedError, match="550"):
+            await channel.send(reply)
+        assert inbound.on_undeliverable is not None
+        await inbound.on_undeliverable("550 refused")
+    stored = await find(mail_server, bot, msg_id)
+    assert "\\Flagged" in stored.flags
+    assert "\\Seen" not in stored.flags
+    later = await send(mail_server, make_mail(to=bot, subject="after the ghost"), bot)
+    inbox2 = TestInbox()
+    async with running(channel_for(mail_server, bot, data_dir, allowed_domains=[DOMAIN]), inbox2):
+        assert (await inbox2.next()).source_id == later
+    assert [m.source_id for m in inbox2.received] == [later]

@@ -5,7 +5,11 @@ block only, and decides (loops, allowlist, authentication, rate limit). An ignor
 left exactly as it is and logged. An accepted one is fetched whole (unless over the size
 cap), parsed, recorded as pending, and handed to the router as an `Inbound`. The router
 calls `send` with the reply and, once SMTP accepted it, the inbound's `ack`, which flags the
-mail \\Seen (or moves it) over a second connection: the first one sits in IDLE.
+mail \\Seen (or moves it) over a second connection: the first one sits in IDLE. Each flag
+is confirmed by the server's answer, after a NOOP that lets that long-lived connection learn
+of mail that arrived since it last looked. When SMTP refused the reply for good (an unknown
+recipient), the router calls `on_undeliverable` instead: the mail is flagged \\Flagged,
+left unread, and never handed on again.
 
 Nothing is marked read before the reply left, so a crash at any point loses no mail; the
 router's handled-id record turns the resulting redelivery into an ack without a reply.
@@ -41,7 +45,7 @@ from squidd.channels.email.state import StateFile, state_path
 from squidd.config.email import EmailSettings
 from squidd.core.models import Inbound, Outbound, SessionId
 from squidd.core.ports import ChannelState, Inbox
-from squidd.errors import ConfigError, DeliveryError, PermanentError, TransientError
+from squidd.errors import ConfigError, DeliveryRefusedError, PermanentError, TransientError
 
 log = structlog.get_logger()
 
@@ -340,6 +344,7 @@ class EmailChannel:
             text=text,
             meta=meta,
             ack=functools.partial(self._ack, folder.uidvalidity, uid),
+            on_undeliverable=functools.partial(self._undeliverable, folder.uidvalidity, uid),
         )
 
     # --- acknowledging -------------------------------------------------------------------
@@ -362,16 +367,27 @@ class EmailChannel:
 
     async def _ack(self, uidvalidity: int, uid: int) -> None:
         """Flag the mail handled (\\Seen, or moved): called after the reply was accepted."""
+        await self._settle(uidvalidity, uid, refused=None)
+
+    async def _undeliverable(self, uidvalidity: int, uid: int, reason: str) -> None:
+        """The reply was refused for good: flag the mail \\Flagged and leave it unread, so a
+        human sees it, and never hand it on again."""
+        await self._settle(uidvalidity, uid, refused=reason)
+
+    async def _settle(self, uidvalidity: int, uid: int, *, refused: str | None) -> None:
         delay = 0.5
         state = self._state.state
         for attempt in range(1, _ACK_ATTEMPTS + 1):
+            present = True
             try:
                 async with self._command_lock:
                     folder = await self._command_folder()
                     if folder.uidvalidity != uidvalidity:
                         log.warning("email_ack_uidvalidity_changed", uid=uid)
+                    elif refused is None:
+                        present = await folder.mark_handled(uid, self._s.move_to)
                     else:
-                        await folder.mark_handled(uid, self._s.move_to)
+                        present = await folder.add_flag(uid, r"\Flagged")
             except TransientError as exc:
                 async with self._command_lock:
                     await self._close_command()
@@ -383,7 +399,12 @@ class EmailChannel:
             self._delivered.discard(uid)
             state.pending.discard(uid)
             await self._state.save()
-            log.info("email_acknowledged", uid=uid, moved_to=self._s.move_to or None)
+            if not present:
+                log.warning("email_ack_mail_gone", uid=uid)
+            elif refused is None:
+                log.info("email_acknowledged", uid=uid, moved_to=self._s.move_to or None)
+            else:
+                log.warning("email_left_flagged", uid=uid, reason=refused)
             return
         # The receive loop hands it on again later; the router then only acknowledges it.
         self._delivered.discard(uid)
@@ -394,7 +415,7 @@ class EmailChannel:
     async def send(self, outbound: Outbound) -> None:
         target = outbound.target.strip()
         if not _ADDRESS_RE.match(target):
-            raise DeliveryError("not an email address")
+            raise DeliveryRefusedError("not an email address")
         thread: ThreadContext | None = None
         inbound = outbound.in_reply_to
         if inbound is not None and inbound.channel == "email":
@@ -415,7 +436,7 @@ class EmailChannel:
                 subject=str(outbound.meta.get("subject") or ""),
             )
         except (ValueError, TypeError) as exc:
-            raise DeliveryError(f"could not build the mail: {type(exc).__name__}") from exc
+            raise DeliveryRefusedError(f"could not build the mail: {type(exc).__name__}") from exc
         await self._smtp.send(message, recipient=target)
         log.info(
             "email_sent",
