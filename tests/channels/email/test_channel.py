@@ -565,3 +565,38 @@ async def test_a_reply_refused_for_good_leaves_the_mail_flagged_unread_and_done(
     async with running(channel_for(mail_server, bot, data_dir, allowed_domains=[DOMAIN]), inbox2):
         assert (await inbox2.next()).source_id == later
     assert [m.source_id for m in inbox2.received] == [later]
+
+
+class HeldInbox(TestInbox):
+    """Holds the channel inside its first `put` until `release` is set: the receive loop is
+    in the middle of a fetch round meanwhile."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = anyio.Event()
+
+    async def put(self, message: Inbound) -> None:
+        await super().put(message)
+        if len(self.received) == 1:
+            await self.release.wait()
+
+
+async def test_mail_arriving_during_a_fetch_round_is_not_left_for_the_next_idle(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    """Dovecot announces the new mail once, with the answer to the next fetch of the burst;
+    IDLE does not repeat it. It must be handed on without waiting for other mail or an IDLE
+    renewal (set to 28 minutes here; the wait below is only a bound)."""
+    burst = [
+        await send(mail_server, make_mail(to=bot, subject=f"burst {n}"), bot) for n in range(8)
+    ]
+    channel = channel_for(mail_server, bot, data_dir, idle_renew_s=1700)
+    inbox = HeldInbox()
+    async with running(channel, inbox):
+        first = await inbox.next()
+        late = await send(mail_server, make_mail(to=bot, subject="during the burst"), bot)
+        inbox.release.set()
+        rest = [await inbox.next() for _ in range(8)]
+    assert [m.source_id for m in [first, *rest]] == [*burst, late]

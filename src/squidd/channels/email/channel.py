@@ -191,10 +191,24 @@ class EmailChannel:
         idle = self._s.idle and folder.has_capability("IDLE")
         wait = self._s.idle_renew_s if idle else self._s.poll_interval_s
         while True:
-            await self._scan(folder, inbox)
+            await self._scan_until_quiet(folder, inbox)
             await folder.wait_for_mail(wait)
 
-    async def _scan(self, folder: ImapFolder, inbox: Inbox) -> None:
+    async def _scan_until_quiet(self, folder: ImapFolder, inbox: Inbox) -> None:
+        """Scan until a round finds nothing and the server announced no mail meanwhile.
+
+        The server tells of new mail once, with whichever command runs when it arrives (a
+        fetch of another mail); IDLE does not repeat it. So a round that looked at mail,
+        or during which new mail was announced, is followed by another search.
+        """
+        while True:
+            folder.take_new_mail_notice()  # the search below sees all announced so far
+            looked = await self._scan(folder, inbox)
+            if not (folder.take_new_mail_notice() or looked):
+                return
+
+    async def _scan(self, folder: ImapFolder, inbox: Inbox) -> bool:
+        """Hand on what is new; True when there was any mail to look at."""
         state = self._state.state
         # Mail handed on before (by an earlier process, or before a failed ack) but never
         # acknowledged: hand it on again, the router knows whether it was answered.
@@ -216,6 +230,7 @@ class EmailChannel:
             floor = (folder.uidnext - 1) if folder.uidnext else 0
             state.last_uid = max([state.last_uid or 0, floor, *uids])
             await self._state.save()
+        return bool(again or uids)
 
     async def _advance(self, uid: int) -> None:
         state = self._state.state

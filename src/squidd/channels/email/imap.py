@@ -33,6 +33,7 @@ _LOST = [b"squidd-connection-lost"]
 _UIDVALIDITY_RE = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT_RE = re.compile(rb"\[UIDNEXT (\d+)\]")
 _FETCH_UID_RE = re.compile(rb"\bUID (\d+)")
+_EXISTS_RE = re.compile(rb"^\* \d+ EXISTS")
 _FETCH_FLAGS_RE = re.compile(rb"\bFLAGS \(([^)]*)\)")
 _FETCH_SIZE_RE = re.compile(rb"\bRFC822\.SIZE (\d+)")
 _LITERAL_RE = re.compile(rb"\{(\d+)\}\s*$")
@@ -92,6 +93,7 @@ class ImapFolder:
         self._gone = anyio.Event()
         self.uidvalidity = 0
         self.uidnext: int | None = None
+        self._new_mail_announced = False
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -142,6 +144,7 @@ class ImapFolder:
             conn_lost_cb=self._on_connection_lost,
             ssl_context=self._tls if implicit else None,
         )
+        self._watch_exists(self._client.protocol)
         await self._call("connect", self._client.wait_hello_from_server())
         if s.imap_security == "starttls":
             await self._starttls()
@@ -158,6 +161,29 @@ class ImapFolder:
         self.uidvalidity = int(match.group(1))
         next_match = _UIDNEXT_RE.search(text)
         self.uidnext = int(next_match.group(1)) if next_match else None
+
+    def _watch_exists(self, protocol: Any) -> None:
+        """Note every untagged EXISTS, whatever command it came with.
+
+        The server announces new mail once, with the answer to whatever command runs then
+        (a FETCH of another mail), and aioimaplib drops untagged data it cannot file under
+        the running command. Without this note, mail that arrived during a fetch round
+        waited for the next mail or the next IDLE renewal. The hook wraps one method of
+        the pinned library's protocol object.
+        """
+        untagged = protocol._untagged_response  # private: see the docstring
+
+        def spy(line: bytes) -> Any:
+            if _EXISTS_RE.match(line):
+                self._new_mail_announced = True
+            return untagged(line)
+
+        protocol._untagged_response = spy
+
+    def take_new_mail_notice(self) -> bool:
+        """Whether the server announced new mail (EXISTS) since the last call."""
+        announced, self._new_mail_announced = self._new_mail_announced, False
+        return announced
 
     async def _starttls(self) -> None:
         client = self.client
