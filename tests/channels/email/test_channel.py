@@ -600,3 +600,42 @@ async def test_mail_arriving_during_a_fetch_round_is_not_left_for_the_next_idle(
         inbox.release.set()
         rest = [await inbox.next() for _ in range(8)]
     assert [m.source_id for m in [first, *rest]] == [*burst, late]
+
+
+async def test_rate_limited_mail_is_answered_when_the_window_allows_not_dropped(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    """The rate limit is a loop guard: mail over it waits for the window, in order, without
+    any new mail or IDLE renewal to wake the channel (the wait below is only a bound)."""
+    ids = [await send(mail_server, make_mail(to=bot, subject=f"quick {n}"), bot) for n in range(3)]
+    channel = channel_for(
+        mail_server, bot, data_dir, rate_limit_count=1, rate_limit_window_s=2, idle_renew_s=1700
+    )
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            got = [await inbox.next() for _ in range(3)]
+    assert [m.source_id for m in got] == ids
+    deferred = [e for e in logs if e["event"] == "email_deferred"]
+    assert [e["message_id"] for e in deferred] == ids[1:]
+    assert not [e for e in logs if e["event"] == "email_ignored"]
+
+
+async def test_rate_limited_mail_survives_a_restart(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    first = await send(mail_server, make_mail(to=bot, subject="one"), bot)
+    second = await send(mail_server, make_mail(to=bot, subject="two"), bot)
+    hour = {"rate_limit_count": 1, "rate_limit_window_s": 3600}
+    channel = channel_for(mail_server, bot, data_dir, **hour)
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            inbound = await inbox.next()
+            await answer(channel, inbound, "one answered")
+            await eventually(lambda: any(e["event"] == "email_deferred" for e in logs))
+    assert [m.source_id for m in inbox.received] == [first]
+    # A new process (the limiter's memory is gone with the old one) answers the second.
+    inbox2 = TestInbox()
+    async with running(channel_for(mail_server, bot, data_dir, **hour), inbox2):
+        assert (await inbox2.next()).source_id == second

@@ -156,8 +156,12 @@ def test_rate_limit_per_sender_with_a_sliding_window() -> None:
         limiter.record("a@x")
     assert not limiter.allows("a@x")
     assert limiter.allows("b@x")
+    assert limiter.wait_s("b@x") == 0
+    now[0] = 10
+    assert limiter.wait_s("a@x") == 50  # the channel sleeps that long before re-checking
     now[0] = 61
     assert limiter.allows("a@x")
+    assert limiter.wait_s("a@x") == 0
 
 
 def test_quoted_history_and_signatures_are_trimmed_forwards_kept() -> None:

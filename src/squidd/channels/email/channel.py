@@ -23,6 +23,7 @@ import re
 import ssl
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ _ADDRESS_RE = re.compile(r"^[^@\s<>()\[\],;:\"\\]+@[A-Za-z0-9.-]+\.?[A-Za-z0-9-]
 _ACK_ATTEMPTS = 4
 # A connection that stayed up this long counts as a success: the backoff starts over.
 _STABLE_AFTER_S = 60.0
+_DEFERRED_MIN_WAIT_S = 1.0
 
 
 def make_tls_context(ca_file: Path | None) -> ssl.SSLContext:
@@ -64,6 +66,13 @@ def make_tls_context(ca_file: Path | None) -> ssl.SSLContext:
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError([f"email.ca_file: cannot load {ca_file}: {exc}"]) from None
     return context
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    """A mail held back by the rate limit (a loop guard): handed on when the window allows."""
+
+    sender: str
 
 
 def _jitter(delay: float) -> float:
@@ -184,6 +193,7 @@ class EmailChannel:
             state.uidvalidity = folder.uidvalidity
             state.last_uid = None
             state.pending = set()
+            state.deferred = {}
             self._delivered.clear()
             await self._state.save()
 
@@ -192,7 +202,16 @@ class EmailChannel:
         wait = self._s.idle_renew_s if idle else self._s.poll_interval_s
         while True:
             await self._scan_until_quiet(folder, inbox)
-            await folder.wait_for_mail(wait)
+            await folder.wait_for_mail(self._until_deferred_due(wait))
+
+    def _until_deferred_due(self, wait: float) -> float:
+        """`wait`, or less when a sender's rate-limit window opens sooner for deferred mail
+        (never less than a second: no busy loop if that mail cannot be handed on)."""
+        senders = set(self._state.state.deferred.values())
+        if not senders:
+            return wait
+        due = min(self._limiter.wait_s(sender) for sender in senders)
+        return max(_DEFERRED_MIN_WAIT_S, min(wait, due))
 
     async def _scan_until_quiet(self, folder: ImapFolder, inbox: Inbox) -> None:
         """Scan until a round finds nothing and the server announced no mail meanwhile.
@@ -220,10 +239,20 @@ class EmailChannel:
                 await self._state.save()
             for uid in sorted(still_unseen):
                 await self._handle(folder, inbox, uid, redelivery=True)
+        # Mail held back by the rate limit, oldest first, once its sender may be answered.
+        ready = [u for u, sender in sorted(state.deferred.items()) if self._limiter.allows(sender)]
+        if ready:
+            still_unseen = await folder.unseen_among(ready)
+            for uid in ready:
+                if uid not in still_unseen:  # read by a human, or gone
+                    state.deferred.pop(uid, None)
+                    await self._state.save()
+                    continue
+                await self._handle(folder, inbox, uid, redelivery=False)
         first_scan = state.last_uid is None
         uids = await folder.unseen(above=state.last_uid)
         for uid in uids:
-            if uid in self._delivered or uid in state.pending:
+            if uid in self._delivered or uid in state.pending or uid in state.deferred:
                 continue
             await self._handle(folder, inbox, uid, redelivery=False)
         if first_scan:
@@ -249,14 +278,21 @@ class EmailChannel:
             except Exception:  # one bad mail must not stop the channel
                 log.exception("email_message_failed")
                 inbound = None
+            state = self._state.state
+            if isinstance(inbound, _Deferred):
+                state.deferred[uid] = inbound.sender
+                state.last_uid = max(state.last_uid or 0, uid)
+                await self._state.save()
+                return
             if inbound is None:
-                if uid in self._state.state.pending:
+                if uid in state.pending or uid in state.deferred:
                     # Taken earlier, refused now (e.g. the allowlist changed): let it go.
-                    self._state.state.pending.discard(uid)
+                    state.pending.discard(uid)
+                    state.deferred.pop(uid, None)
                     await self._state.save()
                 await self._advance(uid)
                 return
-            state = self._state.state
+            state.deferred.pop(uid, None)
             state.pending.add(uid)
             state.last_uid = max(state.last_uid or 0, uid)
             await self._state.save()
@@ -272,18 +308,29 @@ class EmailChannel:
             )
             await inbox.put(inbound)
 
-    async def _examine(self, folder: ImapFolder, uid: int, *, redelivery: bool) -> Inbound | None:
-        """The Inbound for this mail, or None when it is to be left alone."""
+    async def _examine(
+        self, folder: ImapFolder, uid: int, *, redelivery: bool
+    ) -> Inbound | _Deferred | None:
+        """The Inbound for this mail, `_Deferred` when the rate limit holds it back for now,
+        or None when it is to be left alone."""
         head = await folder.fetch_header(uid)
         if head is None:
             return None  # expunged meanwhile
         size, raw_headers = head
         headers = parse_headers(raw_headers)
         reason = self._gate.reason_to_ignore(headers)
-        if reason is None and not redelivery and not self._limiter.allows(headers.from_addr):
-            reason = "rate_limited"
         if reason is None and size > self._s.max_size_bytes and self._s.oversize_action == "skip":
             reason = "too_large"
+        if reason is None and not redelivery and self._must_wait(uid, headers.from_addr):
+            if uid not in self._state.state.deferred:
+                log.info(
+                    "email_deferred",
+                    reason="rate_limited",
+                    sender=headers.from_addr,
+                    message_id=headers.message_id,
+                    retry_in_s=round(self._limiter.wait_s(headers.from_addr), 1),
+                )
+            return _Deferred(headers.from_addr)
         if reason is not None:
             log.info(
                 "email_ignored",
@@ -305,6 +352,13 @@ class EmailChannel:
             )
             text = self._prompt_text(headers, body)
         return self._inbound(folder, uid, headers, text, body, oversize=body is None)
+
+    def _must_wait(self, uid: int, sender: str) -> bool:
+        """Over the sender's rate limit, or behind an older mail of theirs that is."""
+        if not self._limiter.allows(sender):
+            return True
+        deferred = self._state.state.deferred
+        return any(other < uid and deferred[other] == sender for other in deferred)
 
     def _prompt_text(self, headers: MailHeaders, body: MailText) -> str:
         parts = [f"Subject: {headers.subject}" if headers.subject else "(no subject)", ""]
