@@ -304,3 +304,43 @@ def test_huge_html_mail_is_cut_before_conversion() -> None:
     assert body.from_html and body.truncated
     assert body.text.startswith("word word")
     assert len(body.text) < 2_200
+
+
+def test_a_subject_whose_encoded_words_do_not_decode_is_shown_raw() -> None:
+    """Not `Re: \ufffd\ufffd =?utf-8?Q?unterminated ...`: the raw text, which a person can
+    still read, and a raw 8-bit subject in Latin-1 is read as such."""
+    broken = parse_headers(
+        b"From: a@x.org\r\nSubject: =?utf-8?B?gIA=?= =?utf-8?Q?unterminated ...\r\n\r\n"
+    )
+    assert broken.subject == "=?utf-8?B?gIA=?= =?utf-8?Q?unterminated ..."
+    assert reply_subject(broken.subject).startswith("Re: =?utf-8?B?gIA=?=")
+    latin = parse_headers(b"From: a@x.org\r\nSubject: caf\xe9 au lait\r\n\r\n")
+    assert latin.subject == "caf\xe9 au lait"
+    fine = parse_headers(b"From: a@x.org\r\nSubject: =?utf-8?Q?caf=C3=A9?= ok\r\n\r\n")
+    assert fine.subject == "caf\xe9 ok"
+
+
+HEAD = b"From: a@x.org\r\nSubject: s\r\nMIME-Version: 1.0\r\n"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # the declared boundary is not the one the body uses
+        HEAD + b'Content-Type: multipart/mixed; boundary="declared"\r\n\r\n'
+        b"--used\r\nContent-Type: text/plain\r\n\r\nPlease call me at noon.\r\n"
+        b"--used\r\nContent-Type: application/pdf\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+        b"JVBERi0xLjQK\r\n--used--\r\n",
+        # no boundary declared at all
+        HEAD + b"Content-Type: multipart/alternative\r\n\r\n"
+        b"--b1\r\nContent-Type: text/plain\r\n\r\nPlease call me at noon.\r\n--b1--\r\n",
+        # a "base64" text part that is plain text
+        HEAD + b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+        b"Please call me at noon.\r\n--b--\r\n",
+    ],
+    ids=["boundary_mismatch", "boundary_missing", "fake_base64"],
+)
+def test_broken_mime_gives_the_readable_text_not_decoder_junk(raw: bytes) -> None:
+    text = extract_text(raw, max_chars=1000).text
+    assert text == "Please call me at noon."
