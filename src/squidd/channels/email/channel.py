@@ -2,7 +2,8 @@
 
 Flow of one mail: the receive loop sees a new UID (IDLE push or poll), fetches its header
 block only, and decides (loops, allowlist, authentication, rate limit). An ignored mail is
-left exactly as it is and logged. An accepted one is fetched whole (unless over the size
+left exactly as it is and logged. Mail over the rate limit is deferred (kept in the state
+file) and handed on when the sender's window allows. An accepted one is fetched whole (unless over the size
 cap), parsed, recorded as pending, and handed to the router as an `Inbound`. The router
 calls `send` with the reply and, once SMTP accepted it, the inbound's `ack`, which flags the
 mail \\Seen (or moves it) over a second connection: the first one sits in IDLE. Each flag
