@@ -513,13 +513,14 @@ async def test_without_required_authentication_the_from_header_is_trusted_with_a
     assert warnings and warnings[0]["log_level"] == "warning"
 
 
+@pytest.mark.parametrize("move_to", ["", "Answered"])
 async def test_mail_that_arrives_after_the_ack_connection_opened_ends_seen(
-    mail_server: MailServer, bot: str, data_dir: Path
+    mail_server: MailServer, bot: str, data_dir: Path, move_to: str
 ) -> None:
     """The acknowledging connection stays open between mails; Dovecot ignores a STORE for a
     mail that connection has not learned of yet, so every answered mail after the first
-    stayed unread. Each one must end \\Seen."""
-    channel = channel_for(mail_server, bot, data_dir)
+    stayed unread (or was moved unread). Each one must end \\Seen."""
+    channel = channel_for(mail_server, bot, data_dir, move_to=move_to)
     inbox = TestInbox()
     ids = []
     with capture_logs() as logs:
@@ -530,8 +531,12 @@ async def test_mail_that_arrives_after_the_ack_connection_opened_ends_seen(
                 assert inbound.source_id == ids[-1]
                 await answer(channel, inbound, f"answer {n}")
     assert len([e for e in logs if e["event"] == "email_acknowledged"]) == 3
+    stored = {
+        str(m.message["Message-ID"]): m.flags
+        for m in await read_mailbox(mail_server, bot, move_to or "INBOX")
+    }
     for msg_id in ids:
-        assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags, msg_id
+        assert "\\Seen" in stored[msg_id], msg_id
 
 
 async def test_a_reply_refused_for_good_leaves_the_mail_flagged_unread_and_done(

@@ -181,8 +181,9 @@ async def test_hostile_sender_and_attachment_names_stay_inside_the_data_dir(
         msg = make_mail(to=bot, sender=hostile, subject="../../../../tmp/escaped-subject")
         msg.add_attachment(b"x", maintype="text", subtype="plain", filename="../../escaped.txt")
         await inject(mail_server, msg, to=bot, sender=ALICE)
-        # The turn ran (its history written); the reply cannot be delivered to that address.
-        await daemon.wait_log("reply_delivery_failed")
+        # The turn ran (its history written); the reply cannot be delivered to that address,
+        # and never will: it is given up at once.
+        await daemon.wait_event("reply_rejected")
         request = server.chat_requests[0]
         assert "../../escaped.txt (text/plain, 1 B)" in request["messages"][-1]["content"]
     data = (tmp_path / "data").resolve()

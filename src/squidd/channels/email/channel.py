@@ -3,14 +3,14 @@
 Flow of one mail: the receive loop sees a new UID (IDLE push or poll), fetches its header
 block only, and decides (loops, allowlist, authentication, rate limit). An ignored mail is
 left exactly as it is and logged. Mail over the rate limit is deferred (kept in the state
-file) and handed on when the sender's window allows. An accepted one is fetched whole (unless over the size
-cap), parsed, recorded as pending, and handed to the router as an `Inbound`. The router
-calls `send` with the reply and, once SMTP accepted it, the inbound's `ack`, which flags the
-mail \\Seen (or moves it) over a second connection: the first one sits in IDLE. Each flag
-is confirmed by the server's answer, after a NOOP that lets that long-lived connection learn
-of mail that arrived since it last looked. When SMTP refused the reply for good (an unknown
-recipient), the router calls `on_undeliverable` instead: the mail is flagged \\Flagged,
-left unread, and never handed on again.
+file) and handed on when the sender's window allows. An accepted one is fetched whole
+(unless over the size cap), parsed, recorded as pending, and handed to the router as an
+`Inbound`. The router calls `send` with the reply and, once SMTP accepted it, the
+inbound's `ack`, which flags the mail \\Seen (or moves it) over a second connection: the
+first one sits in IDLE. Each flag is confirmed by the server's answer, after a NOOP that
+lets that long-lived connection learn of mail that arrived since it last looked. When SMTP
+refused the reply for good (an unknown recipient), the router calls `on_undeliverable`
+instead: the mail is flagged \\Flagged, left unread, and never handed on again.
 
 Nothing is marked read before the reply left, so a crash at any point loses no mail; the
 router's handled-id record turns the resulting redelivery into an ack without a reply.
