@@ -6,6 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from aiosmtplib import (
+    SMTPDataError,
+    SMTPHeloError,
+    SMTPRecipientRefused,
+    SMTPRecipientsRefused,
+    SMTPSenderRefused,
+    SMTPServerDisconnected,
+)
 
 from squidd.channels.email.compose import ThreadContext, build_message, reply_subject
 from squidd.channels.email.parse import extract_text, parse_headers, trim_reply
@@ -15,8 +23,10 @@ from squidd.channels.email.policy import (
     authentication_failure,
     parse_auth_results,
 )
+from squidd.channels.email.smtp import classify
 from squidd.channels.email.state import state_path
 from squidd.config.email import EmailSettings
+from squidd.errors import DeliveryError, DeliveryRefusedError
 
 
 def headers(*lines: str) -> bytes:
@@ -344,3 +354,27 @@ HEAD = b"From: a@x.org\r\nSubject: s\r\nMIME-Version: 1.0\r\n"
 def test_broken_mime_gives_the_readable_text_not_decoder_junk(raw: bytes) -> None:
     text = extract_text(raw, max_chars=1000).text
     assert text == "Please call me at noon."
+
+
+@pytest.mark.parametrize(
+    ("exc", "refused"),
+    [
+        (SMTPRecipientsRefused([SMTPRecipientRefused(550, "no such user", "x@y.org")]), True),
+        (SMTPRecipientsRefused([SMTPRecipientRefused(450, "mailbox busy", "x@y.org")]), False),
+        (SMTPDataError(552, "message too large"), True),
+        (SMTPDataError(554, "content rejected"), True),
+        (SMTPDataError(451, "local error, try later"), False),
+        (SMTPSenderRefused(552, "size over the limit", "bot@x.org"), True),
+        (SMTPSenderRefused(553, "not owned by user", "bot@x.org"), False),
+        (SMTPHeloError(554, "no"), False),
+        (SMTPServerDisconnected("gone"), False),
+    ],
+)
+def test_smtp_failures_are_split_into_refused_for_good_and_worth_retrying(
+    exc: Exception, refused: bool
+) -> None:
+    """A 5xx for this recipient or this mail ends the delivery; 4xx, connection trouble and
+    setup problems (every reply alike, a human fixes them) are retried."""
+    error = classify(exc)
+    assert isinstance(error, DeliveryRefusedError) is refused
+    assert isinstance(error, DeliveryError) is not refused
