@@ -48,6 +48,12 @@ class DeliveryError(TransientError):
     """A reply could not be handed to its channel; the inbound message stays unacknowledged."""
 
 
+class DeliveryRefusedError(PermanentError):
+    """The destination refused this reply for good: an SMTP 5xx for the recipient or the
+    message (unknown user, too large), a Matrix M_FORBIDDEN or M_TOO_LARGE. Sending it again
+    cannot work, so the router ends the delivery instead of retrying."""
+
+
 class ToolError(SquiddError):
     """A tool refused or failed; its message is shown to the model as the tool result."""
 

@@ -33,3 +33,12 @@ async def test_odd_ids_are_kept_apart(handled_log: HandledLog) -> None:
     for source_id in ODD_IDS[::2]:
         await handled_log.add("c", source_id)
     assert [await handled_log.contains("c", s) for s in ODD_IDS] == [True, False] * 4
+
+
+async def test_a_failed_pair_is_handled_and_remembered_as_failed(handled_log: HandledLog) -> None:
+    await handled_log.add("email", "<a@x>", failed=True)
+    await handled_log.add("email", "<b@x>")
+    assert await handled_log.contains("email", "<a@x>")
+    assert await handled_log.failed("email", "<a@x>")
+    assert not await handled_log.failed("email", "<b@x>")
+    assert not await handled_log.failed("matrix", "<a@x>")

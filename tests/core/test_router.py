@@ -4,16 +4,18 @@ cap, intake stopping at shutdown, suppressed and undeliverable replies."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from squidd.core.backoff import Backoff
 from squidd.core.models import Destination, Inbound, Outbound, PendingReply, SessionId
 from squidd.core.router import CRASH_APOLOGY, Router
 from squidd.core.supervisor import ChildHealth
-from squidd.errors import DeliveryError
+from squidd.errors import DeliveryError, DeliveryRefusedError
 from tests.support.doubles import MemoryHandledLog, MemoryOutbox
 
 pytestmark = pytest.mark.anyio
@@ -40,9 +42,11 @@ class Collect:
         self.sent.append(outbound)
 
 
-def make_router(turn: Callable[[Inbound], object], cap: int = 4) -> tuple[Router, Collect, Records]:
+def make_router(
+    turn: Callable[[Inbound], object], cap: int = 4, channel: Any = None
+) -> tuple[Router, Any, Records]:
     records = Records()
-    channel = Collect()
+    channel = channel or Collect()
     health: dict[str, ChildHealth] = {}
     router = Router(
         run_turn=turn,  # type: ignore[arg-type]
@@ -265,3 +269,140 @@ async def test_a_crashed_turn_gets_an_honest_apology_and_is_acknowledged() -> No
     assert "language model" not in CRASH_APOLOGY
     assert records.handled == {("c", "m1")}
     assert any(e["event"] == "turn_crashed" for e in logs)
+
+
+async def test_each_turn_logs_its_own_context_not_the_submitters() -> None:
+    """A channel binds its own fields (the email uid) around `submit`; the session worker
+    started by the first message must not carry them into later messages' turns."""
+
+    async def turn(message: Inbound) -> str:
+        structlog.get_logger().info("turn_step")
+        return "ok"
+
+    router, channel, _ = make_router(turn)
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        async with anyio.create_task_group() as tg:
+            await tg.start(router.run)
+            for n in (1, 2, 3):
+                with structlog.contextvars.bound_contextvars(uid=n):
+                    await router.submit(inbound(n, "same-session"))
+            with anyio.fail_after(5):
+                while len(channel.sent) < 3:  # noqa: ASYNC110 - polls state that has no event
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    steps = [e for e in logs if e["event"] == "turn_step"]
+    assert [e["message_id"] for e in steps] == ["m1", "m2", "m3"]
+    assert all("uid" not in e for e in steps), steps
+
+
+class RefusingFor:
+    """A channel that refuses replies to `bad` for good and delivers the rest."""
+
+    name = "c"
+
+    def __init__(self, bad: str) -> None:
+        self.bad = bad
+        self.attempts: list[str] = []
+        self.sent: list[Outbound] = []
+
+    async def run(self, inbox: object, *, task_status: object) -> None:
+        raise NotImplementedError
+
+    async def send(self, outbound: Outbound) -> None:
+        self.attempts.append(outbound.target)
+        if outbound.target == self.bad:
+            raise DeliveryRefusedError("550 5.1.1 no such user")
+        self.sent.append(outbound)
+
+
+async def test_a_permanent_refusal_ends_the_delivery_and_frees_the_session() -> None:
+    """One attempt, an error logged once, no outbox entry left, recorded as failed, the
+    source told through `on_undeliverable` (not `ack`), and the session's next message is
+    answered; the router is idle at once, so a shutdown does not wait for it."""
+    records = Records()
+    channel = RefusingFor("nobody@x")
+    health: dict[str, ChildHealth] = {}
+    sleeps: list[float] = []
+
+    async def no_sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    async def turn(message: Inbound) -> str:
+        return f"re: {message.text}"
+
+    router = Router(
+        run_turn=turn,
+        channels={"c": channel},
+        handled=records,
+        outbox=records,
+        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
+        max_concurrent_turns=1,
+        delivery_backoff=Backoff(0.01, 0.01),
+        sleep=no_sleep,
+    )
+    acked: list[str] = []
+    failed: list[tuple[str, str]] = []
+
+    def message(n: int, sender: str) -> Inbound:
+        async def ack() -> None:
+            acked.append(f"m{n}")
+
+        async def give_up(reason: str) -> None:
+            failed.append((f"m{n}", reason))
+
+        return Inbound(
+            "c", f"m{n}", SessionId("s"), sender, f"text {n}", ack=ack, on_undeliverable=give_up
+        )
+
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            await tg.start(router.run)
+            await router.submit(message(1, "nobody@x"))
+            await router.submit(message(2, "someone@x"))
+            with anyio.fail_after(5):  # a guard against hanging, not a timing assertion
+                while len(acked) < 1:  # noqa: ASYNC110 - polls state that has no event
+                    await anyio.sleep(0.01)
+                await router.wait_idle()
+            tg.cancel_scope.cancel()
+    assert channel.attempts == ["nobody@x", "someone@x"]
+    assert sleeps == []
+    assert [o.text for o in channel.sent] == ["re: text 2"]
+    assert failed == [("m1", "550 5.1.1 no such user")]
+    assert acked == ["m2"]
+    assert records.entries == {}
+    assert records.handled == {("c", "m1"), ("c", "m2")}
+    assert records.failed_ids == {("c", "m1")}
+    rejected = [e for e in logs if e["event"] == "reply_rejected"]
+    assert len(rejected) == 1 and rejected[0]["log_level"] == "error"
+
+    # A redelivery (after a crash, or a rescan) is told "failed" again: never acknowledged
+    # as answered, never answered.
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        await router.submit(message(1, "nobody@x"))
+        with anyio.fail_after(5):
+            while len(failed) < 2:  # noqa: ASYNC110 - polls state that has no event
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert channel.attempts == ["nobody@x", "someone@x"]
+    assert acked == ["m2"]
+
+
+async def test_a_refusal_without_a_failure_hook_acknowledges() -> None:
+    """A channel with no notion of "failed" (cron runs, Matrix) gets `ack`: the message is
+    done, else its source would hand it over again forever."""
+
+    async def turn(message: Inbound) -> str:
+        return "x"
+
+    router, _, records = make_router(turn, channel=RefusingFor("u"))
+    acked: list[str] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        await router.submit(inbound(1, "a", acked))
+        with anyio.fail_after(5):
+            while not acked:  # noqa: ASYNC110 - polls state that has no event
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert acked == ["m1"]
+    assert records.failed_ids == {("c", "m1")}

@@ -48,3 +48,26 @@ async def test_the_record_forgets_old_entries_while_running(tmp_path: Path) -> N
     assert len(lines) == 3
     again = HandledFile(tmp_path, retention=timedelta(days=2), clock=lambda: now[0])
     assert await again.load() == 3
+
+
+async def test_a_refused_reply_is_remembered_as_failed_across_restarts_and_compaction(
+    tmp_path: Path,
+) -> None:
+    """A redelivery of a mail whose reply was refused must be told "failed" again, not be
+    acknowledged as answered: the failure survives a restart and a compaction."""
+    from datetime import UTC, datetime, timedelta
+
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    handled = HandledFile(tmp_path, retention=timedelta(days=2), clock=lambda: now[0])
+    await handled.load()
+    await handled.add("email", "<refused@x>", failed=True)
+    await handled.add("email", "<answered@x>")
+    assert await handled.failed("email", "<refused@x>")
+    assert not await handled.failed("email", "<answered@x>")
+    now[0] += timedelta(days=1, hours=1)
+    await handled.add("email", "<later@x>")  # compacts (nothing expired yet)
+    again = HandledFile(tmp_path, retention=timedelta(days=2), clock=lambda: now[0])
+    assert await again.load() == 3
+    assert await again.contains("email", "<refused@x>")
+    assert await again.failed("email", "<refused@x>")
+    assert not await again.failed("email", "<answered@x>")

@@ -22,12 +22,18 @@ from squidd.core.models import HistoryHit, HistoryWindow, Message, PendingReply,
 class MemoryHandledLog:
     def __init__(self) -> None:
         self.handled: set[tuple[str, str]] = set()
+        self.failed_ids: set[tuple[str, str]] = set()
 
     async def contains(self, channel: str, source_id: str) -> bool:
         return (channel, source_id) in self.handled
 
-    async def add(self, channel: str, source_id: str) -> None:
+    async def failed(self, channel: str, source_id: str) -> bool:
+        return (channel, source_id) in self.failed_ids
+
+    async def add(self, channel: str, source_id: str, *, failed: bool = False) -> None:
         self.handled.add((channel, source_id))
+        if failed:
+            self.failed_ids.add((channel, source_id))
 
 
 class MemoryOutbox:

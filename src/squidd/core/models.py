@@ -171,6 +171,8 @@ def utcnow() -> datetime:
 
 
 AckHook = Callable[[], Awaitable[None]]
+UndeliverableHook = Callable[[str], Awaitable[None]]
+"""Called with the reason when the reply to a message was refused for good."""
 
 
 async def _no_ack() -> None:
@@ -207,7 +209,10 @@ class Inbound:
     `source_id` is stable across redeliveries (Matrix event id, email Message-ID, cron run id):
     the router records it once the reply was delivered, so a redelivery is not answered twice.
     `ack` tells the source the message is done (IMAP \\Seen, Matrix sync position); the router
-    calls it only after the reply was delivered.
+    calls it only after the reply was delivered. When the reply was refused for good (an
+    unknown recipient), the router calls `on_undeliverable(reason)` instead, so the source can
+    mark the message as failed rather than answered (email flags it and leaves it unread);
+    a channel without such a notion leaves it None and gets `ack`: the message is done.
 
     Routing travels in typed fields the router and the gateway read: `reply_to` (where the
     answer goes; None: the sender, on the same channel), `quiet_reply` (a reply equal to it is
@@ -229,6 +234,7 @@ class Inbound:
     meta: Mapping[str, Any] = field(default_factory=dict)
     ack: AckHook = _no_ack
     received_at: datetime = field(default_factory=utcnow)
+    on_undeliverable: UndeliverableHook | None = None
 
     @property
     def destination(self) -> Destination | None:

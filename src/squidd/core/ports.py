@@ -125,11 +125,14 @@ class Channel(Protocol):
 
 
 class HandledLog(Protocol):
-    """The persisted record of (channel, source id) pairs whose reply was delivered."""
+    """The persisted record of (channel, source id) pairs that are done: the reply was
+    delivered, or (`failed`) it was refused for good."""
 
     async def contains(self, channel: str, source_id: str) -> bool: ...
 
-    async def add(self, channel: str, source_id: str) -> None: ...
+    async def failed(self, channel: str, source_id: str) -> bool: ...
+
+    async def add(self, channel: str, source_id: str, *, failed: bool = False) -> None: ...
 
 
 class Outbox(Protocol):

@@ -6,12 +6,17 @@ count). A session's queue and worker exist only while it has work, so memory doe
 with the number of sessions ever seen.
 
 Durable acknowledgement, per message:
-1. a source id already recorded as handled is only acknowledged (a redelivery after a crash);
+1. a source id already recorded as handled is only acknowledged (a redelivery after a crash),
+   or, when it was recorded as undeliverable, told so again (`on_undeliverable`);
 2. a reply kept in the outbox (the daemon died after the turn, before delivery) is sent
    again as it was, without running the model again;
 3. otherwise the turn runs; its reply goes to the outbox *before* it is sent;
-4. the send is retried with capped backoff until it works (or the daemon stops);
-5. only then is the id recorded as handled, the outbox entry dropped and `ack` called.
+4. the send is retried with capped backoff while it fails for a passing reason (a server
+   down, a 4xx) or until the daemon stops; a permanent refusal (`PermanentError` from the
+   channel: an unknown recipient, a message too large) ends it after that one attempt;
+5. only then is the id recorded as handled (with the failure, if refused), the outbox entry
+   dropped and `ack` called, or `on_undeliverable(reason)` for a refused reply, so a refused
+   reply is neither retried, nor answered again, nor holding up its session or a shutdown.
 A turn that fails (the model is down after its retries) is answered with a short apology.
 """
 
@@ -49,7 +54,16 @@ TurnRunner = Callable[[Inbound], Awaitable[str]]
 
 
 class _Undeliverable(Exception):
-    """The channel refused the reply for good; the message stays unacknowledged."""
+    """No channel of that name is running; the message stays unacknowledged (and its reply
+    in the outbox) for a later start that has the channel."""
+
+
+class _Refused(Exception):
+    """The channel refused the reply for good: the delivery ends as failed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class _TurnSlot:
@@ -220,6 +234,10 @@ class Router:
         )
 
     async def _worker(self, session: SessionId, queue: _SessionQueue) -> None:
+        # The task was started with a copy of the submitter's context: whatever that caller
+        # had bound (the email channel binds the mail's uid around `put`) would stick to
+        # every later message of this worker. Start clean; `_handle` binds per message.
+        structlog.contextvars.clear_contextvars()
         try:
             while queue.items and self._accepting:
                 async with _TurnSlot(self._limiter) as slot:
@@ -259,10 +277,14 @@ class Router:
     async def _handle_bound(self, inbound: Inbound, slot: _TurnSlot) -> None:
         channel, source_id = inbound.channel, inbound.source_id
         if await self._handled.contains(channel, source_id):
-            log.info("redelivery_skipped")
             # A crash between recording and cleaning up may have left the outbox entry.
             await self._outbox.remove(channel, source_id)
-            await self._ack(inbound)
+            if await self._handled.failed(channel, source_id):
+                log.info("redelivery_skipped", outcome="undeliverable")
+                await self._give_up(inbound, "the reply was refused before")
+            else:
+                log.info("redelivery_skipped")
+                await self._ack(inbound)
             return
         pending = await self._outbox.get(channel, source_id)
         if pending is not None:
@@ -298,7 +320,13 @@ class Router:
         # The cap is on turns: delivery retries (a channel that is down) must not keep other
         # sessions from running theirs. The session stays blocked, so its order holds.
         slot.release()
-        await self._deliver(inbound, pending)
+        try:
+            await self._deliver(inbound, pending)
+        except _Refused as refused:
+            await self._handled.add(channel, source_id, failed=True)
+            await self._outbox.remove(channel, source_id)
+            await self._give_up(inbound, refused.reason)
+            return
         await self._handled.add(channel, source_id)
         await self._outbox.remove(channel, source_id)
         await self._ack(inbound)
@@ -332,8 +360,11 @@ class Router:
             try:
                 await channel.send(outbound)
             except PermanentError as exc:
-                log.error("reply_rejected", to=pending.channel, reason=str(exc))  # noqa: TRY400 - expected; the reason is enough
-                raise _Undeliverable from exc
+                reason = str(exc) or type(exc).__name__
+                log.error(  # noqa: TRY400 - expected; the reason is enough
+                    "reply_rejected", to=pending.channel, attempt=failures + 1, reason=reason
+                )
+                raise _Refused(reason) from exc
             except Exception as exc:  # noqa: BLE001 - DeliveryError or not: retry later
                 failures += 1
                 delay = self._delivery_backoff.delay(failures)
@@ -359,6 +390,17 @@ class Router:
             await inbound.ack()
         except Exception as exc:  # noqa: BLE001 - handled is recorded: no second answer
             log.warning("ack_failed", reason=str(exc) or type(exc).__name__)
+
+    async def _give_up(self, inbound: Inbound, reason: str) -> None:
+        """Tell the source the message is done without an answer (or `ack` it when the
+        channel has no such notion)."""
+        if inbound.on_undeliverable is None:
+            await self._ack(inbound)
+            return
+        try:
+            await inbound.on_undeliverable(reason)
+        except Exception as exc:  # noqa: BLE001 - recorded as failed: never a second answer
+            log.warning("undeliverable_mark_failed", reason=str(exc) or type(exc).__name__)
 
 
 def _ms(started: float) -> int:

@@ -1,4 +1,6 @@
-"""The record of handled messages: (channel, source id) pairs whose reply was delivered.
+"""The record of handled messages: (channel, source id) pairs whose reply was delivered, or
+was refused for good (those lines carry `"failed": true`, so a redelivery is not acknowledged
+as answered).
 
 One JSON object per line in `<data dir>/gateway/handled.jsonl`, appended under a file lock
 and fsynced before the source is acknowledged. It is read once at start into memory; entries
@@ -28,12 +30,11 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _line(channel: str, source_id: str, at: datetime) -> str:
-    return json.dumps(
-        {"channel": channel, "id": source_id, "at": at.isoformat()},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+def _line(channel: str, source_id: str, at: datetime, *, failed: bool = False) -> str:
+    entry: dict[str, object] = {"channel": channel, "id": source_id, "at": at.isoformat()}
+    if failed:
+        entry["failed"] = True
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 
 
 class HandledFile:
@@ -50,6 +51,8 @@ class HandledFile:
         self._retention = retention
         self._clock = clock
         self._seen: dict[tuple[str, str], datetime] | None = None
+        # The few entries whose reply was refused for good.
+        self._failed: set[tuple[str, str]] = set()
         self._lock = anyio.Lock()
         self._compacted_at = clock()
 
@@ -80,6 +83,8 @@ class HandledFile:
                 dropped += 1
                 continue
             seen[key] = at
+            if entry.get("failed") is True:
+                self._failed.add(key)
             kept.append(line)
         if dropped:
             atomic_write_text(self._path, "".join(f"{line}\n" for line in kept))
@@ -100,13 +105,19 @@ class HandledFile:
     async def contains(self, channel: str, source_id: str) -> bool:
         return (channel, source_id) in await self._ensure()
 
-    async def add(self, channel: str, source_id: str) -> None:
+    async def failed(self, channel: str, source_id: str) -> bool:
+        await self._ensure()
+        return (channel, source_id) in self._failed
+
+    async def add(self, channel: str, source_id: str, *, failed: bool = False) -> None:
         seen = await self._ensure()
         now = self._clock()
-        line = _line(channel, source_id, now)
+        line = _line(channel, source_id, now, failed=failed)
         async with self._lock:
             await anyio.to_thread.run_sync(append_lines_locked, self._path, [line])
             seen[(channel, source_id)] = now
+            if failed:
+                self._failed.add((channel, source_id))
             if now - self._compacted_at >= COMPACT_EVERY:
                 await self._compact(seen, now)
 
@@ -119,6 +130,10 @@ class HandledFile:
             return
         for key in expired:
             del seen[key]
-        text = "".join(f"{_line(ch, sid, at)}\n" for (ch, sid), at in seen.items())
+            self._failed.discard(key)
+        text = "".join(
+            f"{_line(ch, sid, at, failed=(ch, sid) in self._failed)}\n"
+            for (ch, sid), at in seen.items()
+        )
         await anyio.to_thread.run_sync(atomic_write_text, self._path, text)
         log.info("handled_compacted", kept=len(seen), dropped=len(expired))

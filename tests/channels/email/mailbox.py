@@ -41,7 +41,7 @@ SERVERS = HERE.parent.parent / "servers" / "mail"
 TRUSTED_ID = "mx.example.test"
 DOMAIN = "example.test"
 PASSWORD = "secret-pw-1"
-BOTS = [f"bot{i}" for i in range(1, 25)]
+BOTS = [f"bot{i}" for i in range(1, 41)]
 HUMANS = ["alice", "bob"]
 
 

@@ -19,7 +19,7 @@ from squidd.channels.email.compose import derived_message_id
 from squidd.channels.email.state import state_path
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState
-from squidd.errors import DeliveryError, PermanentError
+from squidd.errors import DeliveryError, DeliveryRefusedError, PermanentError
 from tests.channels.email.mailbox import (
     DOMAIN,
     TRUSTED_ID,
@@ -511,3 +511,136 @@ async def test_without_required_authentication_the_from_header_is_trusted_with_a
             assert (await inbox.next()).source_id == msg_id
     warnings = [e for e in logs if e["event"] == "email_sender_authentication_off"]
     assert warnings and warnings[0]["log_level"] == "warning"
+
+
+@pytest.mark.parametrize("move_to", ["", "Answered"])
+async def test_mail_that_arrives_after_the_ack_connection_opened_ends_seen(
+    mail_server: MailServer, bot: str, data_dir: Path, move_to: str
+) -> None:
+    """The acknowledging connection stays open between mails; Dovecot ignores a STORE for a
+    mail that connection has not learned of yet, so every answered mail after the first
+    stayed unread (or was moved unread). Each one must end \\Seen."""
+    channel = channel_for(mail_server, bot, data_dir, move_to=move_to)
+    inbox = TestInbox()
+    ids = []
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            for n in range(3):
+                ids.append(await send(mail_server, make_mail(to=bot, subject=f"mail {n}"), bot))
+                inbound = await inbox.next()
+                assert inbound.source_id == ids[-1]
+                await answer(channel, inbound, f"answer {n}")
+    assert len([e for e in logs if e["event"] == "email_acknowledged"]) == 3
+    stored = {
+        str(m.message["Message-ID"]): m.flags
+        for m in await read_mailbox(mail_server, bot, move_to or "INBOX")
+    }
+    for msg_id in ids:
+        assert "\\Seen" in stored[msg_id], msg_id
+
+
+async def test_a_reply_refused_for_good_leaves_the_mail_flagged_unread_and_done(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    """Postfix refuses an unknown user of its own domain with 550: that is no reason to try
+    again. The mail is flagged, stays unread, and a restart does not hand it on again."""
+    ghost = f"ghost@{DOMAIN}"  # allowed by domain, but no such mailbox
+    channel = channel_for(mail_server, bot, data_dir, allowed_domains=[DOMAIN])
+    inbox = TestInbox()
+    msg_id = await send(mail_server, make_mail(to=bot, sender=ghost, subject="from a ghost"), bot)
+    async with running(channel, inbox):
+        inbound = await inbox.next()
+        assert inbound.sender == ghost
+        reply = Outbound(
+            channel="email",
+            target=inbound.sender,
+            text="hello ghost",
+            session_id=inbound.session_id,
+            in_reply_to=inbound,
+        )
+        with pytest.raises(DeliveryRefusedError, match="550"):
+            await channel.send(reply)
+        assert inbound.on_undeliverable is not None
+        await inbound.on_undeliverable("550 refused")
+    stored = await find(mail_server, bot, msg_id)
+    assert "\\Flagged" in stored.flags
+    assert "\\Seen" not in stored.flags
+    later = await send(mail_server, make_mail(to=bot, subject="after the ghost"), bot)
+    inbox2 = TestInbox()
+    async with running(channel_for(mail_server, bot, data_dir, allowed_domains=[DOMAIN]), inbox2):
+        assert (await inbox2.next()).source_id == later
+    assert [m.source_id for m in inbox2.received] == [later]
+
+
+class HeldInbox(TestInbox):
+    """Holds the channel inside its first `put` until `release` is set: the receive loop is
+    in the middle of a fetch round meanwhile."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = anyio.Event()
+
+    async def put(self, message: Inbound) -> None:
+        await super().put(message)
+        if len(self.received) == 1:
+            await self.release.wait()
+
+
+async def test_mail_arriving_during_a_fetch_round_is_not_left_for_the_next_idle(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    """Dovecot announces the new mail once, with the answer to the next fetch of the burst;
+    IDLE does not repeat it. It must be handed on without waiting for other mail or an IDLE
+    renewal (set to 28 minutes here; the wait below is only a bound)."""
+    burst = [
+        await send(mail_server, make_mail(to=bot, subject=f"burst {n}"), bot) for n in range(8)
+    ]
+    channel = channel_for(mail_server, bot, data_dir, idle_renew_s=1700)
+    inbox = HeldInbox()
+    async with running(channel, inbox):
+        first = await inbox.next()
+        late = await send(mail_server, make_mail(to=bot, subject="during the burst"), bot)
+        inbox.release.set()
+        rest = [await inbox.next() for _ in range(8)]
+    assert [m.source_id for m in [first, *rest]] == [*burst, late]
+
+
+async def test_rate_limited_mail_is_answered_when_the_window_allows_not_dropped(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    """The rate limit is a loop guard: mail over it waits for the window, in order, without
+    any new mail or IDLE renewal to wake the channel (the wait below is only a bound)."""
+    ids = [await send(mail_server, make_mail(to=bot, subject=f"quick {n}"), bot) for n in range(3)]
+    channel = channel_for(
+        mail_server, bot, data_dir, rate_limit_count=1, rate_limit_window_s=2, idle_renew_s=1700
+    )
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            got = [await inbox.next() for _ in range(3)]
+    assert [m.source_id for m in got] == ids
+    deferred = [e for e in logs if e["event"] == "email_deferred"]
+    assert [e["message_id"] for e in deferred] == ids[1:]
+    assert not [e for e in logs if e["event"] == "email_ignored"]
+
+
+async def test_rate_limited_mail_survives_a_restart(
+    mail_server: MailServer, bot: str, data_dir: Path
+) -> None:
+    first = await send(mail_server, make_mail(to=bot, subject="one"), bot)
+    second = await send(mail_server, make_mail(to=bot, subject="two"), bot)
+    hour = {"rate_limit_count": 1, "rate_limit_window_s": 3600}
+    channel = channel_for(mail_server, bot, data_dir, **hour)
+    inbox = TestInbox()
+    with capture_logs() as logs:
+        async with running(channel, inbox):
+            inbound = await inbox.next()
+            await answer(channel, inbound, "one answered")
+            await eventually(lambda: any(e["event"] == "email_deferred" for e in logs))
+    assert [m.source_id for m in inbox.received] == [first]
+    # A new process (the limiter's memory is gone with the old one) answers the second.
+    inbox2 = TestInbox()
+    async with running(channel_for(mail_server, bot, data_dir, **hour), inbox2):
+        assert (await inbox2.next()).source_id == second

@@ -170,8 +170,9 @@ async def test_hostile_sender_and_attachment_names_stay_inside_the_data_dir(
         msg = make_mail(to=bot, sender=hostile, subject="../../../../tmp/escaped-subject")
         msg.add_attachment(b"x", maintype="text", subtype="plain", filename="../../escaped.txt")
         await inject(mail_server, msg, to=bot, sender=ALICE)
-        # The turn ran (its history written); the reply cannot be delivered to that address.
-        await daemon.wait_log("reply_delivery_failed")
+        # The turn ran (its history written); the reply cannot be delivered to that address,
+        # and never will: it is given up at once.
+        await daemon.wait_event("reply_rejected")
         request = server.chat_requests[0]
         assert "../../escaped.txt (text/plain, 1 B)" in request["messages"][-1]["content"]
     data = (tmp_path / "data").resolve()
@@ -183,3 +184,38 @@ async def test_hostile_sender_and_attachment_names_stay_inside_the_data_dir(
     assert any(n.startswith("tmp_escaped_example.test-") for n in names), names
     assert not list(Path("/tmp").glob("escaped*"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml", "daemon.log", "data"]
+
+
+async def test_a_reply_refused_for_good_is_given_up_at_once_and_blocks_nothing(
+    mail_server: MailServer, bot: str, tmp_path: Path, daemons: list[DaemonProcess]
+) -> None:
+    """Postfix refuses the reply to an unknown user of its domain with 550. One attempt,
+    one error line, no outbox entry; the mail is flagged and left unread; the next mail
+    is answered; SIGTERM does not wait out the (long) shutdown grace for it."""
+    ghost = f"ghost@{DOMAIN}"
+    with FakeLLM(responder=lambda req: Reply(content="hello")) as server:
+        config = write_config(tmp_path, mail_server, bot, server.base_url)
+        config.write_text(
+            config.read_text()
+            .replace(f'allowed_senders = ["{ALICE}"]', f'allowed_domains = ["{DOMAIN}"]')
+            .replace("[gateway]\n", "[gateway]\nshutdown_grace_s = 600\n")
+        )
+        daemon = DaemonProcess(config, tmp_path / "daemon.log")
+        daemons.append(daemon)
+        await daemon.wait_log("email_connected")
+        refused = make_mail(to=bot, sender=ghost, subject="nobody lives here")
+        await inject(mail_server, refused, to=bot, sender=ghost)
+        await daemon.wait_event("email_left_flagged")
+        after = make_mail(to=bot, subject="and me?")
+        await inject(mail_server, after, to=bot, sender=ALICE)
+        await wait_for(mail_server, ALICE, replies_to(str(after["Message-ID"])), timeout=60)
+        await daemon.wait_event("email_acknowledged")
+        # A bound far below the grace: the stop must not wait for the refused reply.
+        assert await daemon.stop(timeout=60) == 0
+    assert daemon.count("reply_rejected") == 1
+    assert daemon.count("reply_delivery_failed") == 0
+    assert daemon.count("shutdown_grace_expired") == 0
+    assert len(server.chat_requests) == 2
+    stored = await find(mail_server, bot, str(refused["Message-ID"]))
+    assert "\\Flagged" in stored.flags and "\\Seen" not in stored.flags
+    assert not list((tmp_path / "data" / "gateway" / "outbox").glob("*"))

@@ -6,6 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from aiosmtplib import (
+    SMTPDataError,
+    SMTPHeloError,
+    SMTPRecipientRefused,
+    SMTPRecipientsRefused,
+    SMTPSenderRefused,
+    SMTPServerDisconnected,
+)
 
 from squidd.channels.email.compose import ThreadContext, build_message, reply_subject
 from squidd.channels.email.parse import extract_text, parse_headers, trim_reply
@@ -15,8 +23,10 @@ from squidd.channels.email.policy import (
     authentication_failure,
     parse_auth_results,
 )
+from squidd.channels.email.smtp import classify
 from squidd.channels.email.state import state_path
 from squidd.config.email import EmailSettings
+from squidd.errors import DeliveryError, DeliveryRefusedError
 
 
 def headers(*lines: str) -> bytes:
@@ -156,8 +166,12 @@ def test_rate_limit_per_sender_with_a_sliding_window() -> None:
         limiter.record("a@x")
     assert not limiter.allows("a@x")
     assert limiter.allows("b@x")
+    assert limiter.wait_s("b@x") == 0
+    now[0] = 10
+    assert limiter.wait_s("a@x") == 50  # the channel sleeps that long before re-checking
     now[0] = 61
     assert limiter.allows("a@x")
+    assert limiter.wait_s("a@x") == 0
 
 
 def test_quoted_history_and_signatures_are_trimmed_forwards_kept() -> None:
@@ -300,3 +314,67 @@ def test_huge_html_mail_is_cut_before_conversion() -> None:
     assert body.from_html and body.truncated
     assert body.text.startswith("word word")
     assert len(body.text) < 2_200
+
+
+def test_a_subject_whose_encoded_words_do_not_decode_is_shown_raw() -> None:
+    """Not `Re: \ufffd\ufffd =?utf-8?Q?unterminated ...`: the raw text, which a person can
+    still read, and a raw 8-bit subject in Latin-1 is read as such."""
+    broken = parse_headers(
+        b"From: a@x.org\r\nSubject: =?utf-8?B?gIA=?= =?utf-8?Q?unterminated ...\r\n\r\n"
+    )
+    assert broken.subject == "=?utf-8?B?gIA=?= =?utf-8?Q?unterminated ..."
+    assert reply_subject(broken.subject).startswith("Re: =?utf-8?B?gIA=?=")
+    latin = parse_headers(b"From: a@x.org\r\nSubject: caf\xe9 au lait\r\n\r\n")
+    assert latin.subject == "caf\xe9 au lait"
+    fine = parse_headers(b"From: a@x.org\r\nSubject: =?utf-8?Q?caf=C3=A9?= ok\r\n\r\n")
+    assert fine.subject == "caf\xe9 ok"
+
+
+HEAD = b"From: a@x.org\r\nSubject: s\r\nMIME-Version: 1.0\r\n"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # the declared boundary is not the one the body uses
+        HEAD + b'Content-Type: multipart/mixed; boundary="declared"\r\n\r\n'
+        b"--used\r\nContent-Type: text/plain\r\n\r\nPlease call me at noon.\r\n"
+        b"--used\r\nContent-Type: application/pdf\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+        b"JVBERi0xLjQK\r\n--used--\r\n",
+        # no boundary declared at all
+        HEAD + b"Content-Type: multipart/alternative\r\n\r\n"
+        b"--b1\r\nContent-Type: text/plain\r\n\r\nPlease call me at noon.\r\n--b1--\r\n",
+        # a "base64" text part that is plain text
+        HEAD + b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+        b"Please call me at noon.\r\n--b--\r\n",
+    ],
+    ids=["boundary_mismatch", "boundary_missing", "fake_base64"],
+)
+def test_broken_mime_gives_the_readable_text_not_decoder_junk(raw: bytes) -> None:
+    text = extract_text(raw, max_chars=1000).text
+    assert text == "Please call me at noon."
+
+
+@pytest.mark.parametrize(
+    ("exc", "refused"),
+    [
+        (SMTPRecipientsRefused([SMTPRecipientRefused(550, "no such user", "x@y.org")]), True),
+        (SMTPRecipientsRefused([SMTPRecipientRefused(450, "mailbox busy", "x@y.org")]), False),
+        (SMTPDataError(552, "message too large"), True),
+        (SMTPDataError(554, "content rejected"), True),
+        (SMTPDataError(451, "local error, try later"), False),
+        (SMTPSenderRefused(552, "size over the limit", "bot@x.org"), True),
+        (SMTPSenderRefused(553, "not owned by user", "bot@x.org"), False),
+        (SMTPHeloError(554, "no"), False),
+        (SMTPServerDisconnected("gone"), False),
+    ],
+)
+def test_smtp_failures_are_split_into_refused_for_good_and_worth_retrying(
+    exc: Exception, refused: bool
+) -> None:
+    """A 5xx for this recipient or this mail ends the delivery; 4xx, connection trouble and
+    setup problems (every reply alike, a human fixes them) are retried."""
+    error = classify(exc)
+    assert isinstance(error, DeliveryRefusedError) is refused
+    assert isinstance(error, DeliveryError) is not refused

@@ -2,10 +2,15 @@
 
 Flow of one mail: the receive loop sees a new UID (IDLE push or poll), fetches its header
 block only, and decides (loops, allowlist, authentication, rate limit). An ignored mail is
-left exactly as it is and logged. An accepted one is fetched whole (unless over the size
-cap), parsed, recorded as pending, and handed to the router as an `Inbound`. The router
-calls `send` with the reply and, once SMTP accepted it, the inbound's `ack`, which flags the
-mail \\Seen (or moves it) over a second connection: the first one sits in IDLE.
+left exactly as it is and logged. Mail over the rate limit is deferred (kept in the state
+file) and handed on when the sender's window allows. An accepted one is fetched whole
+(unless over the size cap), parsed, recorded as pending, and handed to the router as an
+`Inbound`. The router calls `send` with the reply and, once SMTP accepted it, the
+inbound's `ack`, which flags the mail \\Seen (or moves it) over a second connection: the
+first one sits in IDLE. Each flag is confirmed by the server's answer, after a NOOP that
+lets that long-lived connection learn of mail that arrived since it last looked. When SMTP
+refused the reply for good (an unknown recipient), the router calls `on_undeliverable`
+instead: the mail is flagged \\Flagged, left unread, and never handed on again.
 
 Nothing is marked read before the reply left, so a crash at any point loses no mail; the
 router's handled-id record turns the resulting redelivery into an ack without a reply.
@@ -19,6 +24,7 @@ import re
 import ssl
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +47,7 @@ from squidd.channels.email.state import StateFile, state_path
 from squidd.config.email import EmailSettings
 from squidd.core.models import Inbound, Outbound, SessionId
 from squidd.core.ports import ChannelState, Inbox
-from squidd.errors import ConfigError, DeliveryError, PermanentError, TransientError
+from squidd.errors import ConfigError, DeliveryRefusedError, PermanentError, TransientError
 
 log = structlog.get_logger()
 
@@ -49,6 +55,7 @@ _ADDRESS_RE = re.compile(r"^[^@\s<>()\[\],;:\"\\]+@[A-Za-z0-9.-]+\.?[A-Za-z0-9-]
 _ACK_ATTEMPTS = 4
 # A connection that stayed up this long counts as a success: the backoff starts over.
 _STABLE_AFTER_S = 60.0
+_DEFERRED_MIN_WAIT_S = 1.0
 
 
 def make_tls_context(ca_file: Path | None) -> ssl.SSLContext:
@@ -60,6 +67,13 @@ def make_tls_context(ca_file: Path | None) -> ssl.SSLContext:
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError([f"email.ca_file: cannot load {ca_file}: {exc}"]) from None
     return context
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    """A mail held back by the rate limit (a loop guard): handed on when the window allows."""
+
+    sender: str
 
 
 def _jitter(delay: float) -> float:
@@ -180,6 +194,7 @@ class EmailChannel:
             state.uidvalidity = folder.uidvalidity
             state.last_uid = None
             state.pending = set()
+            state.deferred = {}
             self._delivered.clear()
             await self._state.save()
 
@@ -187,10 +202,33 @@ class EmailChannel:
         idle = self._s.idle and folder.has_capability("IDLE")
         wait = self._s.idle_renew_s if idle else self._s.poll_interval_s
         while True:
-            await self._scan(folder, inbox)
-            await folder.wait_for_mail(wait)
+            await self._scan_until_quiet(folder, inbox)
+            await folder.wait_for_mail(self._until_deferred_due(wait))
 
-    async def _scan(self, folder: ImapFolder, inbox: Inbox) -> None:
+    def _until_deferred_due(self, wait: float) -> float:
+        """`wait`, or less when a sender's rate-limit window opens sooner for deferred mail
+        (never less than a second: no busy loop if that mail cannot be handed on)."""
+        senders = set(self._state.state.deferred.values())
+        if not senders:
+            return wait
+        due = min(self._limiter.wait_s(sender) for sender in senders)
+        return max(_DEFERRED_MIN_WAIT_S, min(wait, due))
+
+    async def _scan_until_quiet(self, folder: ImapFolder, inbox: Inbox) -> None:
+        """Scan until a round finds nothing and the server announced no mail meanwhile.
+
+        The server tells of new mail once, with whichever command runs when it arrives (a
+        fetch of another mail); IDLE does not repeat it. So a round that looked at mail,
+        or during which new mail was announced, is followed by another search.
+        """
+        while True:
+            folder.take_new_mail_notice()  # the search below sees all announced so far
+            looked = await self._scan(folder, inbox)
+            if not (folder.take_new_mail_notice() or looked):
+                return
+
+    async def _scan(self, folder: ImapFolder, inbox: Inbox) -> bool:
+        """Hand on what is new; True when there was any mail to look at."""
         state = self._state.state
         # Mail handed on before (by an earlier process, or before a failed ack) but never
         # acknowledged: hand it on again, the router knows whether it was answered.
@@ -202,16 +240,27 @@ class EmailChannel:
                 await self._state.save()
             for uid in sorted(still_unseen):
                 await self._handle(folder, inbox, uid, redelivery=True)
+        # Mail held back by the rate limit, oldest first, once its sender may be answered.
+        ready = [u for u, sender in sorted(state.deferred.items()) if self._limiter.allows(sender)]
+        if ready:
+            still_unseen = await folder.unseen_among(ready)
+            for uid in ready:
+                if uid not in still_unseen:  # read by a human, or gone
+                    state.deferred.pop(uid, None)
+                    await self._state.save()
+                    continue
+                await self._handle(folder, inbox, uid, redelivery=False)
         first_scan = state.last_uid is None
         uids = await folder.unseen(above=state.last_uid)
         for uid in uids:
-            if uid in self._delivered or uid in state.pending:
+            if uid in self._delivered or uid in state.pending or uid in state.deferred:
                 continue
             await self._handle(folder, inbox, uid, redelivery=False)
         if first_scan:
             floor = (folder.uidnext - 1) if folder.uidnext else 0
             state.last_uid = max([state.last_uid or 0, floor, *uids])
             await self._state.save()
+        return bool(again or uids)
 
     async def _advance(self, uid: int) -> None:
         state = self._state.state
@@ -230,14 +279,21 @@ class EmailChannel:
             except Exception:  # one bad mail must not stop the channel
                 log.exception("email_message_failed")
                 inbound = None
+            state = self._state.state
+            if isinstance(inbound, _Deferred):
+                state.deferred[uid] = inbound.sender
+                state.last_uid = max(state.last_uid or 0, uid)
+                await self._state.save()
+                return
             if inbound is None:
-                if uid in self._state.state.pending:
+                if uid in state.pending or uid in state.deferred:
                     # Taken earlier, refused now (e.g. the allowlist changed): let it go.
-                    self._state.state.pending.discard(uid)
+                    state.pending.discard(uid)
+                    state.deferred.pop(uid, None)
                     await self._state.save()
                 await self._advance(uid)
                 return
-            state = self._state.state
+            state.deferred.pop(uid, None)
             state.pending.add(uid)
             state.last_uid = max(state.last_uid or 0, uid)
             await self._state.save()
@@ -253,18 +309,29 @@ class EmailChannel:
             )
             await inbox.put(inbound)
 
-    async def _examine(self, folder: ImapFolder, uid: int, *, redelivery: bool) -> Inbound | None:
-        """The Inbound for this mail, or None when it is to be left alone."""
+    async def _examine(
+        self, folder: ImapFolder, uid: int, *, redelivery: bool
+    ) -> Inbound | _Deferred | None:
+        """The Inbound for this mail, `_Deferred` when the rate limit holds it back for now,
+        or None when it is to be left alone."""
         head = await folder.fetch_header(uid)
         if head is None:
             return None  # expunged meanwhile
         size, raw_headers = head
         headers = parse_headers(raw_headers)
         reason = self._gate.reason_to_ignore(headers)
-        if reason is None and not redelivery and not self._limiter.allows(headers.from_addr):
-            reason = "rate_limited"
         if reason is None and size > self._s.max_size_bytes and self._s.oversize_action == "skip":
             reason = "too_large"
+        if reason is None and not redelivery and self._must_wait(uid, headers.from_addr):
+            if uid not in self._state.state.deferred:
+                log.info(
+                    "email_deferred",
+                    reason="rate_limited",
+                    sender=headers.from_addr,
+                    message_id=headers.message_id,
+                    retry_in_s=round(self._limiter.wait_s(headers.from_addr), 1),
+                )
+            return _Deferred(headers.from_addr)
         if reason is not None:
             log.info(
                 "email_ignored",
@@ -286,6 +353,13 @@ class EmailChannel:
             )
             text = self._prompt_text(headers, body)
         return self._inbound(folder, uid, headers, text, body, oversize=body is None)
+
+    def _must_wait(self, uid: int, sender: str) -> bool:
+        """Over the sender's rate limit, or behind an older mail of theirs that is."""
+        if not self._limiter.allows(sender):
+            return True
+        deferred = self._state.state.deferred
+        return any(other < uid and deferred[other] == sender for other in deferred)
 
     def _prompt_text(self, headers: MailHeaders, body: MailText) -> str:
         parts = [f"Subject: {headers.subject}" if headers.subject else "(no subject)", ""]
@@ -340,6 +414,7 @@ class EmailChannel:
             subject=headers.subject,
             meta=meta,
             ack=functools.partial(self._ack, folder.uidvalidity, uid),
+            on_undeliverable=functools.partial(self._undeliverable, folder.uidvalidity, uid),
         )
 
     # --- acknowledging -------------------------------------------------------------------
@@ -362,16 +437,27 @@ class EmailChannel:
 
     async def _ack(self, uidvalidity: int, uid: int) -> None:
         """Flag the mail handled (\\Seen, or moved): called after the reply was accepted."""
+        await self._settle(uidvalidity, uid, refused=None)
+
+    async def _undeliverable(self, uidvalidity: int, uid: int, reason: str) -> None:
+        """The reply was refused for good: flag the mail \\Flagged and leave it unread, so a
+        human sees it, and never hand it on again."""
+        await self._settle(uidvalidity, uid, refused=reason)
+
+    async def _settle(self, uidvalidity: int, uid: int, *, refused: str | None) -> None:
         delay = 0.5
         state = self._state.state
         for attempt in range(1, _ACK_ATTEMPTS + 1):
+            present = True
             try:
                 async with self._command_lock:
                     folder = await self._command_folder()
                     if folder.uidvalidity != uidvalidity:
                         log.warning("email_ack_uidvalidity_changed", uid=uid)
+                    elif refused is None:
+                        present = await folder.mark_handled(uid, self._s.move_to)
                     else:
-                        await folder.mark_handled(uid, self._s.move_to)
+                        present = await folder.add_flag(uid, r"\Flagged")
             except TransientError as exc:
                 async with self._command_lock:
                     await self._close_command()
@@ -383,7 +469,12 @@ class EmailChannel:
             self._delivered.discard(uid)
             state.pending.discard(uid)
             await self._state.save()
-            log.info("email_acknowledged", uid=uid, moved_to=self._s.move_to or None)
+            if not present:
+                log.warning("email_ack_mail_gone", uid=uid)
+            elif refused is None:
+                log.info("email_acknowledged", uid=uid, moved_to=self._s.move_to or None)
+            else:
+                log.warning("email_left_flagged", uid=uid, reason=refused)
             return
         # The receive loop hands it on again later; the router then only acknowledges it.
         self._delivered.discard(uid)
@@ -394,7 +485,7 @@ class EmailChannel:
     async def send(self, outbound: Outbound) -> None:
         target = outbound.target.strip()
         if not _ADDRESS_RE.match(target):
-            raise DeliveryError("not an email address")
+            raise DeliveryRefusedError("not an email address")
         thread: ThreadContext | None = None
         inbound = outbound.in_reply_to
         if inbound is not None and inbound.channel == "email":
@@ -415,7 +506,7 @@ class EmailChannel:
                 subject=outbound.subject,
             )
         except (ValueError, TypeError) as exc:
-            raise DeliveryError(f"could not build the mail: {type(exc).__name__}") from exc
+            raise DeliveryRefusedError(f"could not build the mail: {type(exc).__name__}") from exc
         await self._smtp.send(message, recipient=target)
         log.info(
             "email_sent",

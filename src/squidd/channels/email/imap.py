@@ -33,6 +33,8 @@ _LOST = [b"squidd-connection-lost"]
 _UIDVALIDITY_RE = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT_RE = re.compile(rb"\[UIDNEXT (\d+)\]")
 _FETCH_UID_RE = re.compile(rb"\bUID (\d+)")
+_EXISTS_RE = re.compile(rb"^\* \d+ EXISTS")
+_FETCH_FLAGS_RE = re.compile(rb"\bFLAGS \(([^)]*)\)")
 _FETCH_SIZE_RE = re.compile(rb"\bRFC822\.SIZE (\d+)")
 _LITERAL_RE = re.compile(rb"\{(\d+)\}\s*$")
 
@@ -68,6 +70,18 @@ def _fetch_parts(lines: list[Any]) -> list[tuple[bytes, bytes | None]]:
     return out
 
 
+def _flags_of(lines: list[Any], uid: int) -> set[str] | None:
+    """The lower-cased FLAGS a FETCH response reports for `uid`; None when it has none."""
+    for line in lines:
+        if not isinstance(line, bytes | bytearray) or b"FETCH" not in line:
+            continue
+        uid_match = _FETCH_UID_RE.search(line)
+        flags_match = _FETCH_FLAGS_RE.search(line)
+        if uid_match and flags_match and int(uid_match.group(1)) == uid:
+            return {f.lower() for f in flags_match.group(1).decode("ascii", "replace").split()}
+    return None
+
+
 class ImapFolder:
     """A logged-in connection with `folder` selected. Use `connect`, then `close`."""
 
@@ -79,6 +93,7 @@ class ImapFolder:
         self._gone = anyio.Event()
         self.uidvalidity = 0
         self.uidnext: int | None = None
+        self._new_mail_announced = False
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -129,6 +144,7 @@ class ImapFolder:
             conn_lost_cb=self._on_connection_lost,
             ssl_context=self._tls if implicit else None,
         )
+        self._watch_exists(self._client.protocol)
         await self._call("connect", self._client.wait_hello_from_server())
         if s.imap_security == "starttls":
             await self._starttls()
@@ -145,6 +161,29 @@ class ImapFolder:
         self.uidvalidity = int(match.group(1))
         next_match = _UIDNEXT_RE.search(text)
         self.uidnext = int(next_match.group(1)) if next_match else None
+
+    def _watch_exists(self, protocol: Any) -> None:
+        """Note every untagged EXISTS, whatever command it came with.
+
+        The server announces new mail once, with the answer to whatever command runs then
+        (a FETCH of another mail), and aioimaplib drops untagged data it cannot file under
+        the running command. Without this note, mail that arrived during a fetch round
+        waited for the next mail or the next IDLE renewal. The hook wraps one method of
+        the pinned library's protocol object.
+        """
+        untagged = protocol._untagged_response  # private: see the docstring
+
+        def spy(line: bytes) -> Any:
+            if _EXISTS_RE.match(line):
+                self._new_mail_announced = True
+            return untagged(line)
+
+        protocol._untagged_response = spy
+
+    def take_new_mail_notice(self) -> bool:
+        """Whether the server announced new mail (EXISTS) since the last call."""
+        announced, self._new_mail_announced = self._new_mail_announced, False
+        return announced
 
     async def _starttls(self) -> None:
         client = self.client
@@ -246,19 +285,44 @@ class ImapFolder:
                 return literal
         return None
 
-    async def mark_handled(self, uid: int, move_to: str) -> None:
-        """Flag \\Seen; with `move_to`, also move it there (MOVE, else COPY + delete)."""
-        await self._ok("store", self.client.uid("store", str(uid), "+FLAGS.SILENT", r"(\Seen)"))
+    async def add_flag(self, uid: int, flag: str) -> bool:
+        """Set `flag` on the mail and confirm it from the server; False when the mail is gone.
+
+        A connection only acts on the messages it has been told about: Dovecot answers a UID
+        STORE for a mail that arrived after this connection last synced with OK and changes
+        nothing. So NOOP first (the connection learns of new mail), then a STORE whose
+        untagged FETCH shows the flag set, or else a FETCH FLAGS that does.
+        """
+        client = self.client
+        await self._ok("noop", client.noop())
+        stored = await self._ok("store", client.uid("store", str(uid), "+FLAGS", f"({flag})"))
+        flags = _flags_of(stored.lines, uid)
+        if flags is not None and flag.lower() in flags:
+            return True
+        fetched = await self._ok("fetch", client.uid("fetch", str(uid), "(UID FLAGS)"))
+        flags = _flags_of(fetched.lines, uid)
+        if flags is None:
+            return False
+        if flag.lower() not in flags:
+            raise TransientError(f"IMAP STORE did not set {flag}")
+        return True
+
+    async def mark_handled(self, uid: int, move_to: str) -> bool:
+        """Flag \\Seen (confirmed); with `move_to`, also move it there (MOVE, else COPY +
+        delete). False when the mail is no longer in the folder."""
+        if not await self.add_flag(uid, r"\Seen"):
+            return False
         if not move_to:
-            return
+            return True
         target = quote_mailbox(move_to)
         if self.has_capability("MOVE"):
             await self._ok("move", self.client.uid("move", str(uid), target))
-            return
+            return True
         await self._ok("copy", self.client.uid("copy", str(uid), target))
         await self._ok("store", self.client.uid("store", str(uid), "+FLAGS.SILENT", r"(\Deleted)"))
         if self.has_capability("UIDPLUS"):
             await self._ok("expunge", self.client.uid("expunge", str(uid)))
+        return True
 
     async def wait_for_mail(self, max_wait: float) -> None:
         """Return when new mail may have arrived, or after `max_wait` seconds.

@@ -8,10 +8,17 @@ charsets and broken MIME, and degrades to "less text" rather than an exception.
   size cap is judged without downloading it).
 * `extract_text` picks `text/plain` (else HTML converted to text with html2text), trims
   quoted history and signatures, and lists attachments by name, type and size only.
+
+Where decoding fails the raw text is shown instead of what a failed decoder makes of it: a
+subject whose encoded words do not decode (U+FFFD where the raw field had none), a "base64"
+part that is not base64, a multipart whose declared boundary is not the one its body uses
+(the boundary of the body's first `--` line is tried, else the body is shown as it is).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
 import hashlib
 import re
@@ -27,6 +34,10 @@ import structlog
 log = structlog.get_logger()
 
 _MSGID_RE = re.compile(r"<[^<>\s]{1,900}>")
+_FOLD_RE = re.compile(r"\r?\n[ \t]+")
+_BOUNDARY_LINE_RE = re.compile(rb"^--([!-~]{1,200}?)[ \t]*\r?$", re.M)
+_CONTENT_TYPE_RE = re.compile(rb"(?im)^content-type:[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*")
+_BOUNDARY_PARAM_RE = re.compile(rb'(?i);?\s*boundary\s*=\s*("[^"]*"|[^;\s]*)')
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _MAX_NAME_CHARS = 120
 _HTML_CHARS_PER_TEXT_CHAR = 20
@@ -69,8 +80,27 @@ class MailHeaders:
     where each verdict stands relative to the hops that added it."""
 
 
+def _raw_text(raw: str) -> str:
+    """A raw header value (8-bit bytes kept as surrogates by the parser) as readable text."""
+    data = _FOLD_RE.sub(" ", raw).encode("utf-8", "surrogateescape")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _raw_header(msg: Message, name: str) -> str | None:
+    try:
+        for key, value in msg.raw_items():
+            if key.lower() == name.lower():
+                return str(value)
+    except Exception:  # noqa: BLE001 - see _header
+        return None
+    return None
+
+
 def _header(msg: Message, name: str) -> str:
-    """A header as decoded text; '' when absent or when decoding it fails."""
+    """A header as decoded text; the raw text where decoding fails; '' when absent."""
     try:
         value = msg.get(name)
     except Exception:  # noqa: BLE001 - the email package raises many types on hostile headers
@@ -80,7 +110,13 @@ def _header(msg: Message, name: str) -> str:
     try:
         text = str(value)
     except Exception:  # noqa: BLE001 - same: a broken encoded-word must not stop the mail
-        return ""
+        text = "\ufffd"
+    if "\ufffd" in text:
+        raw = _raw_header(msg, name)
+        if raw is not None and "\ufffd" not in (shown := _raw_text(raw)):
+            text = shown
+        elif text == "\ufffd":
+            return ""
     return _CONTROL_RE.sub(" ", text).strip()
 
 
@@ -192,8 +228,25 @@ def _clean_name(name: str) -> str:
     return name[:_MAX_NAME_CHARS] or "(unnamed)"
 
 
+def _not_base64(part: Message) -> str | None:
+    """The part's raw text when it claims base64 but is not; else None."""
+    if str(part.get("Content-Transfer-Encoding", "")).strip().lower() != "base64":
+        return None
+    raw = part.get_payload(decode=False)
+    if not isinstance(raw, str):
+        return None
+    try:
+        base64.b64decode(re.sub(r"\s+", "", raw), validate=True)
+    except (binascii.Error, ValueError):
+        return _raw_text(raw).strip()
+    return None
+
+
 def _decode_text(part: Message) -> str:
-    """A text part as str, whatever its charset claims."""
+    """A text part as str, whatever its charset claims (its raw text where decoding fails)."""
+    raw = _not_base64(part)
+    if raw is not None:
+        return raw
     if isinstance(part, EmailMessage):
         try:
             content = part.get_content()
@@ -314,9 +367,28 @@ def trim_reply(text: str) -> str:
     return result or text.strip()
 
 
+def _repair_boundary(msg: Message, raw: bytes) -> Message:
+    """A multipart whose declared boundary occurs nowhere in its body, parsed again with the
+    boundary of the body's first `--` line; the message as it was when that does not help."""
+    if msg.get_content_maintype() != "multipart" or msg.is_multipart():
+        return msg
+    head = header_block(raw)
+    body = raw[len(head) :]
+    line = _BOUNDARY_LINE_RE.search(body)
+    field = _CONTENT_TYPE_RE.search(head)
+    if line is None or field is None:
+        return msg
+    boundary = line.group(1).removesuffix(b"--")
+    fixed = _BOUNDARY_PARAM_RE.sub(b"", field.group(0)) + b'; boundary="' + boundary + b'"'
+    again = BytesParser(policy=policy.default).parsebytes(
+        head[: field.start()] + fixed + head[field.end() :] + body
+    )
+    return again if again.is_multipart() else msg
+
+
 def extract_text(raw: bytes, *, max_chars: int) -> MailText:
     """The readable body of a whole message, trimmed and capped to `max_chars`."""
-    msg = BytesParser(policy=policy.default).parsebytes(raw)
+    msg = _repair_boundary(BytesParser(policy=policy.default).parsebytes(raw), raw)
     body: Message | None = None
     if isinstance(msg, EmailMessage):
         try:
@@ -349,6 +421,10 @@ def extract_text(raw: bytes, *, max_chars: int) -> MailText:
     from_html = False
     cut_html = False
     text = ""
+    if body is None and msg.get_content_maintype() == "multipart" and not msg.is_multipart():
+        # Parts that could not be told apart: the body as it is beats nothing.
+        payload = msg.get_payload(decode=False)
+        text = _raw_text(payload) if isinstance(payload, str) else ""
     if body is not None:
         text = _decode_text(body)
         if body.get_content_type() == "text/html":

@@ -157,7 +157,9 @@ def is_allowed(address: str, senders: Sequence[str], domains: Sequence[str]) -> 
 
 
 class RateLimiter:
-    """At most `count` answers per sender within a sliding `window_s`."""
+    """At most `count` answers per sender within a sliding `window_s`: a guard against mail
+    loops, not a filter. Mail over the limit waits (the channel defers it), it is not
+    dropped."""
 
     def __init__(
         self, count: int, window_s: float, clock: Callable[[], float] = time.monotonic
@@ -176,6 +178,13 @@ class RateLimiter:
 
     def allows(self, sender: str) -> bool:
         return len(self._prune(sender)) < self._count
+
+    def wait_s(self, sender: str) -> float:
+        """Seconds until `sender` may be answered again (0 when now)."""
+        hits = self._prune(sender)
+        if len(hits) < self._count:
+            return 0.0
+        return max(0.0, hits[len(hits) - self._count] + self._window - self._clock())
 
     def record(self, sender: str) -> None:
         self._prune(sender).append(self._clock())

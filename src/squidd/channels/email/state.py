@@ -7,6 +7,9 @@
 * `pending`: UIDs handed to the router but not yet acknowledged (no reply sent yet). After a
   crash they are handed on again; the router's handled-id record keeps that from producing
   a second reply.
+* `deferred`: UIDs held back by the rate limit, with their sender. `last_uid` moves past
+  them, so they are kept here and handed on, oldest first, when the sender's window allows
+  (after a restart, at once: the limiter's memory does not outlive the process).
 
 The file is replaced atomically on each change (a crash leaves the old or the new state).
 """
@@ -30,6 +33,7 @@ class FolderState:
     uidvalidity: int | None = None
     last_uid: int | None = None
     pending: set[int] = field(default_factory=set)
+    deferred: dict[int, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -37,6 +41,7 @@ class FolderState:
                 "uidvalidity": self.uidvalidity,
                 "last_uid": self.last_uid,
                 "pending": sorted(self.pending),
+                "deferred": {str(uid): self.deferred[uid] for uid in sorted(self.deferred)},
             }
         )
 
@@ -67,6 +72,7 @@ class StateFile:
                 uidvalidity=None if data.get("uidvalidity") is None else int(data["uidvalidity"]),
                 last_uid=None if data.get("last_uid") is None else int(data["last_uid"]),
                 pending={int(u) for u in data.get("pending", [])},
+                deferred={int(u): str(s) for u, s in (data.get("deferred") or {}).items()},
             )
         except (ValueError, TypeError, AttributeError):
             # Starting over is safe: unseen mail is rescanned, handled ids prevent repeats.
