@@ -7,7 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from squidd.core.cron import following_run, make_job, parse_interval
+from squidd.core.cron import (
+    JobListError,
+    following_run,
+    make_job,
+    parse_interval,
+    with_job,
+    without_job,
+)
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # a Monday
 
@@ -79,3 +86,15 @@ def test_job_names_cannot_be_paths() -> None:
 def test_parse_interval() -> None:
     assert parse_interval("2h") == timedelta(hours=2)
     assert parse_interval("1w") == timedelta(weeks=1)
+
+
+def test_job_names_are_unique_and_removal_names_an_existing_job() -> None:
+    first = make_job("coffee", "brew", every="1h", timezone="UTC", target="", now=NOW)
+    other = make_job("tea", "steep", every="2h", timezone="UTC", target="", now=NOW)
+    jobs = with_job(with_job([], first), other)
+    assert [job.name for job in jobs] == ["coffee", "tea"]
+    with pytest.raises(JobListError, match="a job named 'coffee' exists"):
+        with_job(jobs, first)
+    assert [job.name for job in without_job(jobs, "coffee")] == ["tea"]
+    with pytest.raises(JobListError, match="no job named 'milk'"):
+        without_job(jobs, "milk")

@@ -7,18 +7,15 @@ A jobs file that cannot be read is reported and left as it is.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from datetime import UTC, datetime
 
 from squidd.config import Settings
-from squidd.core.cron import CronJob, make_job
+from squidd.core.cron import JobListError, make_job, with_job, without_job
 from squidd.errors import StorageError
 from squidd.store.cron_jobs import JobsFile
 from squidd.tools.cron import format_job
-
-
-class _Refused(Exception):
-    pass
 
 
 def cron_command(settings: Settings, args: argparse.Namespace) -> int:
@@ -33,7 +30,7 @@ def cron_command(settings: Settings, args: argparse.Namespace) -> int:
     except StorageError as exc:
         print(f"cron: {exc}", file=sys.stderr)
         return 1
-    except _Refused as exc:
+    except JobListError as exc:
         print(f"cron: {exc}", file=sys.stderr)
         return 1
     raise AssertionError(f"unhandled cron action {args.cron_command}")  # pragma: no cover
@@ -65,23 +62,12 @@ def _add(settings: Settings, jobs: JobsFile, args: argparse.Namespace) -> int:
         print(f"cron: {exc}", file=sys.stderr)
         return 2
 
-    def add(existing: list[CronJob]) -> list[CronJob]:
-        if any(other.name == job.name for other in existing):
-            raise _Refused(f"a job named {job.name!r} exists; remove it first")
-        return [*existing, job]
-
-    jobs.modify_sync(add)
+    jobs.modify_sync(functools.partial(with_job, job=job))
     print(f"added {format_job(job)}")
     return 0
 
 
 def _remove(jobs: JobsFile, name: str) -> int:
-    def remove(existing: list[CronJob]) -> list[CronJob]:
-        kept = [job for job in existing if job.name != name]
-        if len(kept) == len(existing):
-            raise _Refused(f"no job named {name!r}")
-        return kept
-
-    jobs.modify_sync(remove)
+    jobs.modify_sync(functools.partial(without_job, name=name))
     print(f"removed {name}")
     return 0

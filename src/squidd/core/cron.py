@@ -241,3 +241,22 @@ def following_run(job: CronJob, after: datetime) -> datetime | None:
         return None
     nxt = job.trigger().get_next_fire_time(None, after + timedelta(microseconds=1))
     return None if nxt is None else nxt.astimezone(UTC)
+
+
+class JobListError(ValueError):
+    """A change to the job list that cannot be made (a taken name, an unknown job)."""
+
+
+def with_job(jobs: list[CronJob], job: CronJob) -> list[CronJob]:
+    """`jobs` plus `job`; JobListError when its name is taken (names are unique)."""
+    if any(existing.name == job.name for existing in jobs):
+        raise JobListError(f"a job named {job.name!r} exists; remove it or pick another name")
+    return [*jobs, job]
+
+
+def without_job(jobs: list[CronJob], name: str) -> list[CronJob]:
+    """`jobs` less the one named `name`; JobListError when there is none."""
+    kept = [job for job in jobs if job.name != name]
+    if len(kept) == len(jobs):
+        raise JobListError(f"no job named {name!r}")
+    return kept

@@ -6,12 +6,13 @@ created from a conversation delivers there unless the model names another target
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from squidd.core.cron import CronJob, make_job
+from squidd.core.cron import CronJob, JobListError, make_job, with_job, without_job
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import JobStore, Tool
 from squidd.errors import StorageError, ToolError
@@ -86,13 +87,10 @@ class CronAddTool:
         except ValueError as exc:
             raise ToolError(str(exc)) from None
 
-        def add(jobs: list[CronJob]) -> list[CronJob]:
-            if any(existing.name == job.name for existing in jobs):
-                raise ToolError(f"a job named {job.name!r} exists; remove it or pick another")
-            return [*jobs, job]
-
         try:
-            await self._ctx.store.modify(add)
+            await self._ctx.store.modify(functools.partial(with_job, job=job))
+        except JobListError as exc:
+            raise ToolError(str(exc)) from None
         except StorageError as exc:
             raise ToolError(f"the job could not be saved: {exc}") from exc
         self._ctx.on_change()
@@ -139,14 +137,10 @@ class CronRemoveTool:
         if not isinstance(name, str) or not name:
             raise ToolError("cron_remove needs the job's 'name'")
 
-        def remove(jobs: list[CronJob]) -> list[CronJob]:
-            kept = [job for job in jobs if job.name != name]
-            if len(kept) == len(jobs):
-                raise ToolError(f"no job named {name!r}")
-            return kept
-
         try:
-            await self._ctx.store.modify(remove)
+            await self._ctx.store.modify(functools.partial(without_job, name=name))
+        except JobListError as exc:
+            raise ToolError(str(exc)) from None
         except StorageError as exc:
             raise ToolError(f"the job could not be removed: {exc}") from exc
         self._ctx.on_change()
