@@ -29,6 +29,16 @@ class CronToolContext:
     on_change: Callable[[], None] = lambda: None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
+    async def change(self, edit: Callable[[list[CronJob]], list[CronJob]], doing: str) -> None:
+        """Apply `edit` to the job list and tell the scheduler; failures become ToolErrors."""
+        try:
+            await self.store.modify(edit)
+        except JobListError as exc:
+            raise ToolError(str(exc)) from None
+        except StorageError as exc:
+            raise ToolError(f"the job could not be {doing}: {exc}") from exc
+        self.on_change()
+
 
 def format_job(job: CronJob) -> str:
     nxt = job.next_run.isoformat(timespec="minutes") if job.next_run else "-"
@@ -87,13 +97,7 @@ class CronAddTool:
         except ValueError as exc:
             raise ToolError(str(exc)) from None
 
-        try:
-            await self._ctx.store.modify(functools.partial(with_job, job=job))
-        except JobListError as exc:
-            raise ToolError(str(exc)) from None
-        except StorageError as exc:
-            raise ToolError(f"the job could not be saved: {exc}") from exc
-        self._ctx.on_change()
+        await self._ctx.change(functools.partial(with_job, job=job), "saved")
         return ToolResult(f"Scheduled. {format_job(job)}")
 
 
@@ -137,13 +141,7 @@ class CronRemoveTool:
         if not isinstance(name, str) or not name:
             raise ToolError("cron_remove needs the job's 'name'")
 
-        try:
-            await self._ctx.store.modify(functools.partial(without_job, name=name))
-        except JobListError as exc:
-            raise ToolError(str(exc)) from None
-        except StorageError as exc:
-            raise ToolError(f"the job could not be removed: {exc}") from exc
-        self._ctx.on_change()
+        await self._ctx.change(functools.partial(without_job, name=name), "removed")
         return ToolResult(f"Removed job {name!r}.")
 
 
