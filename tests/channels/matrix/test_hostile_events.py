@@ -16,8 +16,8 @@ from nio import ErrorResponse, Event, MegolmEvent
 from structlog.testing import capture_logs
 
 from squidd.channels.matrix import e2ee
-from squidd.channels.matrix.channel import TRUNCATED_NOTE, event_id_or_none
 from squidd.channels.matrix.client import send_refusal
+from squidd.channels.matrix.events import TRUNCATED_NOTE, event_id_or_none
 from squidd.core.models import Outbound, SessionId
 from squidd.errors import DeliveryError, PermanentError
 from tests.channels.matrix.conftest import bot_settings, run_channel, wait_until

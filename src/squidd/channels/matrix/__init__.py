@@ -1,7 +1,10 @@
 """The Matrix channel (matrix-nio, end-to-end encryption on by default).
 
 `create_channel(settings)` builds it from the whole `Settings` (the `[matrix]` section and
-the data dir). Modules: `channel` (sync loop and send), `client` (login, error
+the data dir). Modules: `channel` (the `Channel`: run and send), `connection` (one
+logged-in client's sync lifecycle), `events` (a room event read into an `Inbound`),
+`invites` (join or decline), `send` (a reply as room events), `typing_notices` (typing
+leases), `undecrypted` (events waiting for their keys), `client` (login, error
 translation), `e2ee` (key chores, device trust), `policy` (who is answered), `render`
 (markdown to Matrix HTML, splitting), `state` (files in the data dir, sync position).
 """

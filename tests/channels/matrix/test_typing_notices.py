@@ -46,25 +46,25 @@ async def test_an_ack_during_the_typing_refresh_does_not_crash_the_loop(
         synapse.call("POST", f"/_matrix/client/v3/join/{room}", {}, token=bot.access_token)
     channel = MatrixChannel(bot_settings(synapse, bot), data_dir)
     # Two rooms with a turn in progress each, as after a restart with redeliveries.
-    channel._start_typing(rooms[0], "$one")
-    channel._start_typing(rooms[1], "$two")
+    channel.typing.start(rooms[0], "$one")
+    channel.typing.start(rooms[1], "$two")
 
     async def ack_second_room() -> None:
-        await channel._stop_typing(rooms[1], "$two")
+        await channel.typing.stop(rooms[1], "$two")
 
     client = _AckDuringTyping(synapse.url, bot.user_id, during_first=ack_second_room)
     client.restore_login(bot.user_id, bot.device_id, bot.access_token)
-    channel._client = client
+    channel.typing.client = client
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(channel._typing_loop, client)
+            tg.start_soon(channel.typing.run, client)
             with anyio.fail_after(30):  # a guard against hanging, not a timing assertion
                 while len(client.typing_calls) < 2:  # noqa: ASYNC110 - no event to wait on
                     await anyio.sleep(0.01)
             # One more round: the loop is alive and keeps the first room's notice up.
             with anyio.fail_after(30):
                 while client.typing_calls.count((rooms[0], True)) < 2:
-                    channel._typing_wakeup.set()
+                    channel.typing.wake()
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
     finally:

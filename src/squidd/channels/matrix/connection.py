@@ -1,0 +1,376 @@
+"""One logged-in client's sync lifecycle: first sync, the sync loop, each batch handed out.
+
+Receiving, per sync response (a "batch"):
+1. nio updates its room state and decrypts what it can; we then do the key chores
+   (upload/query/claim) and apply the device trust policy;
+2. invites from allowed users are accepted, others declined (`invites`);
+3. each joined room's timeline is walked in order; a `limited` timeline is first completed
+   with `/messages` back to the previous position, so nothing in a gap is skipped;
+4. messages the policy answers (`events`) go to the inbox with an `ack` hook; the persisted
+   sync position moves past the batch only when all of them were acked (`SyncLedger`).
+
+On the very first start (no persisted position) the initial sync only records where the
+room histories end: nothing older is answered. After a restart the loop resumes from the
+persisted position, so messages sent while the daemon was down are answered once (the
+router's handled-id record prevents a second answer for anything re-delivered).
+
+A `Connection` lives as long as its client; what must outlive a reconnect (event ids seen,
+invites answered, events waiting for keys, typing leases) is `Carried` from the channel.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+from nio import (
+    AsyncClient,
+    BadEvent,
+    ErrorResponse,
+    MegolmEvent,
+    MessageDirection,
+    RoomMemberEvent,
+    RoomMessage,
+    RoomMessagesResponse,
+    SyncResponse,
+    UnknownBadEvent,
+    UnknownEvent,
+)
+
+from squidd.channels.matrix import e2ee, events
+from squidd.channels.matrix.client import TokenRejectedError, call, translate
+from squidd.channels.matrix.invites import answer_invites
+from squidd.channels.matrix.policy import Policy
+from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
+from squidd.channels.matrix.typing_notices import TypingNotices
+from squidd.channels.matrix.undecrypted import Undecrypted
+from squidd.config.matrix import MatrixSettings
+from squidd.core.backoff import Backoff, Failures
+from squidd.core.ports import ChannelState, Inbox
+from squidd.errors import SquiddError, TransientError
+
+log = structlog.get_logger()
+
+SEEN_MAX = 20_000  # event ids remembered for de-duplication within one run
+BACKFILL_PAGE = 100
+BACKFILL_MAX_PAGES = 50
+
+
+@dataclass(slots=True)
+class Carried:
+    """What the channel keeps across connections of one run."""
+
+    typing: TypingNotices
+    undecrypted: Undecrypted
+    backoff: Backoff
+    seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    invites_seen: set[str] = field(default_factory=set)
+
+    def remember(self, event_id: str) -> bool:
+        """Record an event id; False if it was seen before in this run."""
+        if event_id in self.seen:
+            return False
+        self.seen[event_id] = None
+        if len(self.seen) > SEEN_MAX:
+            self.seen.popitem(last=False)
+        return True
+
+
+class Connection:
+    """`client` logged in for `inbox`; `policy` and the first sync come from `connect`."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        inbox: Inbox,
+        *,
+        settings: MatrixSettings,
+        files: MatrixFiles,
+        carried: Carried,
+    ) -> None:
+        self.client = client
+        self._inbox = inbox
+        self._cfg = settings
+        self._files = files
+        self._carried = carried
+        self._user_id: str = client.user_id
+        self._ledger = SyncLedger(functools.partial(files.save_sync_token, self._user_id))
+        self._names: set[str] = set()
+        self._policy: Policy | None = None
+        self._filter: dict[str, Any] = {
+            "room": {
+                "timeline": {"limit": settings.timeline_limit},
+                "state": {"lazy_load_members": False},
+                "ephemeral": {"not_types": ["*"]},
+            },
+            "presence": {"not_types": ["*"]},
+        }
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            raise RuntimeError("the Matrix policy is built when the channel connects")
+        return self._policy
+
+    async def connect(self) -> tuple[SyncResponse, str | None]:
+        """Build the policy and do the first sync; return it and the position it started at."""
+        self._policy = await self._build_policy()
+        since = await self._files.load_sync_token(self._user_id)
+        # Full state on every start: nio keeps no room state across restarts, and the
+        # members and encryption status of every room are needed to answer correctly.
+        response = await self._sync(since=since, full_state=True, wait=False)
+        return response, since
+
+    async def serve(
+        self, response: SyncResponse, since: str | None, task_status: TaskStatus[None]
+    ) -> None:
+        """Hand out the first sync, report ready, then follow the sync loop until it fails."""
+        client = self.client
+        await self._load_names()
+        if since is None:
+            batch = self._ledger.open(response.next_batch)
+            await self._chores()
+            await answer_invites(self.client, self.policy, response, self._carried.invites_seen)
+            for info in response.rooms.join.values():
+                for event in info.timeline.events:
+                    self._carried.remember(events.event_id(event))
+            await self._ledger.seal(batch)
+            log.info("matrix_first_start", history="not answered", rooms=len(response.rooms.join))
+        else:
+            await self._handle_batch(response, since)
+        log.info(
+            "matrix_connected",
+            user=self._user_id,
+            device=client.device_id,
+            e2ee=client.olm is not None,
+            fingerprint=e2ee.own_fingerprint(client),
+            rooms=len(client.rooms),
+        )
+        self._inbox.report(ChannelState.CONNECTED, f"{self._user_id} on {self._cfg.homeserver}")
+        task_status.started()
+        # The sync loop's error is re-raised outside the task group, so the supervisor sees
+        # a PermanentError / TransientError rather than an exception group.
+        failure: SquiddError | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._carried.typing.run, client)
+            try:
+                await self._sync_loop(response.next_batch)
+            except SquiddError as exc:
+                failure = exc
+            tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _sync_loop(self, since: str) -> None:
+        failures = Failures(self._carried.backoff)
+        while True:
+            try:
+                response = await self._sync(since=since, wait=True)
+                since = await self._handle_batch(response, since)
+            except TokenRejectedError as exc:
+                await self._token_rejected(exc)
+            except TransientError as exc:
+                delay = failures.next_delay()
+                log.warning(
+                    "matrix_sync_failed",
+                    attempt=failures.count,
+                    retry_in_s=round(delay, 2),
+                    reason=str(exc),
+                )
+                self._inbox.report(
+                    ChannelState.RECONNECTING, f"{exc}; retry {failures.count} in {delay:.1f}s"
+                )
+                await anyio.sleep(delay)
+                continue
+            if failures.count:
+                log.info("matrix_reconnected", after_attempts=failures.count)
+                self._inbox.report(
+                    ChannelState.CONNECTED, f"{self._user_id} on {self._cfg.homeserver}"
+                )
+            failures.up()
+
+    async def _token_rejected(self, exc: TokenRejectedError) -> None:
+        if self._cfg.access_token is None and self._cfg.password is not None:
+            # A kept password login went stale: forget it; the restart logs in again.
+            await self._files.forget_credentials()
+            raise TransientError(f"{exc}; logging in again with the password") from exc
+        self._inbox.report(ChannelState.FAILED, str(exc))
+        log.error("matrix_token_rejected", reason=str(exc))
+        raise exc
+
+    async def _sync(
+        self, *, since: str | None, wait: bool, full_state: bool = False
+    ) -> SyncResponse:
+        timeout_ms = int(self._cfg.sync_timeout_s * 1000) if wait else 0
+        response = await call(
+            "sync",
+            self.client.sync(
+                timeout=timeout_ms,
+                sync_filter=self._filter,
+                since=since,
+                full_state=full_state or None,
+            ),
+        )
+        if isinstance(response, ErrorResponse):
+            raise translate("sync", response)
+        if not isinstance(response, SyncResponse):
+            raise TransientError(f"sync: unexpected answer {type(response).__name__}")
+        return response
+
+    async def _build_policy(self) -> Policy:
+        cfg = self._cfg
+        return Policy.build(
+            self._user_id,
+            allowed_users=cfg.allowed_users,
+            allowed_servers=cfg.allowed_servers,
+            allowed_rooms=await self._resolve_rooms(cfg.allowed_rooms),
+            open_rooms=await self._resolve_rooms(cfg.open_rooms),
+        )
+
+    async def _resolve_rooms(self, rooms: Sequence[str]) -> list[str]:
+        resolved: list[str] = []
+        for room in rooms:
+            if not room.startswith("#"):
+                resolved.append(room)
+                continue
+            response = await call("resolving a room alias", self.client.room_resolve_alias(room))
+            if isinstance(response, ErrorResponse):
+                log.warning("matrix_room_alias_unresolved", alias=room, reason=response.message)
+                continue
+            resolved.append(response.room_id)
+        return resolved
+
+    async def _load_names(self) -> None:
+        localpart = self._user_id.split(":", 1)[0].lstrip("@")
+        self._names = {localpart}
+        response = await call("reading the profile", self.client.get_displayname(self._user_id))
+        if not isinstance(response, ErrorResponse) and response.displayname:
+            self._names.add(response.displayname)
+
+    async def _chores(self) -> None:
+        await call("key maintenance", e2ee.maintain_keys(self.client))
+        e2ee.apply_trust(self.client, self._cfg.device_trust, self.policy.user_allowed)
+
+    # --- one batch ---------------------------------------------------------------------------
+
+    async def _handle_batch(self, response: SyncResponse, since: str | None) -> str:
+        """Hand out a sync response; return the position to sync from next."""
+        ledger = self._ledger
+        batch = ledger.open(response.next_batch)
+        try:
+            await self._chores()
+            await answer_invites(self.client, self.policy, response, self._carried.invites_seen)
+            for room_id, info in response.rooms.join.items():
+                timeline = list(info.timeline.events)
+                joined_at = events.own_join_index(timeline, self._user_id)
+                if joined_at is not None:
+                    # A room we just joined: what came before our join is history.
+                    timeline = timeline[joined_at + 1 :]
+                elif info.timeline.limited and since and info.timeline.prev_batch:
+                    gap = await self._backfill(room_id, info.timeline.prev_batch, since)
+                    timeline = gap + timeline
+                for event in timeline:
+                    await self._handle_event(batch, room_id, event)
+            await self._carried.undecrypted.retry(self.client, ledger, self._message)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await ledger.abandon(batch)
+            raise
+        await ledger.seal(batch)
+        next_batch: str = response.next_batch
+        return next_batch
+
+    async def _backfill(self, room_id: str, prev_batch: str, since: str) -> list[Any]:
+        """The events between the previous position and the start of a limited timeline."""
+        collected: list[Any] = []
+        start = prev_batch
+        for _ in range(BACKFILL_MAX_PAGES):
+            response = await call(
+                "back-filling a room",
+                self.client.room_messages(
+                    room_id,
+                    start=start,
+                    end=since,
+                    direction=MessageDirection.back,
+                    limit=BACKFILL_PAGE,
+                ),
+            )
+            if isinstance(response, ErrorResponse):
+                raise translate("back-filling a room", response)
+            if not isinstance(response, RoomMessagesResponse):
+                raise TransientError(f"back-fill: unexpected answer {type(response).__name__}")
+            collected.extend(response.chunk)
+            if not response.chunk or not response.end or response.end == start:
+                break
+            start = response.end
+        else:
+            log.warning("matrix_backfill_truncated", room=room_id, events=len(collected))
+        collected.reverse()
+        log.info("matrix_backfilled", room=room_id, events=len(collected))
+        return collected
+
+    async def _handle_event(self, batch: Batch, room_id: str, event: Any) -> None:
+        event_id = events.event_id(event)
+        if not event_id:
+            log.info("matrix_event_malformed", room=room_id, error=events.bad_reason(event))
+            return
+        if not self._carried.remember(event_id):
+            log.debug("matrix_event_duplicate", room=room_id, event_id=event_id)
+            return
+        with structlog.contextvars.bound_contextvars(room=room_id, event_id=event_id):
+            try:
+                await self._dispatch(batch, room_id, event)
+            except SquiddError:
+                raise
+            except Exception:  # the per-event boundary: one odd event must not stop the loop
+                log.exception("matrix_event_failed")
+
+    async def _dispatch(self, batch: Batch, room_id: str, event: Any) -> None:
+        if isinstance(event, MegolmEvent):
+            await self._carried.undecrypted.hold(
+                self.client, self.policy, self._ledger, batch, room_id, event
+            )
+        elif events.is_text_message(event):
+            await self._message(batch, room_id, event)
+        elif isinstance(event, BadEvent | UnknownBadEvent):
+            log.info(
+                "matrix_event_malformed",
+                type=events.event_type(event),
+                error=events.bad_reason(event),
+            )
+        elif isinstance(event, UnknownEvent | RoomMessage):
+            log.debug(
+                "matrix_event_ignored", type=events.event_type(event), reason="not a text message"
+            )
+        elif not isinstance(event, RoomMemberEvent):
+            log.debug("matrix_event_ignored", type=events.event_type(event), reason="not a message")
+
+    async def _message(self, batch: Batch, room_id: str, event: Any) -> bool:
+        """Hand a text message to the inbox if the policy answers it; True if it did."""
+        event_id: str = event.event_id
+        inbound = events.read_message(
+            event,
+            room_id=room_id,
+            room=self.client.rooms.get(room_id),
+            own_user_id=self._user_id,
+            names=self._names,
+            policy=self.policy,
+            max_text_chars=self._cfg.max_text_chars,
+            ack=functools.partial(self._ack, batch, room_id, event_id),
+        )
+        if inbound is None:
+            return False
+        self._ledger.add(batch, event_id)
+        self._carried.typing.start(room_id, event_id)
+        await self._inbox.put(inbound)
+        return True
+
+    async def _ack(self, batch: Batch, room_id: str, event_id: str) -> None:
+        await self._carried.typing.stop(room_id, event_id)
+        await self._ledger.ack(batch, event_id)

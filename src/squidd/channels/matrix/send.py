@@ -1,0 +1,168 @@
+"""An `Outbound` sent as room events: rendered, split, related to the message it answers.
+
+A reply is rendered from markdown to sanitised HTML and split into pieces that each fit one
+event (split again when the HTML made a piece too big). The first piece replies to the
+message and mentions its sender; inside a thread every piece stays in the thread, each one
+replying to the piece before it. Transaction ids are stable for the same reply to the same
+message, so a retried send is not doubled. Errors leave as squidd's types: a refusal is
+classified by `client.send_refusal`; a device that appeared between the trust pass and the
+send is marked and the send retried once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import structlog
+from nio import AsyncClient, ErrorResponse, OlmUnverifiedDeviceError, RoomSendResponse
+
+from squidd.channels.matrix import e2ee
+from squidd.channels.matrix.client import NETWORK_ERRORS, describe, send_refusal
+from squidd.channels.matrix.events import CHANNEL, event_id_or_none
+from squidd.channels.matrix.render import (
+    MAX_CONTENT_BYTES,
+    content_size,
+    message_content,
+    split_markdown,
+)
+from squidd.config.matrix import MatrixSettings
+from squidd.core.models import Inbound, Outbound
+from squidd.errors import DeliveryError, PermanentError, SquiddError
+
+log = structlog.get_logger()
+
+
+async def send_reply(
+    client: AsyncClient,
+    outbound: Outbound,
+    *,
+    settings: MatrixSettings,
+    user_allowed: Callable[[str], bool] | None,
+) -> None:
+    """Send `outbound` to its room; `user_allowed` (None before the policy is built) is the
+    trust anchor re-applied before each event, as devices can appear at any time."""
+    room_id = outbound.target
+    if room_id not in client.rooms:
+        raise PermanentError(f"the bot is not in the Matrix room {room_id}")
+    reply_to = outbound.in_reply_to
+    if reply_to is not None and reply_to.channel != CHANNEL:
+        reply_to = None
+    contents = pieces(outbound.text, settings.max_message_bytes, settings.msgtype)
+    thread_root = event_id_or_none(reply_to.thread_root) if reply_to else None
+    previous = reply_to.source_id if reply_to is not None else None
+    for index, piece in enumerate(contents):
+        content = relate(piece, index, reply_to, thread_root, previous)
+        tx_id = transaction_id(reply_to, index, content.get("body", ""))
+        previous = await _room_send(
+            client,
+            room_id,
+            content,
+            tx_id,
+            device_trust=settings.device_trust,
+            user_allowed=user_allowed,
+        )
+    log.info(
+        "matrix_reply_sent",
+        room=room_id,
+        events=len(contents),
+        chars=len(outbound.text),
+        in_reply_to=reply_to.source_id if reply_to is not None else None,
+    )
+
+
+def pieces(text: str, max_message_bytes: int, msgtype: str) -> list[dict[str, Any]]:
+    """Message contents for `text`, each small enough for one event."""
+    if not text.strip():
+        text = "(empty reply)"
+    out: list[dict[str, Any]] = []
+    todo = split_markdown(text, max_message_bytes)
+    while todo:
+        chunk = todo.pop(0)
+        content = message_content(chunk, msgtype)
+        size = len(chunk.encode("utf-8"))
+        if content_size(content) > MAX_CONTENT_BYTES and size > 1_000:
+            # HTML made it too big (e.g. a table of tiny cells): split this piece again.
+            todo[:0] = split_markdown(chunk, max(1_000, size // 2))
+            continue
+        out.append(content)
+    return out
+
+
+def relate(
+    piece: dict[str, Any],
+    index: int,
+    reply_to: Inbound | None,
+    thread_root: str | None,
+    previous: str | None,
+) -> dict[str, Any]:
+    """Piece `index` of a reply with its relation and mentions; `previous` is the event it
+    follows (the message answered, for the first piece)."""
+    content = dict(piece)
+    if thread_root:
+        content["m.relates_to"] = {
+            "rel_type": "m.thread",
+            "event_id": thread_root,
+            "is_falling_back": index > 0,
+            "m.in_reply_to": {"event_id": previous},
+        }
+    elif index == 0 and previous:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": previous}}
+    if index == 0 and reply_to is not None:
+        content["m.mentions"] = {"user_ids": [reply_to.sender]}
+    else:
+        content["m.mentions"] = {}
+    return content
+
+
+def transaction_id(reply_to: Inbound | None, index: int, body: str) -> str:
+    """Stable for the same reply to the same message, so a retried send is not doubled."""
+    if reply_to is None:
+        return f"squidd-{uuid.uuid4().hex}"
+    digest = hashlib.sha256(f"{reply_to.source_id}\0{index}\0{body}".encode()).hexdigest()
+    return f"squidd-{digest[:32]}"
+
+
+async def _room_send(
+    client: AsyncClient,
+    room_id: str,
+    content: dict[str, Any],
+    tx_id: str,
+    *,
+    device_trust: str,
+    user_allowed: Callable[[str], bool] | None,
+) -> str:
+    ignore_unverified = device_trust == "all"
+    for attempt in (1, 2):
+        if user_allowed is not None:
+            e2ee.apply_trust(client, device_trust, user_allowed)
+        try:
+            response = await client.room_send(
+                room_id,
+                "m.room.message",
+                content,
+                tx_id=tx_id,
+                ignore_unverified_devices=ignore_unverified,
+            )
+        except OlmUnverifiedDeviceError as exc:
+            # A device appeared between our trust pass and the send: mark it, retry.
+            if attempt == 2:
+                raise DeliveryError(f"cannot encrypt for {room_id}: {describe(exc)}") from exc
+            continue
+        except NETWORK_ERRORS as exc:
+            raise DeliveryError(f"homeserver unreachable ({describe(exc)})") from exc
+        except (SquiddError, anyio.get_cancelled_exc_class()):
+            raise
+        except Exception as exc:  # nio's encryption errors: LocalProtocolError, etc.
+            raise DeliveryError(f"cannot send to {room_id}: {describe(exc)}") from exc
+        if isinstance(response, RoomSendResponse):
+            event_id: str = response.event_id
+            return event_id
+        if isinstance(response, ErrorResponse):
+            raise send_refusal(room_id, response)
+        answer = type(response).__name__
+        raise DeliveryError(f"sending to {room_id}: unexpected answer {answer}")
+    raise DeliveryError(f"cannot send to {room_id}")

@@ -1,0 +1,107 @@
+"""Encrypted events held back until their room key arrives, then delivered or given up.
+
+An allowed user's event that cannot be decrypted yet keeps its sync batch open (the sync
+position does not move past it) and a room key is requested. After every batch the held
+events are tried again: one that opens is handed on like any message; one still closed
+after `decrypt_wait_s` is logged and let go, so a lost key never holds the position back
+for ever. An event no key can ever open (`e2ee.malformed_megolm`) is not held at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from nio import AsyncClient, MegolmEvent
+
+from squidd.channels.matrix import e2ee
+from squidd.channels.matrix.client import call, describe
+from squidd.channels.matrix.events import is_text_message
+from squidd.channels.matrix.policy import Policy
+from squidd.channels.matrix.state import Batch, SyncLedger
+from squidd.errors import TransientError
+
+log = structlog.get_logger()
+
+# Hand a decrypted text message on: (batch, room id, event) -> whether the inbox took it.
+Deliver = Callable[[Batch, str, Any], Awaitable[bool]]
+
+
+@dataclass(slots=True)
+class _Held:
+    room_id: str
+    event: MegolmEvent
+    batch: Batch
+    first_seen: float
+
+
+class Undecrypted:
+    """The events waiting for their keys, by event id."""
+
+    def __init__(self, *, wait_s: float, monotonic: Callable[[], float]) -> None:
+        self._wait_s = wait_s
+        self._monotonic = monotonic
+        self._held: dict[str, _Held] = {}
+
+    async def hold(
+        self,
+        client: AsyncClient,
+        policy: Policy,
+        ledger: SyncLedger,
+        batch: Batch,
+        room_id: str,
+        event: Any,
+    ) -> None:
+        """Hold back an event nio could not decrypt, if its sender is one we answer."""
+        sender: str = event.sender
+        if sender == client.user_id or not policy.user_allowed(sender):
+            log.debug("matrix_message_ignored", sender=sender, reason="undecryptable, not allowed")
+            return
+        malformed = e2ee.malformed_megolm(event)
+        if malformed is not None:
+            # No key will ever open it: not held back, no key requests for made-up sessions.
+            log.warning("matrix_undecryptable_malformed", sender=sender, reason=malformed)
+            return
+        reason = e2ee.undecryptable_reason(client, event)
+        log.warning(
+            "matrix_undecryptable",
+            sender=sender,
+            session_id=getattr(event, "session_id", ""),
+            reason=reason,
+            wait_s=self._wait_s,
+        )
+        ledger.add(batch, event.event_id)
+        self._held[event.event_id] = _Held(room_id, event, batch, self._monotonic())
+        if client.olm is not None:
+            try:
+                await call("requesting a room key", client.request_room_key(event))
+            except TransientError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - nio refuses duplicate requests this way
+                log.debug("matrix_room_key_request_skipped", reason=describe(exc))
+
+    async def retry(self, client: AsyncClient, ledger: SyncLedger, deliver: Deliver) -> None:
+        """Deliver what opens now; give up on what waited `wait_s` (either acks its event)."""
+        now = self._monotonic()
+        for event_id, item in list(self._held.items()):
+            decrypted = e2ee.try_decrypt(client, item.event)
+            if decrypted is not None:
+                del self._held[event_id]
+                log.info("matrix_decrypted_late", room=item.room_id, event_id=event_id)
+                delivered = False
+                if is_text_message(decrypted):
+                    delivered = await deliver(item.batch, item.room_id, decrypted)
+                if not delivered:  # else the router's ack of the message settles it
+                    await ledger.ack(item.batch, event_id)
+            elif now - item.first_seen >= self._wait_s:
+                del self._held[event_id]
+                log.warning(
+                    "matrix_undecryptable_given_up",
+                    room=item.room_id,
+                    event_id=event_id,
+                    sender=item.event.sender,
+                    reason=e2ee.undecryptable_reason(client, item.event),
+                )
+                await ledger.ack(item.batch, event_id)
