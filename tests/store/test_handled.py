@@ -48,3 +48,38 @@ async def test_the_record_forgets_old_entries_while_running(tmp_path: Path) -> N
     assert len(lines) == 3
     again = HandledFile(tmp_path, retention=timedelta(days=2), clock=lambda: now[0])
     assert await again.load() == 3
+
+
+async def test_the_record_is_bounded_by_count_within_the_retention(tmp_path: Path) -> None:
+    """A busy month must not keep every id of the month in memory: past `max_entries` (plus
+    a tenth) only the newest are kept, in memory, in the file and after a restart; the newest
+    ids, the ones a crash can make a source redeliver, are always still known."""
+    handled = HandledFile(tmp_path, max_entries=50)
+    await handled.load()
+    for n in range(1_000):
+        await handled.add("c", f"m{n}")
+        assert await handled.load() <= 55
+        assert await handled.contains("c", f"m{n}")
+    assert await handled.contains("c", "m950")
+    assert not await handled.contains("c", "m0")
+    assert len(handled.path.read_text().splitlines()) <= 55
+    again = HandledFile(tmp_path, max_entries=50)
+    assert await again.load() <= 50
+    assert await again.contains("c", "m999")
+    assert await again.contains("c", "m950")
+
+
+async def test_a_restart_keeps_only_the_newest_entries_of_a_long_file(tmp_path: Path) -> None:
+    path = tmp_path / "gateway" / "handled.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "".join(
+            f'{{"channel":"c","id":"m{n}","at":"2999-01-01T00:00:00+00:00"}}\n' for n in range(200)
+        )
+    )
+    handled = HandledFile(tmp_path, max_entries=20)
+    assert await handled.load() == 20
+    assert await handled.contains("c", "m199")
+    assert await handled.contains("c", "m180")
+    assert not await handled.contains("c", "m179")
+    assert len(path.read_text().splitlines()) == 20
