@@ -52,9 +52,13 @@ async def test_the_record_forgets_old_entries_while_running(tmp_path: Path) -> N
 
 async def test_the_record_is_bounded_by_count_within_the_retention(tmp_path: Path) -> None:
     """A busy month must not keep every id of the month in memory: past `max_entries` (plus
-    a tenth) only the newest are kept, in memory, in the file and after a restart; the newest
-    ids, the ones a crash can make a source redeliver, are always still known."""
-    handled = HandledFile(tmp_path, max_entries=50)
+    a tenth) only the newest are kept in memory, and the file is cut to them at the daily
+    compaction and at a restart; the newest ids, the ones a crash can make a source
+    redeliver, are always still known."""
+    from datetime import UTC, datetime, timedelta
+
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    handled = HandledFile(tmp_path, max_entries=50, clock=lambda: now[0])
     await handled.load()
     for n in range(1_000):
         await handled.add("c", f"m{n}")
@@ -62,11 +66,17 @@ async def test_the_record_is_bounded_by_count_within_the_retention(tmp_path: Pat
         assert await handled.contains("c", f"m{n}")
     assert await handled.contains("c", "m950")
     assert not await handled.contains("c", "m0")
-    assert len(handled.path.read_text().splitlines()) <= 55
-    again = HandledFile(tmp_path, max_entries=50)
-    assert await again.load() <= 50
+    again = HandledFile(tmp_path, max_entries=50, clock=lambda: now[0])
+    assert await again.load() == 50
     assert await again.contains("c", "m999")
     assert await again.contains("c", "m950")
+    assert len(handled.path.read_text().splitlines()) == 50
+    for n in range(1_000, 1_040):
+        await again.add("c", f"m{n}")
+    now[0] += timedelta(days=1, seconds=1)
+    await again.add("c", "m1040")
+    assert len(handled.path.read_text().splitlines()) == 50
+    assert await again.contains("c", "m991")
 
 
 async def test_a_restart_keeps_only_the_newest_entries_of_a_long_file(tmp_path: Path) -> None:

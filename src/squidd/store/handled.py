@@ -6,12 +6,15 @@ older than the retention period are dropped then (a source does not redeliver mo
 messages), with an atomic rewrite, and again about once a day while the daemon runs, so
 neither the file nor the memory grows with uptime.
 
-The record is also bounded by count: past `max_entries` (plus a tenth, so the rewrite is
-paid once per thousand or so messages, not per message) only the newest `max_entries` are
-kept. A busy month would otherwise keep every id of the month in memory. A redelivery comes
-from a crash between recording a reply and acknowledging its source, so it concerns the
-newest few ids, never one ten thousand messages back. In memory an entry is one string
-key and a float (about 130 bytes), not a tuple of two strings and a datetime.
+The record is also bounded by count: only the newest `max_entries` ids are kept. A busy
+month would otherwise keep every id of the month in memory. A redelivery comes from a crash
+between recording a reply and acknowledging its source, so it concerns the newest few ids,
+never one ten thousand messages back. In memory the oldest ids are dropped in place once
+there are a tenth more than that (no table or file is rebuilt then: those peaks, every
+thousand messages, would fragment the heap and cost more RSS than they save); the file is
+cut to the same count by the daily compaction and at start. In memory an entry is one string
+key and a float: about 110 bytes for a short id, where a tuple of two strings and a
+datetime took 190.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from pathlib import Path
 
 import anyio
@@ -140,11 +144,12 @@ class HandledFile:
             key = _key(channel, source_id)
             seen.pop(key, None)
             seen[key] = now.timestamp()
-            if (
-                now - self._compacted_at >= COMPACT_EVERY
-                or len(seen) > self._max_entries + self._slack
-            ):
+            if now - self._compacted_at >= COMPACT_EVERY:
                 await self._compact(seen, now)
+            elif len(seen) > self._max_entries + self._slack:
+                # Insertion order is age order: the oldest are first.
+                for old in list(islice(seen, len(seen) - self._max_entries)):
+                    del seen[old]
 
     async def _compact(self, seen: dict[str, float], now: datetime) -> None:
         """Drop expired entries, and the oldest beyond `max_entries`, from memory and the
