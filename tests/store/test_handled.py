@@ -71,3 +71,48 @@ async def test_a_refused_reply_is_remembered_as_failed_across_restarts_and_compa
     assert await again.contains("email", "<refused@x>")
     assert await again.failed("email", "<refused@x>")
     assert not await again.failed("email", "<answered@x>")
+
+
+async def test_the_record_is_bounded_by_count_within_the_retention(tmp_path: Path) -> None:
+    """A busy month must not keep every id of the month in memory: past `max_entries` (plus
+    a tenth) only the newest are kept in memory, and the file is cut to them at the daily
+    compaction and at a restart; the newest ids, the ones a crash can make a source
+    redeliver, are always still known."""
+    from datetime import UTC, datetime, timedelta
+
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    handled = HandledFile(tmp_path, max_entries=50, clock=lambda: now[0])
+    await handled.load()
+    for n in range(1_000):
+        await handled.add("c", f"m{n}")
+        assert await handled.load() <= 55
+        assert await handled.contains("c", f"m{n}")
+    assert await handled.contains("c", "m950")
+    assert not await handled.contains("c", "m0")
+    again = HandledFile(tmp_path, max_entries=50, clock=lambda: now[0])
+    assert await again.load() == 50
+    assert await again.contains("c", "m999")
+    assert await again.contains("c", "m950")
+    assert len(handled.path.read_text().splitlines()) == 50
+    for n in range(1_000, 1_040):
+        await again.add("c", f"m{n}")
+    now[0] += timedelta(days=1, seconds=1)
+    await again.add("c", "m1040")
+    assert len(handled.path.read_text().splitlines()) == 50
+    assert await again.contains("c", "m991")
+
+
+async def test_a_restart_keeps_only_the_newest_entries_of_a_long_file(tmp_path: Path) -> None:
+    path = tmp_path / "gateway" / "handled.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "".join(
+            f'{{"channel":"c","id":"m{n}","at":"2999-01-01T00:00:00+00:00"}}\n' for n in range(200)
+        )
+    )
+    handled = HandledFile(tmp_path, max_entries=20)
+    assert await handled.load() == 20
+    assert await handled.contains("c", "m199")
+    assert await handled.contains("c", "m180")
+    assert not await handled.contains("c", "m179")
+    assert len(path.read_text().splitlines()) == 20

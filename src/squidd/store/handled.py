@@ -1,12 +1,24 @@
-"""The record of handled messages: (channel, source id) pairs whose reply was delivered, or
-was refused for good (those lines carry `"failed": true`, so a redelivery is not acknowledged
-as answered).
+"""The record of handled messages: (channel, source id) pairs that are done.
+
+Done means the reply was delivered, or (`"failed": true` on the line) it was refused for
+good and the source was told so; a redelivery of a failed one is given up again, never
+answered.
 
 One JSON object per line in `<data dir>/gateway/handled.jsonl`, appended under a file lock
 and fsynced before the source is acknowledged. It is read once at start into memory; entries
 older than the retention period are dropped then (a source does not redeliver months-old
 messages), with an atomic rewrite, and again about once a day while the daemon runs, so
 neither the file nor the memory grows with uptime.
+
+The record is also bounded by count: only the newest `max_entries` ids are kept. A busy
+month would otherwise keep every id of the month in memory. A redelivery comes from a crash
+between recording a reply and acknowledging its source, so it concerns the newest few ids,
+never one ten thousand messages back. In memory the oldest ids are dropped in place once
+there are a tenth more than that (no table or file is rebuilt then: those peaks, every
+thousand messages, would fragment the heap and cost more RSS than they save); the file is
+cut to the same count by the daily compaction and at start. In memory an entry is one string
+key and a float: about 110 bytes for a short id, where a tuple of two strings and a
+datetime took 190.
 """
 
 from __future__ import annotations
@@ -14,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from pathlib import Path
 
 import anyio
@@ -24,6 +37,12 @@ from squidd.fs import append_lines_locked, atomic_write_text, read_text_or_empty
 log = structlog.get_logger()
 
 COMPACT_EVERY = timedelta(days=1)
+MAX_ENTRIES = 10_000
+
+
+def _key(channel: str, source_id: str) -> str:
+    # A NUL cannot occur in a channel name, so distinct pairs never share a key.
+    return f"{channel}\0{source_id}"
 
 
 def _now() -> datetime:
@@ -37,8 +56,13 @@ def _line(channel: str, source_id: str, at: datetime, *, failed: bool = False) -
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 
 
+def _line_of(key: str, at: float, *, failed: bool) -> str:
+    channel, _, source_id = key.partition("\0")
+    return _line(channel, source_id, datetime.fromtimestamp(at, UTC), failed=failed)
+
+
 class HandledFile:
-    """Implements the router's `HandledLog` on one append-only file."""
+    """Implements `core.ports.HandledLog` on one append-only file."""
 
     def __init__(
         self,
@@ -46,13 +70,19 @@ class HandledFile:
         *,
         retention: timedelta = timedelta(days=30),
         clock: Callable[[], datetime] = _now,
+        max_entries: int = MAX_ENTRIES,
     ) -> None:
+        if max_entries <= 0:
+            raise ValueError("max_entries must be > 0")
         self._path = data_dir / "gateway" / "handled.jsonl"
         self._retention = retention
         self._clock = clock
-        self._seen: dict[tuple[str, str], datetime] | None = None
-        # The few entries whose reply was refused for good.
-        self._failed: set[tuple[str, str]] = set()
+        self._max_entries = max_entries
+        self._slack = max(1, max_entries // 10)
+        # Key `_key(channel, id)` -> POSIX time it was recorded; insertion order is age order.
+        self._seen: dict[str, float] | None = None
+        # The keys of the few entries whose reply was refused for good.
+        self._failed: set[str] = set()
         self._lock = anyio.Lock()
         self._compacted_at = clock()
 
@@ -60,18 +90,19 @@ class HandledFile:
     def path(self) -> Path:
         return self._path
 
-    def _load_sync(self) -> dict[tuple[str, str], datetime]:
+    def _load_sync(self) -> dict[str, float]:
         text = read_text_or_empty(self._path)
         cutoff = self._clock() - self._retention
         kept: list[str] = []
-        seen: dict[tuple[str, str], datetime] = {}
+        seen: dict[str, float] = {}
+        failed: set[str] = set()
         dropped = 0
         for line in text.splitlines():
             if not line.strip():
                 continue
             try:
                 entry = json.loads(line)
-                key = (str(entry["channel"]), str(entry["id"]))
+                key = _key(str(entry["channel"]), str(entry["id"]))
                 at = datetime.fromisoformat(str(entry["at"]))
                 if at.tzinfo is None:
                     at = at.replace(tzinfo=UTC)
@@ -82,16 +113,22 @@ class HandledFile:
             if at < cutoff:
                 dropped += 1
                 continue
-            seen[key] = at
+            seen.pop(key, None)  # a repeated id counts once, at its newest place
+            seen[key] = at.timestamp()
             if entry.get("failed") is True:
-                self._failed.add(key)
+                failed.add(key)
             kept.append(line)
+        if len(seen) > self._max_entries:
+            dropped += len(kept) - self._max_entries
+            seen = dict(list(seen.items())[-self._max_entries :])
+            kept = kept[-self._max_entries :]
+        self._failed = failed & seen.keys()
         if dropped:
             atomic_write_text(self._path, "".join(f"{line}\n" for line in kept))
             log.info("handled_compacted", kept=len(kept), dropped=dropped)
         return seen
 
-    async def _ensure(self) -> dict[tuple[str, str], datetime]:
+    async def _ensure(self) -> dict[str, float]:
         if self._seen is None:
             async with self._lock:
                 if self._seen is None:
@@ -103,37 +140,48 @@ class HandledFile:
         return len(await self._ensure())
 
     async def contains(self, channel: str, source_id: str) -> bool:
-        return (channel, source_id) in await self._ensure()
+        return _key(channel, source_id) in await self._ensure()
 
     async def failed(self, channel: str, source_id: str) -> bool:
         await self._ensure()
-        return (channel, source_id) in self._failed
+        return _key(channel, source_id) in self._failed
 
     async def add(self, channel: str, source_id: str, *, failed: bool = False) -> None:
-        seen = await self._ensure()
+        await self._ensure()
         now = self._clock()
         line = _line(channel, source_id, now, failed=failed)
         async with self._lock:
             await anyio.to_thread.run_sync(append_lines_locked, self._path, [line])
-            seen[(channel, source_id)] = now
+            # Read under the lock: a compaction may have replaced the table meanwhile.
+            seen = await self._ensure()
+            key = _key(channel, source_id)
+            seen.pop(key, None)
+            seen[key] = now.timestamp()
             if failed:
-                self._failed.add((channel, source_id))
+                self._failed.add(key)
             if now - self._compacted_at >= COMPACT_EVERY:
                 await self._compact(seen, now)
+            elif len(seen) > self._max_entries + self._slack:
+                # Insertion order is age order: the oldest are first.
+                for old in list(islice(seen, len(seen) - self._max_entries)):
+                    del seen[old]
+                    self._failed.discard(old)
 
-    async def _compact(self, seen: dict[tuple[str, str], datetime], now: datetime) -> None:
-        """Drop expired entries from memory and the file (the caller holds the lock)."""
+    async def _compact(self, seen: dict[str, float], now: datetime) -> None:
+        """Drop expired entries, and the oldest beyond `max_entries`, from memory and the
+        file (the caller holds the lock)."""
         self._compacted_at = now
-        cutoff = now - self._retention
-        expired = [key for key, at in seen.items() if at < cutoff]
-        if not expired:
+        cutoff = (now - self._retention).timestamp()
+        items = [(key, at) for key, at in seen.items() if at >= cutoff]
+        items = items[-self._max_entries :]
+        dropped = len(seen) - len(items)
+        if not dropped:
             return
-        for key in expired:
-            del seen[key]
-            self._failed.discard(key)
+        # A new dict rather than deletions in place: the old table's memory is given back.
+        self._seen = kept = dict(items)
+        self._failed &= kept.keys()
         text = "".join(
-            f"{_line(ch, sid, at, failed=(ch, sid) in self._failed)}\n"
-            for (ch, sid), at in seen.items()
+            f"{_line_of(key, at, failed=key in self._failed)}\n" for key, at in kept.items()
         )
         await anyio.to_thread.run_sync(atomic_write_text, self._path, text)
-        log.info("handled_compacted", kept=len(seen), dropped=len(expired))
+        log.info("handled_compacted", kept=len(kept), dropped=dropped)

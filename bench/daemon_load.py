@@ -1,0 +1,225 @@
+"""Driving a real `squidd run` process under load, for benchmarks (reusable by a runner).
+
+`LoadedDaemon` starts the scripted OpenAI-compatible server (tests/support/fake_llm.py) on
+127.0.0.1, writes a config whose only channel is the loopback load channel
+(bench/load_channel.py), starts `squidd run` as a child process and connects to the channel.
+`rounds()` sends one message to each of a set of sessions and waits until all of them are
+acknowledged (replied, recorded as handled), so each session's turns run in order while
+sessions run side by side. `rss_kib()` reads the child's resident set from /proc.
+
+    with LoadedDaemon() as daemon:
+        daemon.rounds(sessions=[...], count=10)
+        print(daemon.rss_kib())
+
+The child is stopped by its own PID (SIGTERM, then SIGKILL) and its data dir removed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.fake_llm import FakeLLM, Reply, echo_responder
+
+START_TIMEOUT_S = 60.0
+TURN_TIMEOUT_S = 120.0
+
+
+def household_responder(request: dict[str, Any]) -> Reply:
+    """A short answer to a turn, a short summary to a consolidation request.
+
+    Echoing the consolidation prompt back (it quotes the history or the summary) would make
+    each summary longer than the last, and a benchmark would measure a growing prompt
+    instead of what the daemon keeps.
+    """
+    messages = request.get("messages") or [{}]
+    system = str(messages[0].get("content") or "")
+    if "memory consolidation assistant" in system:
+        return Reply(content="The user asked about the weather several times; it was fine.")
+    return echo_responder(request)
+
+
+class QuietLLM(FakeLLM):
+    """The scripted server without its request record (it would grow with every turn); it
+    keeps only the size of the last turn's prompt, to show that it stays flat."""
+
+    last_prompt_chars = 0
+
+    def next_reply(self, request: dict[str, Any]) -> Reply:
+        messages = request.get("messages") or []
+        if "memory consolidation" not in str(messages[0].get("content") if messages else ""):
+            self.last_prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
+        return self.responder(request)
+
+
+def rss_kib(pid: int) -> int:
+    """VmRSS of a process, in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def write_config(root: Path, llm_url: str, *, log_level: str = "info") -> Path:
+    config = root / "config.toml"
+    config.write_text(
+        f"""
+[llm]
+base_url = "{llm_url}"
+api_key = "sk-bench-load-key-0000"
+max_retries = 0
+
+[storage]
+data_dir = "{root / "data"}"
+
+[logging]
+format = "json"
+level = "{log_level}"
+
+[gateway]
+extra_channels = ["bench.load_channel:create_channel"]
+"""
+    )
+    return config
+
+
+class LoadedDaemon:
+    """A `squidd run` child fed through the load channel, with its scripted model."""
+
+    def __init__(
+        self,
+        *,
+        log_level: str = "info",
+        trace_frames: int = 0,
+        keep_dir: bool = False,
+        base_dir: str | None = None,
+    ) -> None:
+        self._log_level = log_level
+        self._trace_frames = trace_frames
+        self._keep = keep_dir
+        self._base_dir = base_dir
+        self.root = Path()
+        self.llm = QuietLLM(responder=household_responder)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+        self._next_id = 0
+        self.turns = 0
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> LoadedDaemon:
+        self.root = Path(tempfile.mkdtemp(prefix="squidd-bench-", dir=self._base_dir))
+        self.llm.start()
+        config = write_config(self.root, self.llm.base_url, log_level=self._log_level)
+        extra = {"PYTHONTRACEMALLOC": str(self._trace_frames)} if self._trace_frames else {}
+        self._log = (self.root / "daemon.log").open("wb")
+        self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and argv
+            squidd_argv(config, "run"), env=daemon_env(**extra), stdout=self._log, stderr=self._log
+        )
+        self._connect()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self._log.close()
+        self.llm.stop()
+        if not self._keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _connect(self) -> None:
+        port_file = self.root / "data" / "load" / "port"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not port_file.exists():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError("the load channel did not start:\n" + self.log_tail())
+            time.sleep(0.05)
+        port = int(port_file.read_text())
+        self._sock = socket.create_connection(("127.0.0.1", port), timeout=TURN_TIMEOUT_S)
+
+    def _check_alive(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"squidd exited ({self.proc.returncode}):\n" + self.log_tail())
+
+    def log_tail(self, chars: int = 3000) -> str:
+        self._log.flush()
+        return (self.root / "daemon.log").read_text(errors="replace")[-chars:]
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def rss_kib(self) -> int:
+        return rss_kib(self.pid)
+
+    # --- traffic ---------------------------------------------------------------------------
+
+    def _send(self, data: dict[str, Any]) -> None:
+        assert self._sock is not None
+        self._sock.sendall(json.dumps(data).encode() + b"\n")
+
+    def _receive(self) -> dict[str, Any]:
+        assert self._sock is not None
+        while b"\n" not in self._buffer:
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                self._check_alive()
+                raise RuntimeError("the load channel closed the connection")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def round(self, sessions: Sequence[str], text: str = "how is the weather") -> None:
+        """One message to each session; returns when every one is acknowledged."""
+        waiting: set[str] = set()
+        for session in sessions:
+            self._next_id += 1
+            source_id = f"b{self._next_id}"
+            waiting.add(source_id)
+            self._send({"id": source_id, "session": session, "text": f"{text} #{self._next_id}"})
+        while waiting:
+            reply = self._receive()
+            if "ack" in reply:
+                waiting.discard(str(reply["ack"]))
+        self.turns += len(sessions)
+
+    def rounds(self, sessions: Sequence[str], count: int) -> None:
+        for _ in range(count):
+            self.round(sessions)
+
+    def snapshot(self, path: Path) -> Path:
+        """A tracemalloc snapshot of the daemon (started with `trace_frames`), dumped to path."""
+        self._send({"cmd": "snapshot", "path": str(path)})
+        while True:
+            reply = self._receive()
+            if "snapshot" in reply:
+                if reply["snapshot"] is None:
+                    raise RuntimeError(str(reply.get("error")))
+                return path
