@@ -32,15 +32,10 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from squidd.channels.email.body import MailText, extract_text, human_size
 from squidd.channels.email.compose import ThreadContext, build_message
+from squidd.channels.email.headers import MailHeaders, parse_headers
 from squidd.channels.email.imap import ImapFolder
-from squidd.channels.email.parse import (
-    MailHeaders,
-    MailText,
-    extract_text,
-    human_size,
-    parse_headers,
-)
 from squidd.channels.email.policy import Gate, RateLimiter
 from squidd.channels.email.smtp import SmtpSender
 from squidd.channels.email.state import StateFile, state_path
