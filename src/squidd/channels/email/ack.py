@@ -15,7 +15,6 @@ answered, then only acknowledges it.
 
 from __future__ import annotations
 
-import random
 import ssl
 
 import anyio
@@ -24,17 +23,16 @@ import structlog
 from squidd.channels.email.imap import ImapFolder
 from squidd.channels.email.state import StateFile
 from squidd.config.email import EmailSettings
+from squidd.core.backoff import Backoff
 from squidd.errors import TransientError
 
-__all__ = ["ACK_ATTEMPTS", "Acknowledger"]
+__all__ = ["ACK_ATTEMPTS", "ACK_RETRY", "Acknowledger"]
 
 log = structlog.get_logger()
 
 ACK_ATTEMPTS = 4
-
-
-def _jitter(delay: float) -> float:
-    return delay * (0.5 + random.random() / 2)  # noqa: S311 - spreading retries, not security
+ACK_RETRY = Backoff(initial_s=0.5, maximum_s=2.0)
+"""Waits between the attempts: about 0.5, 1 and 2 seconds."""
 
 
 class Acknowledger:
@@ -50,11 +48,14 @@ class Acknowledger:
         tls: ssl.SSLContext,
         state: StateFile,
         delivered: set[int],
+        *,
+        retry: Backoff = ACK_RETRY,
     ) -> None:
         self._settings = settings
         self._tls = tls
         self._state = state
         self._delivered = delivered
+        self._retry = retry
         self._command: ImapFolder | None = None
         self._command_lock = anyio.Lock()
 
@@ -85,7 +86,6 @@ class Acknowledger:
         return self._command
 
     async def _settle(self, uidvalidity: int, uid: int, *, refused: str | None) -> None:
-        delay = 0.5
         state = self._state.state
         move_to = self._settings.move_to
         for attempt in range(1, ACK_ATTEMPTS + 1):
@@ -104,8 +104,7 @@ class Acknowledger:
                     await self.close()
                 log.warning("email_ack_retry", uid=uid, attempt=attempt, error=str(exc))
                 if attempt < ACK_ATTEMPTS:
-                    await anyio.sleep(_jitter(delay))
-                    delay *= 2
+                    await anyio.sleep(self._retry.delay(attempt))
                 continue
             self._delivered.discard(uid)
             state.pending.discard(uid)

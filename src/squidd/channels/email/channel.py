@@ -7,14 +7,13 @@ second connection; a reply refused for good ends in `on_undeliverable` instead (
 is left unread and flagged). Nothing is marked read before the reply left, so a crash at
 any point loses no mail.
 
-The loop here reconnects on transient failures with capped, jittered delays (reset once a
+The loop here reconnects on transient failures with `core.backoff` delays (reset once a
 connection stayed up a while), re-raises a permanent one (a rejected login) after reporting
 it, and reports the channel's state to the inbox.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,7 @@ from squidd.channels.email.smtp import SmtpSender
 from squidd.channels.email.state import StateFile, state_path
 from squidd.channels.email.tls import make_tls_context
 from squidd.config.email import EmailSettings
+from squidd.core.backoff import Backoff, Failures
 from squidd.core.models import Outbound
 from squidd.core.ports import ChannelState, Inbox
 from squidd.errors import PermanentError, TransientError
@@ -40,11 +40,7 @@ __all__ = ["EmailChannel"]
 log = structlog.get_logger()
 
 # A connection that stayed up this long counts as a success: the backoff starts over.
-_STABLE_AFTER_S = 60.0
-
-
-def _jitter(delay: float) -> float:
-    return delay * (0.5 + random.random() / 2)  # noqa: S311 - spreading retries, not security
+_HEALTHY_AFTER_S = 60.0
 
 
 class EmailChannel:
@@ -66,6 +62,7 @@ class EmailChannel:
         delivered: set[int] = set()
         self._acks = Acknowledger(settings, self._tls, state, delivered)
         self._receiver = Receiver(settings, state, self._acks, delivered, clock=clock)
+        self._backoff = Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s)
 
     @property
     def name(self) -> str:
@@ -92,14 +89,13 @@ class EmailChannel:
         self._warn_about_settings()
         inbox.report(ChannelState.STARTING, "")
         started = False
-        delay = s.reconnect_initial_delay_s
+        failures = Failures(self._backoff, healthy_after_s=_HEALTHY_AFTER_S, clock=self._clock)
         try:
             while True:
                 folder = ImapFolder(s, self._tls)
-                connected_at: float | None = None
                 try:
                     await folder.connect(s.folder)
-                    connected_at = self._clock()
+                    failures.up()
                     await self._receiver.reconcile(folder)
                     inbox.report(ChannelState.CONNECTED, f"{s.imap_host} {s.folder}")
                     log.info(
@@ -120,14 +116,11 @@ class EmailChannel:
                     if not started:
                         inbox.report(ChannelState.RECONNECTING, str(exc))
                         raise
-                    if connected_at is not None and self._clock() - connected_at > _STABLE_AFTER_S:
-                        delay = s.reconnect_initial_delay_s
-                    wait = _jitter(delay)
+                    wait = failures.next_delay()
                     inbox.report(ChannelState.RECONNECTING, str(exc))
                     log.warning("email_reconnecting", error=str(exc), delay_s=round(wait, 2))
                     await folder.close()
                     await anyio.sleep(wait)
-                    delay = min(delay * 2, s.reconnect_max_delay_s)
                 finally:
                     await folder.close()
         finally:
