@@ -2,8 +2,8 @@
 
 The prompt text is the subject, the body text and a list of attachments (never opened); a
 mail over the size cap is not read at all, and the model is told to say so instead. The
-inbound's `meta` is private to this channel: it is written here and read back here
-(`thread_of`) when the reply to that mail is built, so its keys live in one module.
+inbound's `meta` is private to this channel: its keys are written here, and `thread_of`
+reads back what the reply to that mail threads on.
 """
 
 from __future__ import annotations
