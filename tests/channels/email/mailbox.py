@@ -158,7 +158,9 @@ def stop_servers(data: Path) -> None:
 # --- settings ---------------------------------------------------------------------------
 
 
-def bot_settings(server: MailServer, bot: str, **overrides: Any) -> EmailSettings:
+def bot_email_section(server: MailServer, bot: str, **overrides: Any) -> dict[str, Any]:
+    """The `[email]` keys of a bot account on the test servers: the one source of them, for
+    the channel in this process (`bot_settings`) and a daemon's config file alike."""
     values: dict[str, Any] = {
         "enabled": True,
         "address": bot,
@@ -178,8 +180,11 @@ def bot_settings(server: MailServer, bot: str, **overrides: Any) -> EmailSetting
         "reconnect_max_delay_s": 1,
         "poll_interval_s": 3600,
     }
-    values.update(overrides)
-    return EmailSettings(**values)
+    return {**values, **overrides}
+
+
+def bot_settings(server: MailServer, bot: str, **overrides: Any) -> EmailSettings:
+    return EmailSettings(**bot_email_section(server, bot, **overrides))
 
 
 # --- composing and injecting mail -------------------------------------------------------

@@ -4,7 +4,7 @@ scripted LLM server: exactly one reply across a SIGKILL, and a reply that waits 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +13,9 @@ import pytest
 
 from tests.channels.email.mailbox import (
     DOMAIN,
-    PASSWORD,
-    TRUSTED_ID,
     MailServer,
     append,
+    bot_email_section,
     find,
     inject,
     make_mail,
@@ -30,9 +29,20 @@ from tests.support.fake_llm import FakeLLM, Reply
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
 ALICE = f"alice@{DOMAIN}"
+# Everyone at the test domain is answered, not only Alice.
+WHOLE_DOMAIN: dict[str, Any] = {"allowed_senders": [], "allowed_domains": [DOMAIN]}
 
 
-def write_config(tmp: Path, server: MailServer, bot: str, llm_url: str) -> Path:
+def write_config(
+    tmp: Path,
+    server: MailServer,
+    bot: str,
+    llm_url: str,
+    *,
+    gateway: Mapping[str, Any] | None = None,
+    **email: Any,
+) -> Path:
+    """The daemon's config: the bot's account, short delays, and `gateway`/`email` extras."""
     return write_daemon_config(
         tmp,
         llm_url,
@@ -42,25 +52,11 @@ def write_config(tmp: Path, server: MailServer, bot: str, llm_url: str) -> Path:
             "delivery_retry_max_s": 1.0,
             "restart_initial_delay_s": 0.2,
             "restart_max_delay_s": 1.0,
+            **(gateway or {}),
         },
-        email={
-            "enabled": True,
-            "address": bot,
-            "username": bot,
-            "password": PASSWORD,
-            "imap_host": server.host,
-            "imap_port": server.imaps_port,
-            "imap_security": "tls",
-            "smtp_host": server.host,
-            "smtp_port": server.smtp_port,
-            "smtp_security": "starttls",
-            "ca_file": server.ca_file,
-            "allowed_senders": [ALICE],
-            "trusted_authserv_id": TRUSTED_ID,
-            "timeout_s": 10,
-            "reconnect_initial_delay_s": 0.2,
-            "reconnect_max_delay_s": 1.0,
-        },
+        email=bot_email_section(
+            server, bot, reconnect_initial_delay_s=0.2, reconnect_max_delay_s=1.0, **email
+        ),
     )
 
 
@@ -158,12 +154,7 @@ async def test_hostile_sender_and_attachment_names_stay_inside_the_data_dir(
 ) -> None:
     hostile = f'"../../../../tmp/escaped"@{DOMAIN}'
     with FakeLLM(responder=lambda req: Reply(content="noted")) as server:
-        config = write_config(tmp_path, mail_server, bot, server.base_url)
-        config.write_text(
-            config.read_text().replace(
-                f'allowed_senders = ["{ALICE}"]', f'allowed_domains = ["{DOMAIN}"]'
-            )
-        )
+        config = write_config(tmp_path, mail_server, bot, server.base_url, **WHOLE_DOMAIN)
         daemon = DaemonProcess(config, tmp_path / "daemon.log")
         daemons.append(daemon)
         await daemon.wait_log("email_connected")
@@ -194,11 +185,13 @@ async def test_a_reply_refused_for_good_is_given_up_at_once_and_blocks_nothing(
     is answered; SIGTERM does not wait out the (long) shutdown grace for it."""
     ghost = f"ghost@{DOMAIN}"
     with FakeLLM(responder=lambda req: Reply(content="hello")) as server:
-        config = write_config(tmp_path, mail_server, bot, server.base_url)
-        config.write_text(
-            config.read_text()
-            .replace(f'allowed_senders = ["{ALICE}"]', f'allowed_domains = ["{DOMAIN}"]')
-            .replace("[gateway]\n", "[gateway]\nshutdown_grace_s = 600\n")
+        config = write_config(
+            tmp_path,
+            mail_server,
+            bot,
+            server.base_url,
+            gateway={"shutdown_grace_s": 600},
+            **WHOLE_DOMAIN,
         )
         daemon = DaemonProcess(config, tmp_path / "daemon.log")
         daemons.append(daemon)

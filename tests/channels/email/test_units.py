@@ -15,14 +15,16 @@ from aiosmtplib import (
     SMTPServerDisconnected,
 )
 
+from squidd.channels.email.body import extract_text
 from squidd.channels.email.compose import ThreadContext, build_message, reply_subject
-from squidd.channels.email.parse import extract_text, parse_headers, trim_reply
+from squidd.channels.email.headers import parse_headers
 from squidd.channels.email.policy import (
     Gate,
     RateLimiter,
     authentication_failure,
     parse_auth_results,
 )
+from squidd.channels.email.quoting import trim_reply
 from squidd.channels.email.smtp import classify
 from squidd.channels.email.state import state_path
 from squidd.config.email import EmailSettings

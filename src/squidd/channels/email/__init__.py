@@ -1,9 +1,12 @@
 """The email channel: IMAP (aioimaplib) in, SMTP (aiosmtplib) out.
 
-`create_channel(settings)` is what the composition root calls. The pieces:
-`imap` (connection, IDLE, UID operations), `parse` (MIME to text), `policy` (who is
-answered), `compose` (reply headers and parts), `smtp` (sending), `state` (UIDVALIDITY,
-last UID and pending UIDs on disk), `channel` (the receive loop tying them together).
+`create_channel(settings)` is what the composition root calls. The pieces: `channel` (the
+reconnect loop and `send`), `receive` (scan, decide, defer, hand on), `inbound` (the Inbound
+and the prompt text), `ack` (confirmed acknowledgement and the undeliverable hook), `send`
+(an Outbound to a sent mail), `imap` (connection, IDLE, UID operations), `headers` and
+`body` (MIME to text), `quoting` (trimming quoted history), `policy` (who is answered),
+`compose` (reply headers and parts), `smtp` (sending), `tls` (the TLS context), `state`
+(UIDVALIDITY, last UID, pending and deferred UIDs on disk).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from squidd.channels.email.parse import MailHeaders
+from squidd.channels.email.headers import MailHeaders
 
 _ROBOT_LOCAL_RE = re.compile(
     r"^(mailer-daemon|postmaster|no-?reply|do-?not-?reply|bounces?|notifications?)([+._-].*)?$"

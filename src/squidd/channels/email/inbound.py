@@ -1,0 +1,92 @@
+"""What the model is handed for one mail: the `Inbound`, its prompt text and its meta.
+
+The prompt text is the subject, the body text and a list of attachments (never opened); a
+mail over the size cap is not read at all, and the model is told to say so instead. The
+inbound's `meta` is private to this channel: its keys are written here, and `thread_of`
+reads back what the reply to that mail threads on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from squidd.channels.email.body import MailText, human_size
+from squidd.channels.email.compose import ThreadContext
+from squidd.channels.email.headers import MailHeaders
+from squidd.core.models import AckHook, Inbound, SessionId, UndeliverableHook
+
+__all__ = ["make_inbound", "oversize_notice", "prompt_text", "thread_of"]
+
+
+def prompt_text(headers: MailHeaders, body: MailText) -> str:
+    """The subject, the body text and the attachments by name, type and size."""
+    parts = [f"Subject: {headers.subject}" if headers.subject else "(no subject)", ""]
+    parts.append(body.text or "(no text)")
+    if body.attachments:
+        listed = "; ".join(
+            f"{a.name} ({a.content_type}, {human_size(a.size)})" for a in body.attachments
+        )
+        parts += ["", f"[Attachments, not opened: {listed}]"]
+    return "\n".join(parts)
+
+
+def oversize_notice(headers: MailHeaders, size: int, max_size_bytes: int) -> str:
+    """The prompt for a mail over the size cap: its content was not read."""
+    return (
+        f"[This email is {human_size(size)}, over the {human_size(max_size_bytes)} "
+        "size limit, so its content was not read. "
+        f"Subject: {headers.subject or '(none)'}. "
+        "Tell the sender briefly that it was too large to read.]"
+    )
+
+
+def make_inbound(
+    headers: MailHeaders,
+    text: str,
+    body: MailText | None,
+    *,
+    uid: int,
+    uidvalidity: int,
+    folder: str,
+    ack: AckHook,
+    on_undeliverable: UndeliverableHook,
+) -> Inbound:
+    """The Inbound of one accepted mail; `body` is None when it was too large to read."""
+    meta: dict[str, Any] = {
+        "message_id": headers.message_id if headers.has_message_id else "",
+        "references": headers.references,
+        "in_reply_to": headers.in_reply_to,
+        "from_name": headers.from_name,
+        "uid": uid,
+        "uidvalidity": uidvalidity,
+        "folder": folder,
+        "oversize": body is None,
+    }
+    if body is not None:
+        meta["attachments"] = tuple(
+            {"name": a.name, "content_type": a.content_type, "size": a.size}
+            for a in body.attachments
+        )
+        meta["from_html"] = body.from_html
+    return Inbound(
+        channel="email",
+        source_id=headers.message_id,
+        session_id=SessionId(headers.from_addr),
+        sender=headers.from_addr,
+        text=text,
+        subject=headers.subject,
+        meta=meta,
+        ack=ack,
+        on_undeliverable=on_undeliverable,
+    )
+
+
+def thread_of(inbound: Inbound) -> ThreadContext:
+    """What a reply to `inbound` (an email inbound) threads on."""
+    meta = inbound.meta
+    return ThreadContext(
+        source_id=inbound.source_id,
+        message_id=str(meta.get("message_id") or ""),
+        subject=inbound.subject,
+        references=tuple(str(r) for r in meta.get("references") or ()),
+    )
