@@ -60,3 +60,34 @@ def test_pending_reply_reads_entries_without_a_subject() -> None:
 
 async def _ack() -> None:
     return None
+
+
+def test_cleaned_makes_every_routing_field_valid_text() -> None:
+    lone = "\ud800"
+    message = Inbound(
+        "matrix",
+        f"$e{lone}",
+        SessionId(f"!r{lone}:x"),
+        f"@u{lone}:x",
+        f"hi{lone}\x00",
+        reply_to=Destination("matrix", f"!r{lone}:x"),
+        thread_root=f"$t{lone}",
+        subject=f"s{lone}",
+        meta={"name": f"n{lone}", "count": 3},
+    )
+    clean = message.cleaned()
+    fields = [
+        clean.source_id,
+        clean.session_id,
+        clean.sender,
+        clean.text,
+        clean.thread_root,
+        clean.subject,
+        clean.meta["name"],
+        str(clean.destination),
+    ]
+    for value in fields:
+        assert value is not None
+        value.encode("utf-8")  # raises on a lone surrogate
+        assert "\x00" not in value
+    assert clean.meta["count"] == 3

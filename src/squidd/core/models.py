@@ -6,11 +6,14 @@ LLM port consumes; `Inbound`/`Outbound` are what channels hand to the router and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NewType
+
+from squidd.text import clean_text
 
 SessionId = NewType("SessionId", str)
 """A conversation: one Matrix room, one email sender, one cron job, the terminal."""
@@ -235,6 +238,26 @@ class Inbound:
     ack: AckHook = _no_ack
     received_at: datetime = field(default_factory=utcnow)
     on_undeliverable: UndeliverableHook | None = None
+
+    def cleaned(self) -> Inbound:
+        """This message with valid text only (`squidd.text.clean_text`) in every string that
+        reaches the prompt, the history or the stores; every channel's inbox applies it."""
+        meta = {k: clean_text(v) if isinstance(v, str) else v for k, v in self.meta.items()}
+        reply_to = self.reply_to
+        if reply_to is not None:
+            reply_to = Destination(clean_text(reply_to.channel), clean_text(reply_to.target))
+        thread_root = self.thread_root
+        return dataclasses.replace(
+            self,
+            source_id=clean_text(self.source_id),
+            session_id=SessionId(clean_text(self.session_id)),
+            sender=clean_text(self.sender),
+            text=clean_text(self.text),
+            subject=clean_text(self.subject),
+            thread_root=None if thread_root is None else clean_text(thread_root),
+            reply_to=reply_to,
+            meta=meta,
+        )
 
     @property
     def destination(self) -> Destination | None:

@@ -22,7 +22,6 @@ A turn that fails (the model is down after its retries) is answered with a short
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,11 +32,10 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from squidd.core.backoff import Backoff
-from squidd.core.models import Destination, Inbound, Outbound, PendingReply, SessionId, utcnow
+from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
 from squidd.core.ports import Channel, ChannelState, HandledLog, Outbox
 from squidd.core.supervisor import ChildHealth
 from squidd.errors import LLMError, PermanentError
-from squidd.text import clean_text
 
 log = structlog.get_logger()
 
@@ -97,27 +95,6 @@ class _SessionQueue:
         self.items: deque[Inbound] = deque()
 
 
-def clean_inbound(message: Inbound) -> Inbound:
-    """The message with valid text only (`squidd.text.clean_text`) in every string that
-    reaches the prompt, the history or the stores: every channel passes through here."""
-    meta = {k: clean_text(v) if isinstance(v, str) else v for k, v in message.meta.items()}
-    reply_to = message.reply_to
-    if reply_to is not None:
-        reply_to = Destination(clean_text(reply_to.channel), clean_text(reply_to.target))
-    thread_root = message.thread_root
-    return dataclasses.replace(
-        message,
-        source_id=clean_text(message.source_id),
-        session_id=SessionId(clean_text(message.session_id)),
-        sender=clean_text(message.sender),
-        text=clean_text(message.text),
-        subject=clean_text(message.subject),
-        thread_root=None if thread_root is None else clean_text(thread_root),
-        reply_to=reply_to,
-        meta=meta,
-    )
-
-
 class _ChannelInbox:
     """The `Inbox` a channel's receive loop gets: hands messages to the router and reports
     the channel's state for `squidd status`."""
@@ -128,7 +105,7 @@ class _ChannelInbox:
         self._health = health
 
     async def put(self, message: Inbound) -> None:
-        await self._router.submit(clean_inbound(message))
+        await self._router.submit(message.cleaned())
 
     def report(self, state: ChannelState, detail: str = "") -> None:
         if state != self._health.state or detail != self._health.detail:
