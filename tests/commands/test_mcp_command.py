@@ -79,3 +79,17 @@ def test_chat_offers_the_mcp_tools_from_the_first_turn(tmp_path: Path, fake_llm:
     assert {"time__get_current_time", "time__convert_time"} <= offered
     tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
     assert json.loads(tool_messages[0]["content"])["timezone"] == "Europe/Paris"
+
+
+def test_config_check_names_the_key_of_a_bad_server(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[mcp.servers]]\nname = "ok"\ncommand = "x"\n\n'
+        '[[mcp.servers]]\nname = "web"\ntransport = "http"\nurl = "ftp://x"\n\n'
+        '[[mcp.servers]]\nname = "slow"\ncommand = "x"\ntimeout_s = 0\n'
+    )
+    result = _squidd(config, "config", "check")
+    assert result.returncode == 2
+    assert "config: mcp.servers.1: an http server needs 'url'" in result.stderr
+    assert "config: mcp.servers.2.timeout_s: " in result.stderr
+    assert "mcp.servers.0" not in result.stderr
