@@ -1,11 +1,14 @@
 """A misbehaving MCP server over stdio, hand-written JSON-RPC so it can do what the SDK
 would not let it: print garbage on stdout, offer a tool whose schema has a `$ref` cycle, and
-answer with a 20 MB result. `python bad_server.py` speaks on stdin/stdout.
+answer with a 20 MB result, or never answer (`slow`; the `notifications/cancelled` it
+then gets are appended to the file named by $BAD_SERVER_LOG). `python bad_server.py` speaks
+on stdin/stdout.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 TOOLS = [
@@ -21,6 +24,11 @@ TOOLS = [
     {
         "name": "huge",
         "description": "answers with 20 MB of text",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "slow",
+        "description": "never answers",
         "inputSchema": {"type": "object", "properties": {}},
     },
     {
@@ -49,8 +57,11 @@ def main() -> None:
         except ValueError:
             continue
         method, ident = request.get("method"), request.get("id")
-        if ident is None:
-            continue  # a notification
+        if ident is None:  # a notification
+            if method == "notifications/cancelled" and os.environ.get("BAD_SERVER_LOG"):
+                with open(os.environ["BAD_SERVER_LOG"], "a") as log:
+                    log.write(json.dumps(request["params"]) + "\n")
+            continue
         if method == "initialize":
             version = request["params"]["protocolVersion"]
             result: dict[str, object] = {
@@ -63,6 +74,8 @@ def main() -> None:
             result = {"tools": TOOLS}
         elif method == "tools/call":
             name = request["params"]["name"]
+            if name == "slow":
+                continue
             text = "x" * (20 * 1024 * 1024) if name == "huge" else "pong"
             result = {"content": [{"type": "text", "text": text}], "isError": False}
         elif method == "ping":

@@ -3,10 +3,13 @@ a clear log line and a usable connection, never a crash or a hang."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from tests.tools.mcp.servers import bad_server, supervised_hub
+from tests.tools.mcp.servers import bad_server, supervised_hub, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +28,7 @@ async def test_a_schema_with_a_ref_cycle_drops_that_tool_only() -> None:
     with capture_logs() as logs:
         async with supervised_hub(bad_server()) as (hub, _):
             names = sorted(tool.name for tool in hub.tools())
-    assert names == ["bad__huge", "bad__ping"]
+    assert names == ["bad__huge", "bad__ping", "bad__slow"]
     dropped = [e for e in logs if e["event"] == "mcp_tool_dropped"]
     assert dropped == [
         {
@@ -47,4 +50,27 @@ async def test_a_20_mb_result_is_capped_and_says_so() -> None:
         assert result.content.startswith("x" * 10_000)
         assert "20971520 characters, 10000 shown" in result.content
         # and the connection is still usable after it
+        assert (await tools["bad__ping"].execute({})).content == "pong"
+
+
+async def test_a_call_that_never_answers_times_out_as_a_tool_error() -> None:
+    with capture_logs() as logs:
+        async with supervised_hub(bad_server(timeout_s=0.5)) as (hub, _):
+            tools = {tool.name: tool for tool in hub.tools()}
+            result = await tools["bad__slow"].execute({})
+            assert result.is_error and "did not answer within 0.5s" in result.content
+            assert (await tools["bad__ping"].execute({})).content == "pong"
+    assert any(e["event"] == "mcp_call_timeout" for e in logs)
+
+
+async def test_cancelling_the_turn_cancels_the_call_on_the_server(tmp_path: Path) -> None:
+    seen = tmp_path / "cancelled.jsonl"
+    async with supervised_hub(bad_server(env={"BAD_SERVER_LOG": str(seen)})) as (hub, _):
+        tools = {tool.name: tool for tool in hub.tools()}
+        async with anyio.create_task_group() as turn:
+            turn.start_soon(tools["bad__slow"].execute, {})
+            await anyio.sleep(0.3)  # the call is on its way; then the turn is cancelled
+            turn.cancel_scope.cancel()
+        await wait_for(seen.exists, "the server to hear of the cancellation")
+        assert "requestId" in seen.read_text()
         assert (await tools["bad__ping"].execute({})).content == "pong"
