@@ -74,3 +74,29 @@ async def test_cancelling_the_turn_cancels_the_call_on_the_server(tmp_path: Path
         await wait_for(seen.exists, "the server to hear of the cancellation")
         assert "requestId" in seen.read_text()
         assert (await tools["bad__ping"].execute({})).content == "pong"
+
+
+async def test_garbage_lines_give_squidds_line_not_a_traceback_each() -> None:
+    import io
+    import logging
+
+    import structlog
+
+    from squidd.log import configure_logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    out = io.StringIO()
+    try:
+        configure_logging("info", "json", stream=out)
+        async with supervised_hub(bad_server()) as (hub, _):
+            tools = {tool.name: tool for tool in hub.tools()}
+            assert (await tools["bad__ping"].execute({})).content == "pong"
+    finally:
+        structlog.reset_defaults()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.getLogger("mcp.client.stdio").setLevel(logging.NOTSET)
+    text = out.getvalue()
+    assert '"event": "mcp_server_bad_output"' in text
+    assert "Traceback" not in text and "Failed to parse JSONRPC" not in text
