@@ -61,6 +61,13 @@ class McpServerSettings(Section):
             )
         return value
 
+    @field_validator("secret_env", "secret_headers", mode="before")
+    @classmethod
+    def _derived_only(cls, value: object) -> object:
+        if value:
+            raise ValueError("not a config key: use env_files / header_files")
+        return value
+
     @field_validator("env", "env_files")
     @classmethod
     def _env_names(cls, value: dict[str, object]) -> dict[str, object]:

@@ -36,6 +36,10 @@ transport = "http"
 name = "c"
 command = "x"
 timout_s = 3
+[[mcp.servers]]
+name = "d"
+command = "x"
+secret_env = { A = "b" }
 """,
         )
     problems = "\n".join(caught.value.problems)
@@ -43,6 +47,7 @@ timout_s = 3
     assert "mcp.servers.0.name:" in problems
     assert "mcp.servers.1: an http server needs 'url'" in problems
     assert "mcp.servers.2.timout_s: unknown key" in problems
+    assert "mcp.servers.3.secret_env: not a config key" in problems
 
 
 def test_secret_env_comes_from_a_file_and_stays_out_of_repr(tmp_path: Path) -> None:
