@@ -32,6 +32,11 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {}},
     },
     {
+        "name": "die",
+        "description": "exits the server process",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
         "name": "ping",
         "description": "answers pong",
         "inputSchema": {"type": "object", "properties": {}},
@@ -76,6 +81,8 @@ def main() -> None:
             name = request["params"]["name"]
             if name == "slow":
                 continue
+            if name == "die":
+                sys.exit(3)
             text = "x" * (20 * 1024 * 1024) if name == "huge" else "pong"
             result = {"content": [{"type": "text", "text": text}], "isError": False}
         elif method == "ping":

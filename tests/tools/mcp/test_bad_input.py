@@ -28,7 +28,7 @@ async def test_a_schema_with_a_ref_cycle_drops_that_tool_only() -> None:
     with capture_logs() as logs:
         async with supervised_hub(bad_server()) as (hub, _):
             names = sorted(tool.name for tool in hub.tools())
-    assert names == ["bad__huge", "bad__ping", "bad__slow"]
+    assert names == ["bad__die", "bad__huge", "bad__ping", "bad__slow"]
     dropped = [e for e in logs if e["event"] == "mcp_tool_dropped"]
     assert dropped == [
         {
@@ -100,3 +100,17 @@ async def test_garbage_lines_give_squidds_line_not_a_traceback_each() -> None:
     text = out.getvalue()
     assert '"event": "mcp_server_bad_output"' in text
     assert "Traceback" not in text and "Failed to parse JSONRPC" not in text
+
+
+async def test_a_stdio_server_that_exits_loses_its_tools_until_restarted() -> None:
+    # no pings (an hour apart): the end of the server's stdout alone must take the tools away
+    async with supervised_hub(bad_server(), ping_interval_s=3600) as (hub, supervisor):
+        server = hub.servers["bad"]
+        tools = {tool.name: tool for tool in hub.tools()}
+        died = await tools["bad__die"].execute({})
+        assert died.is_error
+        await wait_for(lambda: supervisor.children["mcp:bad"].restarts >= 1, "a restart")
+        await wait_for(lambda: bool(hub.tools()), "the tools to come back")
+        assert server.last_error == ""
+        again = {tool.name: tool for tool in hub.tools()}
+        assert (await again["bad__ping"].execute({})).content == "pong"
