@@ -62,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     cron_add.add_argument("--target", default="", help="where to deliver, e.g. email:me@x.org")
     cron_rm = add(cron_sub, "remove", help="remove a job")
     cron_rm.add_argument("name")
+
+    mcp = add(sub, "mcp", help="inspect and call MCP servers (no daemon needed)")
+    mcp_sub = mcp.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
+    add(mcp_sub, "list", help="connect to each server; print its state and tools")
+    mcp_call = add(mcp_sub, "call", help="call one tool of one server")
+    mcp_call.add_argument("server")
+    mcp_call.add_argument("tool", help="the tool's own name (or <server>__<tool>)")
+    mcp_call.add_argument("arguments", nargs="?", default="{}", help="a JSON object")
     return parser
 
 
@@ -108,7 +116,7 @@ def _main(argv: Sequence[str] | None) -> int:
     from squidd.secrets import known_secrets
 
     level = settings.logging.level
-    if args.command in ("chat", "status", "cron") and level in ("debug", "info"):
+    if args.command in ("chat", "status", "cron", "mcp") and level in ("debug", "info"):
         # Interactive commands print their own output; only problems should interleave.
         level = "warning" if level == "info" else level
     configure_logging(level, settings.logging.format, known_secrets=known_secrets(settings))
@@ -129,4 +137,14 @@ def _main(argv: Sequence[str] | None) -> int:
         from squidd.commands.cron import cron_command
 
         return cron_command(settings, args)
+    if args.command == "mcp":
+        from squidd.commands.mcp import mcp_command
+
+        return mcp_command(
+            settings,
+            args.mcp_command,
+            server=getattr(args, "server", None),
+            tool=getattr(args, "tool", None),
+            arguments=getattr(args, "arguments", None),
+        )
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover

@@ -15,13 +15,19 @@ def secret_value(secret: SecretStr | None) -> str | None:
 def known_secrets(settings: Settings) -> list[str]:
     found: list[str] = []
 
-    def walk(model: BaseModel) -> None:
-        for name in type(model).model_fields:
-            value = getattr(model, name)
-            if isinstance(value, SecretStr):
-                found.append(value.get_secret_value())
-            elif isinstance(value, BaseModel):
-                walk(value)
+    # Secrets also sit in lists and dicts (the MCP servers' env_files / header_files).
+    def walk(value: object) -> None:
+        if isinstance(value, SecretStr):
+            found.append(value.get_secret_value())
+        elif isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                walk(getattr(value, name))
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
 
     walk(settings)
     return [s for s in found if s]

@@ -2,12 +2,15 @@
 
 `squidd chat -m "..."` sends one message and prints the reply (for scripts and quick
 questions); `squidd chat` opens an interactive prompt that streams replies as they arrive.
-Both go through the same AgentLoop as the daemon, with the per-call memory tools, on the
-same data dir (appends are locked, so the daemon may run at the same time).
+Both go through the same AgentLoop as the daemon, with the per-call memory tools and the
+tools of the configured MCP servers (connected here, waiting at most
+`mcp.connect_timeout_s` before the first turn), on the same data dir (appends are locked,
+so the daemon may run at the same time).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
@@ -18,8 +21,10 @@ from squidd.config import Settings
 from squidd.core.models import LLMEvent, SessionId, StreamRestart, TextDelta
 from squidd.core.ports import Tool
 from squidd.errors import LLMError, StorageError
+from squidd.gateway.mcp import connected_mcp
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.turn_tools import session_tools
+from squidd.tools.mcp import McpHub
 
 log = structlog.get_logger()
 
@@ -28,13 +33,14 @@ _PROMPT = "you> "
 _EXIT_WORDS = frozenset({"/exit", "/quit", ":q"})
 
 
-def _tools(runtime: Runtime, session: SessionId) -> list[Tool]:
-    """The per-call tools of the daemon's turns (memory, cron), bound to this session.
+def _tools(runtime: Runtime, session: SessionId, mcp: McpHub) -> list[Tool]:
+    """The per-call tools of the daemon's turns (memory, cron) bound to this session, and
+    the tools of the MCP servers connected right now.
 
     Cron jobs made here have no delivery target by default (the terminal is not listening
     when they fire): their replies stay in the job's history unless a target is given.
     """
-    return session_tools(runtime, session, default_target="")
+    return [*session_tools(runtime, session, default_target=""), *mcp.tools()]
 
 
 def session_for(name: str) -> SessionId:
@@ -51,13 +57,16 @@ def _preflight(settings: Settings) -> str | None:
     return None
 
 
-async def _one_message(runtime: Runtime, session: SessionId, text: str, out: TextIO) -> None:
-    reply = await runtime.agent.run(session, text, CHANNEL, extra_tools=_tools(runtime, session))
+async def _one_message(
+    runtime: Runtime, session: SessionId, mcp: McpHub, text: str, out: TextIO
+) -> None:
+    tools = _tools(runtime, session, mcp)
+    reply = await runtime.agent.run(session, text, CHANNEL, extra_tools=tools)
     out.write(reply + "\n")
     out.flush()
 
 
-async def _interactive(runtime: Runtime, session: SessionId, out: TextIO) -> None:
+async def _interactive(runtime: Runtime, session: SessionId, mcp: McpHub, out: TextIO) -> None:
     async def show(event: LLMEvent) -> None:
         if isinstance(event, TextDelta):
             out.write(event.text)
@@ -81,7 +90,7 @@ async def _interactive(runtime: Runtime, session: SessionId, out: TextIO) -> Non
         out.write("squidd> ")
         try:
             await runtime.agent.run(
-                session, text, CHANNEL, extra_tools=_tools(runtime, session), on_event=show
+                session, text, CHANNEL, extra_tools=_tools(runtime, session, mcp), on_event=show
             )
         except LLMError as exc:
             out.write(f"\n[no answer: {exc}]\n")
@@ -89,14 +98,15 @@ async def _interactive(runtime: Runtime, session: SessionId, out: TextIO) -> Non
         out.flush()
 
 
-async def _chat(settings: Settings, message: str | None, session_name: str) -> int:
+async def _chat(settings: Settings, message: str | None, session_name: str, errlog: TextIO) -> int:
     runtime = build_runtime(settings)
     session = session_for(session_name)
     try:
-        if message is not None:
-            await _one_message(runtime, session, message, sys.stdout)
-        else:
-            await _interactive(runtime, session, sys.stdout)
+        async with connected_mcp(settings, errlog=errlog) as mcp:
+            if message is not None:
+                await _one_message(runtime, session, mcp, message, sys.stdout)
+            else:
+                await _interactive(runtime, session, mcp, sys.stdout)
     finally:
         await runtime.aclose()
     return 0
@@ -107,13 +117,15 @@ def chat_command(settings: Settings, *, message: str | None, session: str) -> in
     if problem is not None:
         print(f"squidd: {problem}", file=sys.stderr)
         return 1
-    try:
-        return anyio.run(_chat, settings, message, session)
-    except LLMError as exc:
-        print(f"squidd: {exc} ({settings.llm.base_url})", file=sys.stderr)
-        return 1
-    except StorageError as exc:
-        print(f"squidd: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    # The MCP servers' own stderr chatter would interleave with the conversation.
+    with open(os.devnull, "w") as quiet:
+        try:
+            return anyio.run(_chat, settings, message, session, quiet)
+        except LLMError as exc:
+            print(f"squidd: {exc} ({settings.llm.base_url})", file=sys.stderr)
+            return 1
+        except StorageError as exc:
+            print(f"squidd: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130

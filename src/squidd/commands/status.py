@@ -2,7 +2,8 @@
 
 Reads the JSON document the daemon serves on its status socket (gateway/status.py) and
 prints what a user asks when something seems wrong: uptime, each channel's state, last
-traffic, turns in flight and queued, the next cron runs. When no daemon answers it says so
+traffic, each MCP server's state, tool count and last error, turns in flight and queued,
+the next cron runs. When no daemon answers it says so
 and exits 1.
 """
 
@@ -75,6 +76,14 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
                 f"  {'':<10} last in {_ago(child.get('last_inbound'), now)}, "
                 f"last out {_ago(child.get('last_outbound'), now)}, "
                 f"restarts {child.get('restarts', 0)}"
+            )
+    servers = data.get("mcp") or []
+    if servers:
+        lines.append("MCP servers:")
+        for server in servers:
+            error = f" - last error: {server['last_error']}" if server.get("last_error") else ""
+            lines.append(
+                f"  {server['name']:<10} {server['state']:<12} {server['tools']} tool(s){error}"
             )
     turns = data.get("turns", {})
     lines.append(

@@ -22,6 +22,7 @@ from pydantic_settings import (
 
 from squidd.config.email import EmailSettings
 from squidd.config.matrix import MatrixSettings
+from squidd.config.mcp import McpSettings
 from squidd.config.sections import (
     AgentSettings,
     CronSettings,
@@ -57,6 +58,7 @@ class Settings(BaseSettings):
     matrix: MatrixSettings = Field(default_factory=MatrixSettings)
     email: EmailSettings = Field(default_factory=EmailSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -1,7 +1,8 @@
 """The daemon: everything `squidd run` runs, wired, under one root task group.
 
 One root task group holds the status socket, the router and, each under the supervisor,
-every channel's receive loop, the cron scheduler and the heartbeat. SIGTERM/SIGINT stop
+every channel's receive loop, the cron scheduler, the heartbeat and each MCP server's
+connection (`mcp:<name>`; its tools join a turn only while it is up). SIGTERM/SIGINT stop
 intake and give in-flight turns a grace period; SIGHUP re-reads the workspace prompt files.
 """
 
@@ -38,8 +39,11 @@ from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
 from squidd.store.pending_runs import PendingRunsDir
+from squidd.tools.mcp import McpHub
 
 log = structlog.get_logger()
+
+MCP_CHILD_PREFIX = "mcp:"
 
 
 class Daemon:
@@ -104,6 +108,7 @@ class Daemon:
                 fire=self.scheduled.fire_heartbeat,
                 clock=self.clock,
             )
+        self.mcp = McpHub(settings.mcp)
         self.status_server = StatusServer(socket_path(settings), self.snapshot)
         self.started_monotonic = time.monotonic()
         self.started_at = utcnow()
@@ -116,13 +121,15 @@ class Daemon:
 
     def tools_for(self, inbound: Inbound) -> list[Tool]:
         notify = self.scheduler.notify_changed if self.scheduler else (lambda: None)
-        return session_tools(
+        tools = session_tools(
             self.runtime,
             inbound.session_id,
             default_target=reply_address(inbound),
             jobs=self.jobs,
             on_cron_change=notify,
         )
+        # The MCP tools of the servers up right now (the policy filters them per channel).
+        return [*tools, *self.mcp.tools()]
 
     async def _run_turn(self, inbound: Inbound) -> str:
         return await self.runtime.agent.run(
@@ -137,7 +144,7 @@ class Daemon:
 
     async def snapshot(self) -> dict[str, Any]:
         children = [
-            {**health.to_dict(), "kind": "channel" if name in self.channels else "loop"}
+            {**health.to_dict(), "kind": self._kind(name)}
             for name, health in self.supervisor.children.items()
         ]
         return {
@@ -150,6 +157,7 @@ class Daemon:
             "children": children,
             "turns": self.router.stats(),
             "outbox": await self.outbox.count(),
+            "mcp": self.mcp.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
             "heartbeat": (
                 self.heartbeat.next_beat.isoformat()
@@ -157,6 +165,11 @@ class Daemon:
                 else None
             ),
         }
+
+    def _kind(self, child: str) -> str:
+        if child in self.channels:
+            return "channel"
+        return "mcp" if child.startswith(MCP_CHILD_PREFIX) else "loop"
 
     def _summary(self) -> str:
         states = ", ".join(
@@ -195,6 +208,10 @@ class Daemon:
                 await tg.start(self.supervisor.supervise, "cron", self.scheduler.run)
             if self.heartbeat is not None:
                 await tg.start(self.supervisor.supervise, "heartbeat", self.heartbeat.run)
+            # Not awaited: a server that is slow to start (or never does) must not hold up
+            # readiness; its tools join turns once it is connected.
+            for name, server in self.mcp.servers.items():
+                tg.start_soon(self.supervisor.supervise, f"{MCP_CHILD_PREFIX}{name}", server.run)
             self.ready.set()
             summary = self._summary()
             self.notifier.ready(summary)
@@ -202,6 +219,7 @@ class Daemon:
                 "daemon_ready",
                 channels=sorted(self.channels),
                 cron=self.scheduler is not None,
+                mcp_servers=sorted(self.mcp.servers),
                 heartbeat=self.heartbeat is not None,
             )
             interval = watchdog_interval_s()

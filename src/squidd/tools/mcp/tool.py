@@ -1,0 +1,97 @@
+"""An MCP server's tool as a `core.ports.Tool`, named `<server>__<tool>`.
+
+The call goes through the server's current session with the server's `timeout_s`; a turn
+that is cancelled cancels the call (the SDK tells the server). A call that finds the
+connection gone reports it to its server, which takes its tools away and reconnects, and
+the model gets a short tool error instead of a hung turn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+from mcp.shared.exceptions import MCPError
+
+from squidd.core.models import ToolResult
+from squidd.tools.mcp.result import render_result
+
+if TYPE_CHECKING:
+    from squidd.tools.mcp.connection import McpServer
+
+log = structlog.get_logger()
+
+__all__ = ["SEPARATOR", "McpTool"]
+
+SEPARATOR = "__"
+_TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_CONNECTION_CLOSED = -32000
+
+
+class McpTool:
+    """Implements `squidd.core.ports.Tool` for one tool of one MCP server."""
+
+    def __init__(
+        self, server: McpServer, remote_name: str, description: str, schema: dict[str, Any]
+    ) -> None:
+        self._server = server
+        self.remote_name = remote_name
+        self._name = f"{server.name}{SEPARATOR}{remote_name}"
+        self._description = description
+        self._schema = schema
+
+    @classmethod
+    def build(
+        cls, server: McpServer, remote_name: str, description: str, schema: dict[str, Any]
+    ) -> McpTool | None:
+        """The adapter, or None when the namespaced name is not a valid model tool name."""
+        if not _TOOL_NAME_RE.fullmatch(f"{server.name}{SEPARATOR}{remote_name}"):
+            return None
+        return cls(server, remote_name, description, schema)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return f"[{self._server.name}] {self._description}".strip()
+
+    @property
+    def parameters(self) -> Mapping[str, Any]:
+        return self._schema
+
+    async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
+        settings = self._server.settings
+        session = self._server.session()
+        if session is None:
+            return ToolResult(
+                f"the MCP server {self._server.name!r} is not connected right now; "
+                "its tools come back when it does",
+                is_error=True,
+            )
+        try:
+            with anyio.fail_after(settings.timeout_s):
+                result = await session.call_tool(self.remote_name, dict(arguments))
+        except TimeoutError:
+            log.warning("mcp_call_timeout", tool=self._name, timeout_s=settings.timeout_s)
+            return ToolResult(
+                f"{self._name} did not answer within {settings.timeout_s:g}s", is_error=True
+            )
+        except MCPError as exc:
+            if exc.error.code == _CONNECTION_CLOSED:
+                self._server.connection_lost(f"call failed: {exc.error.message}")
+            log.warning("mcp_call_failed", tool=self._name, code=exc.error.code)
+            return ToolResult(f"{self._name} failed: {exc.error.message}", is_error=True)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            self._server.connection_lost("the connection closed during a call")
+            return ToolResult(f"{self._name}: the server went away during the call", is_error=True)
+        return render_result(
+            result.content,
+            result.structured_content,
+            is_error=bool(result.is_error),
+            max_chars=settings.max_result_chars,
+        )

@@ -1,0 +1,64 @@
+"""`squidd run` as a real process with an MCP server configured: the scripted model calls
+`time__get_current_time` (mcp-server-time over stdio), the reply comes out of the spool
+channel, and `squidd status` shows the server. The shape the combined end-to-end test of
+MCP, skills, web search and sub-agents builds on."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.test_run_process import (
+    GRACE_S,
+    Daemon,
+    drop_message,
+    replies,
+    squidd,
+    wait_until,
+    write_config,
+)
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.tools.mcp.servers import servers_toml, time_server
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    yield started
+    for daemon in started:
+        daemon.close()
+
+
+def test_a_turn_calls_an_mcp_tool_through_squidd_run(
+    tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
+) -> None:
+    config = write_config(tmp_path, fake_llm.base_url)
+    with config.open("a", encoding="utf-8") as out:
+        out.write("\n" + servers_toml(time_server()))
+    data = tmp_path / "data"
+    fake_llm.push(
+        Reply(tool_calls=[("time__get_current_time", {"timezone": "Asia/Tokyo"})]),
+        "it is morning in Tokyo",
+    )
+    daemon = Daemon(tmp_path, config)
+    daemons.append(daemon)
+    daemon.wait_for_notify("READY=1")
+    wait_until(lambda: "mcp_server_up" in daemon.log_text())
+
+    drop_message(data, "t1", "what time is it in Tokyo?")
+    wait_until(lambda: replies(data, "t1"))
+    assert replies(data, "t1")[0]["text"] == "it is morning in Tokyo"
+    tool_messages = [m for m in fake_llm.chat_requests[1]["messages"] if m["role"] == "tool"]
+    assert json.loads(tool_messages[0]["content"])["timezone"] == "Asia/Tokyo"
+
+    status = squidd(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "MCP servers:" in status.stdout
+    assert "time       up           2 tool(s)" in status.stdout
+
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
