@@ -105,6 +105,7 @@ class PolicySettings(Section):
 
 class ToolsSettings(Section):
     search_history_limit: int = Field(default=10, gt=0, le=100)
+    search_history_across_sessions: bool = False
     files: FilesSettings = Field(default_factory=FilesSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
     web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)

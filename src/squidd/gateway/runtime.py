@@ -11,7 +11,7 @@ import httpx2
 from squidd.config import Settings
 from squidd.core.agent import AgentLoop
 from squidd.core.memory import MemoryManager
-from squidd.core.models import SessionId
+from squidd.core.models import HistoryHit, SessionId
 from squidd.core.ports import PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
@@ -20,7 +20,7 @@ from squidd.store.jsonl import JsonlStore
 from squidd.tools.files import file_tools
 from squidd.tools.memory_write import MemoryWriteTool
 from squidd.tools.policy import ConfiguredToolPolicy
-from squidd.tools.search_history import SearchHistoryTool
+from squidd.tools.search_history import SearchAllHistoryTool, SearchHistoryTool
 from squidd.tools.shell import ShellTool
 from squidd.tools.web_fetch import WebFetchTool
 from squidd.workspace import WorkspacePrompt
@@ -80,9 +80,16 @@ def build_prompt(settings: Settings) -> PromptSource:
     )
 
 
-def build_registry(settings: Settings) -> ToolRegistry:
+def build_registry(settings: Settings, store: JsonlStore) -> ToolRegistry:
     tools = settings.tools
     registry = ToolRegistry(file_tools(settings.workspace_dir, tools.files))
+    if tools.search_history_across_sessions:
+        search = store.search_all_sessions
+
+        async def search_all(query: str, limit: int) -> list[HistoryHit]:
+            return await search(query, limit=limit)
+
+        registry.register(SearchAllHistoryTool(search_all, limit=tools.search_history_limit))
     if tools.web_fetch.enabled:
         registry.register(WebFetchTool(tools.web_fetch))
     if tools.shell.enabled:
@@ -105,7 +112,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         consolidation_threshold=settings.agents.consolidation_threshold,
         keep_recent_ratio=settings.agents.keep_recent_ratio,
     )
-    registry = build_registry(settings)
+    registry = build_registry(settings, store)
     prompt = build_prompt(settings)
     policy = build_policy(settings)
     agent = AgentLoop(

@@ -69,6 +69,8 @@ def configured_tools(tools: ToolsSettings) -> list[str]:
         names.append("web_fetch")
     if tools.shell.enabled:
         names.append("shell")
+    if tools.search_history_across_sessions:
+        names.append("search_all_history")
     return [*names, *SESSION_TOOLS]
 
 
