@@ -8,6 +8,7 @@ tool is decided by `[[tools.policy.rules]]`, matched on the channel and the sess
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
@@ -67,6 +68,15 @@ class WebFetchSettings(Section):
     allow_private_addresses_test_only: bool = False
 
 
+class SkillsSettings(Section):
+    """Skills: `<workspace>/skills/*/SKILL.md` plus `extra_dirs`; names in the prompt."""
+
+    enabled: bool = True
+    extra_dirs: list[Path] = Field(default_factory=list)
+    max_index_chars: int = Field(default=4000, ge=200, le=100_000)
+    max_body_chars: int = Field(default=20_000, ge=500, le=1_000_000)
+
+
 class PolicyRule(Section):
     """One rule: for turns on `channel` whose session id matches `session` (a glob),
     the tools named in `allow` are allowed and those in `deny` refused (`*` globs work).
@@ -109,4 +119,5 @@ class ToolsSettings(Section):
     files: FilesSettings = Field(default_factory=FilesSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
     web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)

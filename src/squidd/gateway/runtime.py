@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import anyio.to_thread
 import httpx2
 
 from squidd.config import Settings
@@ -22,6 +23,7 @@ from squidd.tools.memory_write import MemoryWriteTool
 from squidd.tools.policy import ConfiguredToolPolicy
 from squidd.tools.search_history import SearchAllHistoryTool, SearchHistoryTool
 from squidd.tools.shell import ShellTool
+from squidd.tools.skills import ReadSkillTool, SkillCatalog
 from squidd.tools.web_fetch import WebFetchTool
 from squidd.workspace import WorkspacePrompt
 
@@ -72,17 +74,48 @@ class Runtime:
         await self.llm.aclose()
 
 
-def build_prompt(settings: Settings) -> PromptSource:
-    # The workspace files (SOUL.md, AGENTS.md, USER.md) make the prompt; the configured or
-    # built-in prompt is used while the workspace has none.
-    return WorkspacePrompt(
-        settings.workspace_dir, fallback=settings.agents.system_prompt or DEFAULT_SYSTEM_PROMPT
+class PromptWithSkills:
+    """The workspace prompt followed by the skills index (stable bytes while nothing changes)."""
+
+    def __init__(self, base: PromptSource, catalog: SkillCatalog) -> None:
+        self._base = base
+        self._catalog = catalog
+
+    async def system_prompt(self) -> str:
+        base = await self._base.system_prompt()
+        skills = await anyio.to_thread.run_sync(self._catalog.index_text)
+        return f"{base}\n\n{skills}" if skills else base
+
+    def invalidate(self) -> None:
+        self._base.invalidate()
+
+
+def build_skills(settings: Settings) -> SkillCatalog | None:
+    skills = settings.tools.skills
+    if not skills.enabled:
+        return None
+    roots = [settings.workspace_dir / "skills", *(d.expanduser() for d in skills.extra_dirs)]
+    return SkillCatalog(
+        roots, max_index_chars=skills.max_index_chars, max_body_chars=skills.max_body_chars
     )
 
 
-def build_registry(settings: Settings, store: JsonlStore) -> ToolRegistry:
+def build_prompt(settings: Settings, skills: SkillCatalog | None = None) -> PromptSource:
+    # The workspace files (SOUL.md, AGENTS.md, USER.md) make the prompt; the configured or
+    # built-in prompt is used while the workspace has none.
+    prompt = WorkspacePrompt(
+        settings.workspace_dir, fallback=settings.agents.system_prompt or DEFAULT_SYSTEM_PROMPT
+    )
+    return prompt if skills is None else PromptWithSkills(prompt, skills)
+
+
+def build_registry(
+    settings: Settings, store: JsonlStore, skills: SkillCatalog | None = None
+) -> ToolRegistry:
     tools = settings.tools
     registry = ToolRegistry(file_tools(settings.workspace_dir, tools.files))
+    if skills is not None:
+        registry.register(ReadSkillTool(skills))
     if tools.search_history_across_sessions:
         search = store.search_all_sessions
 
@@ -112,8 +145,9 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         consolidation_threshold=settings.agents.consolidation_threshold,
         keep_recent_ratio=settings.agents.keep_recent_ratio,
     )
-    registry = build_registry(settings, store)
-    prompt = build_prompt(settings)
+    skills = build_skills(settings)
+    registry = build_registry(settings, store, skills)
+    prompt = build_prompt(settings, skills)
     policy = build_policy(settings)
     agent = AgentLoop(
         llm=llm,

@@ -65,6 +65,8 @@ SESSION_TOOLS = (
 def configured_tools(tools: ToolsSettings) -> list[str]:
     """Names of the tools the settings turn on, in the order the model sees them."""
     names = list(FILE_TOOLS)
+    if tools.skills.enabled:
+        names.append("read_skill")
     if tools.web_fetch.enabled:
         names.append("web_fetch")
     if tools.shell.enabled:
