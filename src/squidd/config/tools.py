@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from squidd.config._base import Section
 
@@ -68,6 +69,42 @@ class WebFetchSettings(Section):
     allow_private_addresses_test_only: bool = False
 
 
+class WebSearchSettings(Section):
+    """`web_search`: a search backend answering with title/url/snippet results.
+
+    The configured `url` is trusted (a self-hosted SearXNG on a private address is normal);
+    the SSRF guard of `web_fetch` is for URLs the model supplies.
+    """
+
+    secret_fields: ClassVar[tuple[str, ...]] = ("api_key",)
+    credential_prefix: ClassVar[str] = "web_search"
+
+    enabled: bool = False
+    backend: Literal["searxng", "brave", "ddgs"] = "searxng"
+    url: str = ""
+    api_key: SecretStr | None = None
+    api_key_file: Path | None = None
+    max_results: int = Field(default=5, ge=1, le=20)
+    timeout_s: float = Field(default=15.0, gt=0, le=120)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http(s) URL, e.g. http://127.0.0.1:8888")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> WebSearchSettings:
+        if not self.enabled:
+            return self
+        if self.backend == "searxng" and not self.url:
+            raise ValueError("backend searxng needs url (your SearXNG instance)")
+        if self.backend == "brave" and self.api_key is None:
+            raise ValueError("backend brave needs api_key or api_key_file")
+        return self
+
+
 class SkillsSettings(Section):
     """Skills: `<workspace>/skills/*/SKILL.md` plus `extra_dirs`; names in the prompt."""
 
@@ -120,4 +157,5 @@ class ToolsSettings(Section):
     shell: ShellSettings = Field(default_factory=ShellSettings)
     web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
+    web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)

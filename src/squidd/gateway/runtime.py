@@ -25,6 +25,7 @@ from squidd.tools.search_history import SearchAllHistoryTool, SearchHistoryTool
 from squidd.tools.shell import ShellTool
 from squidd.tools.skills import ReadSkillTool, SkillCatalog
 from squidd.tools.web_fetch import WebFetchTool
+from squidd.tools.web_search import build_web_search
 from squidd.workspace import WorkspacePrompt
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -72,6 +73,10 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.llm.aclose()
+        for tool in self.registry.tools():
+            closer = getattr(tool, "aclose", None)
+            if closer is not None:
+                await closer()
 
 
 class PromptWithSkills:
@@ -125,6 +130,8 @@ def build_registry(
         registry.register(SearchAllHistoryTool(search_all, limit=tools.search_history_limit))
     if tools.web_fetch.enabled:
         registry.register(WebFetchTool(tools.web_fetch))
+    if tools.web_search.enabled:
+        registry.register(build_web_search(tools.web_search))
     if tools.shell.enabled:
         registry.register(
             ShellTool(settings.workspace_dir, tools.shell, known_secrets=known_secrets(settings))

@@ -69,6 +69,8 @@ def configured_tools(tools: ToolsSettings) -> list[str]:
         names.append("read_skill")
     if tools.web_fetch.enabled:
         names.append("web_fetch")
+    if tools.web_search.enabled:
+        names.append("web_search")
     if tools.shell.enabled:
         names.append("shell")
     if tools.search_history_across_sessions:
