@@ -105,6 +105,22 @@ class WebSearchSettings(Section):
         return self
 
 
+class SpawnSettings(Section):
+    """`spawn`: hand a task to a sub-agent in its own session, waiting or in the background."""
+
+    enabled: bool = True
+    # Sub-agents may spawn sub-agents themselves only when this is on, and never deeper
+    # than max_depth (1: sub-agents of the conversation only).
+    allow_nested: bool = False
+    max_depth: int = Field(default=2, ge=1, le=5)
+    timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    max_tool_rounds: int = Field(default=10, ge=1, le=100)
+    max_per_session: int = Field(default=3, ge=1, le=50)
+    max_running: int = Field(default=8, ge=1, le=200)
+    # Tools a sub-agent never gets, whatever the policy says about its parent's channel.
+    denied_tools: list[str] = Field(default_factory=lambda: ["shell", "write_file", "edit_file"])
+
+
 class SkillsSettings(Section):
     """Skills: `<workspace>/skills/*/SKILL.md` plus `extra_dirs`; names in the prompt."""
 
@@ -158,4 +174,5 @@ class ToolsSettings(Section):
     web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
+    spawn: SpawnSettings = Field(default_factory=SpawnSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)

@@ -24,6 +24,7 @@ from squidd.tools.policy import ConfiguredToolPolicy
 from squidd.tools.search_history import SearchAllHistoryTool, SearchHistoryTool
 from squidd.tools.shell import ShellTool
 from squidd.tools.skills import ReadSkillTool, SkillCatalog
+from squidd.tools.spawn import SubAgentPolicy
 from squidd.tools.web_fetch import WebFetchTool
 from squidd.tools.web_search import build_web_search
 from squidd.workspace import WorkspacePrompt
@@ -155,7 +156,8 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
     skills = build_skills(settings)
     registry = build_registry(settings, store, skills)
     prompt = build_prompt(settings, skills)
-    policy = build_policy(settings)
+    # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
+    policy = SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools))
     agent = AgentLoop(
         llm=llm,
         memory=memory,

@@ -59,6 +59,7 @@ SESSION_TOOLS = (
     "cron_add",
     "cron_list",
     "cron_remove",
+    "spawn",
 )
 
 
@@ -75,7 +76,8 @@ def configured_tools(tools: ToolsSettings) -> list[str]:
         names.append("shell")
     if tools.search_history_across_sessions:
         names.append("search_all_history")
-    return [*names, *SESSION_TOOLS]
+    session = [n for n in SESSION_TOOLS if n != "spawn" or tools.spawn.enabled]
+    return [*names, *session]
 
 
 def describe_policy(tools: ToolsSettings, channels: Sequence[str]) -> list[str]:
