@@ -102,3 +102,12 @@ async def test_search_all_history_tool_names_session_and_date(tmp_path: Path) ->
 
     result = await SearchAllHistoryTool(search).execute({"query": "boat"})
     assert result.content == f"[{A} #0 2026-01-02T10:00:00+00:00] user: the boat budget"
+
+
+async def test_a_small_session_in_a_big_index_finds_only_its_own(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    await store.append_messages(B, [user(f"kayak day {i}") for i in range(30)])
+    await store.append_messages(A, [user("my kayak"), user("no match"), user("KAYAK again")])
+    assert len(await store.search_history(B, "kayak", limit=50)) == 30
+    hits = await store.search_history(A, "kayak", limit=10)  # A: 3 of 33 messages
+    assert [(h.index, h.snippet) for h in hits] == [(2, "KAYAK again"), (0, "my kayak")]

@@ -16,6 +16,7 @@ All calls are blocking; the store runs them in a worker thread.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -122,37 +123,55 @@ class HistoryIndex:
             handle.seek(state.offset - 1)
             return handle.read(1) == b"\n"
 
-    def refresh(self, conn: sqlite3.Connection, path: Path, session: str) -> None:
-        """Bring the rows of one JSONL file up to date (see the module docstring)."""
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            if self._state(conn, path) is not None:
-                conn.execute("BEGIN IMMEDIATE")
-                self._forget(conn, path)
-                conn.execute("COMMIT")
-            return
-        state = self._state(conn, path)
-        if state is not None and state.inode == stat.st_ino and state.offset == stat.st_size:
+    def refresh(self, conn: sqlite3.Connection, files: dict[Path, str]) -> None:
+        """Bring the rows of the JSONL files (path -> session id) up to date, in one
+        transaction (see the module docstring)."""
+        stale: list[tuple[Path, str, os.stat_result | None]] = []
+        for path, session in files.items():
+            try:
+                stat: os.stat_result | None = path.stat()
+            except FileNotFoundError:
+                stat = None
+            state = self._state(conn, path)
+            if stat is None and state is None:
+                continue
+            if (
+                stat is not None
+                and state is not None
+                and (state.inode, state.offset) == (stat.st_ino, stat.st_size)
+            ):
+                continue
+            stale.append((path, session, stat))
+        if not stale:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            state = self._state(conn, path)  # another process may have caught up meanwhile
-            if state is None or not self._resumable(path, state, stat.st_ino, stat.st_size):
-                if state is not None:
-                    log.info("history_index_session_reindexed", file=str(path))
-                    self._forget(conn, path)
-                state = _FileState(stat.st_ino, 0, 0)
-            offset, count = self._append(conn, path, state)
-            conn.execute(
-                "INSERT OR REPLACE INTO files (path, session, inode, offset, count) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (str(path), session, stat.st_ino, offset, count),
-            )
+            for path, session, stat in stale:
+                self._catch_up(conn, path, session, stat)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _catch_up(
+        self, conn: sqlite3.Connection, path: Path, session: str, stat: os.stat_result | None
+    ) -> None:
+        state = self._state(conn, path)  # another process may have caught up meanwhile
+        if stat is None:
+            if state is not None:
+                self._forget(conn, path)
+            return
+        if state is None or not self._resumable(path, state, stat.st_ino, stat.st_size):
+            if state is not None:
+                log.info("history_index_session_reindexed", file=str(path))
+                self._forget(conn, path)
+            state = _FileState(stat.st_ino, 0, 0)
+        offset, count = self._append(conn, path, state)
+        conn.execute(
+            "INSERT OR REPLACE INTO files (path, session, inode, offset, count) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (str(path), session, stat.st_ino, offset, count),
+        )
 
     @staticmethod
     def _forget(conn: sqlite3.Connection, path: Path) -> None:
@@ -200,12 +219,21 @@ class HistoryIndex:
             return []
         conn = self._open()
         try:
-            for path, session in files.items():
-                self.refresh(conn, path, session)
+            self.refresh(conn, files)
             names = dict(conn.execute("SELECT path, session FROM files").fetchall())
             return self._query(conn, files, names, terms, limit, one_session=one_session)
         finally:
             conn.close()
+
+    @staticmethod
+    def _small_share(conn: sqlite3.Connection, path: Path) -> bool:
+        """Whether one session holds under a tenth of the indexed messages."""
+        mine, total = conn.execute(
+            "SELECT coalesce(sum(CASE WHEN path = ? THEN count END), 0), "
+            "coalesce(sum(count), 0) FROM files",
+            (str(path),),
+        ).fetchone()
+        return int(mine) * 10 < int(total)
 
     def _query(
         self,
@@ -218,6 +246,8 @@ class HistoryIndex:
         one_session: bool,
     ) -> list[HistoryHit]:
         fts = _fts_query(terms)
+        if one_session and fts is not None and self._small_share(conn, next(iter(files))):
+            fts = None  # fewer rows to read walking the session than walking every match
         where, params = [], []
         if fts is not None:
             # Driven by the FTS5 match in descending rowid order, so the search stops after
