@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add(sub, "init", help="write a config and a workspace with prompt files")
 
+    skills = add(sub, "skills", help="the skills the assistant can use")
+    skills_sub = skills.add_subparsers(dest="skills_command", required=True, metavar="ACTION")
+    add(skills_sub, "list", help="list skills, whether each is usable, and skipped files")
+
     cron = add(sub, "cron", help="manage scheduled prompts")
     cron_sub = cron.add_subparsers(dest="cron_command", required=True, metavar="ACTION")
     add(cron_sub, "list", help="list jobs")
@@ -116,7 +120,7 @@ def _main(argv: Sequence[str] | None) -> int:
     from squidd.secrets import known_secrets
 
     level = settings.logging.level
-    if args.command in ("chat", "status", "cron", "mcp") and level in ("debug", "info"):
+    if args.command in ("chat", "status", "cron", "mcp", "skills") and level in ("debug", "info"):
         # Interactive commands print their own output; only problems should interleave.
         level = "warning" if level == "info" else level
     configure_logging(level, settings.logging.format, known_secrets=known_secrets(settings))
@@ -147,4 +151,8 @@ def _main(argv: Sequence[str] | None) -> int:
             tool=getattr(args, "tool", None),
             arguments=getattr(args, "arguments", None),
         )
+    if args.command == "skills":
+        from squidd.commands.skills import skills_command
+
+        return skills_command(settings)
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover

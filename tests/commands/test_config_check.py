@@ -39,3 +39,26 @@ def test_config_check_bad_ratio_exits_2_and_names_key(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "agents.keep_recent_ratio" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_config_check_names_the_spawn_and_skills_keys(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[tools.spawn]\nmax_depth = 0\n[tools.skills]\nextra_dirs = 3\n[tools]\n"
+        "search_history_across_sessions = 'maybe'\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "squidd", "config", "check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    out = result.stdout + result.stderr
+    for key in (
+        "tools.spawn.max_depth",
+        "tools.skills.extra_dirs",
+        "tools.search_history_across_sessions",
+    ):
+        assert key in out, out

@@ -47,6 +47,9 @@ def test_init_twice_changes_nothing_the_second_time(tmp_path: Path) -> None:
     for name in WORKSPACE_FILES:
         assert f"created  {workspace / name}" in first.stdout
         assert (workspace / name).read_text() == template_text(name)
+    example = workspace / "skills" / "example" / "SKILL.md"
+    assert f"created  {example}" in first.stdout
+    assert example.read_text() == template_text("skills/example/SKILL.md")
     assert config.read_text() == template_text("config.example.toml")
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert "Next steps" in first.stdout
@@ -78,7 +81,8 @@ def test_init_honours_the_workspace_of_an_existing_config(tmp_path: Path) -> Non
     config = tmp_path / "config.toml"
     config.write_text(f'[agents]\nworkspace = "{tmp_path / "notes"}"\n')
     assert init(tmp_path, "--config", str(config)).returncode == 0
-    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == sorted(WORKSPACE_FILES)
+    names = sorted(p.name for p in (tmp_path / "notes").iterdir())
+    assert names == sorted([*WORKSPACE_FILES, "skills"])
 
 
 def test_init_default_config_location(tmp_path: Path) -> None:

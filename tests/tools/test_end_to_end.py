@@ -94,3 +94,28 @@ def test_shell_only_where_a_rule_allows_it(tmp_path: Path, fake_llm: FakeLLM) ->
     assert "shell" in tool_names(fake_llm.chat_requests[-2])
     assert tool_results(fake_llm.chat_requests[-1]) == ["exit code 0\nfrom-the-shell\n"]
     assert json.dumps(fake_llm.chat_requests[-1]).count("sk-test-not-a-real-key-42") == 0
+
+
+def test_chat_reads_the_example_skill_and_spawns_a_waiting_sub_agent(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = tmp_path / "config.toml"
+    squidd(tmp_path, config, "init")
+    fake_llm.push(
+        Reply(tool_calls=[("read_skill", {"name": "daily-note"})]),
+        Reply(tool_calls=[("spawn", {"task": "summarise the daily-note skill"})]),
+        "It keeps a dated note.",  # the sub-agent's report
+        Reply(tool_calls=[("spawn", {"task": "later", "wait": False})]),
+        "Done.",
+    )
+    reply = squidd(tmp_path, config, "chat", "-m", "what skills?", base_url=fake_llm.base_url)
+    assert reply == "Done.\n"
+    first, _, sub, _, last = fake_llm.chat_requests
+    assert "- daily-note: Keep a dated note" in first["messages"][0]["content"]
+    assert {"read_skill", "spawn"} <= tool_names(first)
+    assert sub["messages"][-1] == {"role": "user", "content": "summarise the daily-note skill"}
+    assert "spawn" not in tool_names(sub)
+    skill, report, background = tool_results(last)
+    assert skill.startswith("# Skill: daily-note")
+    assert report == "It keeps a dated note."
+    assert "need the daemon" in background

@@ -87,8 +87,9 @@ def test_config_check_shows_the_policy(config: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "terminal: read_file, write_file, edit_file, list_dir, web_fetch, shell" in out
-    assert "email: read_file, list_dir, web_fetch" in out
+    terminal = "terminal: read_file, write_file, edit_file, list_dir, read_skill, web_fetch, shell"
+    assert terminal in out
+    assert "email: read_file, list_dir, read_skill, web_fetch" in out
     assert "(refused: write_file, edit_file, shell)" in out
     assert "rule 2: channel matrix, session !dm:example.org, allow shell" in out
     assert "allow_private_addresses_test_only" not in out

@@ -23,6 +23,7 @@ from squidd.core.ports import Tool
 from squidd.errors import LLMError, StorageError
 from squidd.gateway.mcp import connected_mcp
 from squidd.gateway.runtime import Runtime, build_runtime
+from squidd.gateway.subagents import SubAgents
 from squidd.gateway.turn_tools import session_tools
 from squidd.tools.mcp import McpHub
 
@@ -34,13 +35,19 @@ _EXIT_WORDS = frozenset({"/exit", "/quit", ":q"})
 
 
 def _tools(runtime: Runtime, session: SessionId, mcp: McpHub) -> list[Tool]:
-    """The per-call tools of the daemon's turns (memory, cron) bound to this session, and
-    the tools of the MCP servers connected right now.
+    """The per-call tools of the daemon's turns (memory, cron, spawn) bound to this session,
+    and the tools of the MCP servers connected right now.
 
     Cron jobs made here have no delivery target by default (the terminal is not listening
     when they fire): their replies stay in the job's history unless a target is given.
+    Sub-agents run here only with wait=true (background ones need the daemon's router).
     """
-    return [*session_tools(runtime, session, default_target=""), *mcp.tools()]
+    return [
+        *session_tools(
+            runtime, session, default_target="", subagents=SubAgents(runtime), channel=CHANNEL
+        ),
+        *mcp.tools(),
+    ]
 
 
 def session_for(name: str) -> SessionId:

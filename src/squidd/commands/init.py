@@ -9,6 +9,8 @@ from pathlib import Path
 from squidd.errors import ConfigError
 from squidd.workspace import CONFIG_TEMPLATE, WORKSPACE_FILES, template_text
 
+EXAMPLE_SKILL = Path("skills/example/SKILL.md")
+
 
 def default_config_path() -> Path:
     from_env = os.environ.get("SQUIDD_CONFIG")
@@ -65,6 +67,13 @@ def init_command(config_path: Path | None) -> int:
         for name in WORKSPACE_FILES:
             path = workspace / name
             (created if _create(path, template_text(name), 0o644) else kept).append(path)
+        # One example skill; only when the skills folder is new, so a removed example stays gone.
+        skills = workspace / "skills"
+        if not skills.exists():
+            _make_dir(skills / EXAMPLE_SKILL.parent.name, created)
+            path = skills / EXAMPLE_SKILL.parent.name / EXAMPLE_SKILL.name
+            _create(path, template_text(str(EXAMPLE_SKILL)), 0o644)
+            created.append(path)
     except OSError as exc:
         print(f"init: cannot write in {workspace}: {exc.strerror}", file=sys.stderr)
         return 1

@@ -8,8 +8,10 @@ tool is decided by `[[tools.policy.rules]]`, matched on the channel and the sess
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from squidd.config._base import Section
 
@@ -67,6 +69,67 @@ class WebFetchSettings(Section):
     allow_private_addresses_test_only: bool = False
 
 
+class WebSearchSettings(Section):
+    """`web_search`: a search backend answering with title/url/snippet results.
+
+    The configured `url` is trusted (a self-hosted SearXNG on a private address is normal);
+    the SSRF guard of `web_fetch` is for URLs the model supplies.
+    """
+
+    secret_fields: ClassVar[tuple[str, ...]] = ("api_key",)
+    credential_prefix: ClassVar[str] = "web_search"
+
+    enabled: bool = False
+    backend: Literal["searxng", "brave", "ddgs"] = "searxng"
+    url: str = ""
+    api_key: SecretStr | None = None
+    api_key_file: Path | None = None
+    max_results: int = Field(default=5, ge=1, le=20)
+    timeout_s: float = Field(default=15.0, gt=0, le=120)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http(s) URL, e.g. http://127.0.0.1:8888")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> WebSearchSettings:
+        if not self.enabled:
+            return self
+        if self.backend == "searxng" and not self.url:
+            raise ValueError("backend searxng needs url (your SearXNG instance)")
+        if self.backend == "brave" and self.api_key is None:
+            raise ValueError("backend brave needs api_key or api_key_file")
+        return self
+
+
+class SpawnSettings(Section):
+    """`spawn`: hand a task to a sub-agent in its own session, waiting or in the background."""
+
+    enabled: bool = True
+    # Sub-agents may spawn sub-agents themselves only when this is on, and never deeper
+    # than max_depth (1: sub-agents of the conversation only).
+    allow_nested: bool = False
+    max_depth: int = Field(default=2, ge=1, le=5)
+    timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    max_tool_rounds: int = Field(default=10, ge=1, le=100)
+    max_per_session: int = Field(default=3, ge=1, le=50)
+    max_running: int = Field(default=8, ge=1, le=200)
+    # Tools a sub-agent never gets, whatever the policy says about its parent's channel.
+    denied_tools: list[str] = Field(default_factory=lambda: ["shell", "write_file", "edit_file"])
+
+
+class SkillsSettings(Section):
+    """Skills: `<workspace>/skills/*/SKILL.md` plus `extra_dirs`; names in the prompt."""
+
+    enabled: bool = True
+    extra_dirs: list[Path] = Field(default_factory=list)
+    max_index_chars: int = Field(default=4000, ge=200, le=100_000)
+    max_body_chars: int = Field(default=20_000, ge=500, le=1_000_000)
+
+
 class PolicyRule(Section):
     """One rule: for turns on `channel` whose session id matches `session` (a glob),
     the tools named in `allow` are allowed and those in `deny` refused (`*` globs work).
@@ -105,7 +168,11 @@ class PolicySettings(Section):
 
 class ToolsSettings(Section):
     search_history_limit: int = Field(default=10, gt=0, le=100)
+    search_history_across_sessions: bool = False
     files: FilesSettings = Field(default_factory=FilesSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
     web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
+    web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
+    spawn: SpawnSettings = Field(default_factory=SpawnSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)

@@ -102,6 +102,7 @@ class AgentLoop:
         extra_tools: Sequence[Tool] | None = None,
         on_event: OnEvent | None = None,
         turn_id: str | None = None,
+        max_tool_rounds: int | None = None,
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
 
@@ -109,6 +110,7 @@ class AgentLoop:
         history already holds a finished turn for it, that reply is returned as it is.
         Raises `LLMError` when the model cannot answer; the user message is still kept in
         the session's history then (as it is when anything else breaks the turn).
+        `max_tool_rounds` lowers the round limit for this turn (a sub-agent's step cap).
         """
         started = time.monotonic()
         window = await self._memory.load_window(session)
@@ -130,9 +132,10 @@ class AgentLoop:
         ]
 
         rounds = 0
+        limit = min(max_tool_rounds or self._max_tool_rounds, self._max_tool_rounds)
         reply: str | None = None
         try:
-            while rounds < self._max_tool_rounds:
+            while rounds < limit:
                 rounds += 1
                 text, calls = await self._complete(
                     model, [*context, *turn[1:]], definitions, on_event
@@ -172,7 +175,7 @@ class AgentLoop:
 
         if reply is None:
             reply = (
-                f"I stopped after {self._max_tool_rounds} rounds of tool calls without "
+                f"I stopped after {limit} rounds of tool calls without "
                 "finishing. Tell me how to continue, or narrow the request."
             )
         if not reply:

@@ -133,6 +133,8 @@ class HistoryHit:
     role: str
     ts: str | None
     snippet: str
+    session: str | None = None
+    """Set when the search spanned several sessions: the session the hit belongs to."""
 
 
 # --- what the LLM port streams -------------------------------------------------------------

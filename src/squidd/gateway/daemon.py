@@ -33,6 +33,7 @@ from squidd.errors import EXIT_OK
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.status import StatusServer, socket_path
+from squidd.gateway.subagents import SubAgents
 from squidd.gateway.systemd import Notifier, watchdog, watchdog_interval_s
 from squidd.gateway.turn_tools import reply_address, session_tools
 from squidd.store.cron_jobs import JobsFile
@@ -40,6 +41,7 @@ from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.mcp import McpHub
+from squidd.tools.spawn import SUBAGENT_CHANNEL
 
 log = structlog.get_logger()
 
@@ -88,6 +90,7 @@ class Daemon:
             workspace_dir=settings.workspace_dir,
             heartbeat_target=settings.heartbeat.target,
         )
+        self.subagents = SubAgents(runtime, fire=self.scheduled.fire)
         self.scheduler: CronScheduler | None = None
         if settings.cron.enabled:
             self.scheduler = CronScheduler(
@@ -127,11 +130,15 @@ class Daemon:
             default_target=reply_address(inbound),
             jobs=self.jobs,
             on_cron_change=notify,
+            subagents=self.subagents,
+            channel=inbound.channel,
         )
         # The MCP tools of the servers up right now (the policy filters them per channel).
         return [*tools, *self.mcp.tools()]
 
     async def _run_turn(self, inbound: Inbound) -> str:
+        if inbound.channel == SUBAGENT_CHANNEL:
+            return await self.subagents.run_background_turn(inbound)
         return await self.runtime.agent.run(
             inbound.session_id,
             inbound.text,

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import anyio.to_thread
 import httpx2
 
 from squidd.config import Settings
 from squidd.core.agent import AgentLoop
 from squidd.core.memory import MemoryManager
-from squidd.core.models import SessionId
+from squidd.core.models import HistoryHit, SessionId
 from squidd.core.ports import PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
@@ -20,9 +21,12 @@ from squidd.store.jsonl import JsonlStore
 from squidd.tools.files import file_tools
 from squidd.tools.memory_write import MemoryWriteTool
 from squidd.tools.policy import ConfiguredToolPolicy
-from squidd.tools.search_history import SearchHistoryTool
+from squidd.tools.search_history import SearchAllHistoryTool, SearchHistoryTool
 from squidd.tools.shell import ShellTool
+from squidd.tools.skills import ReadSkillTool, SkillCatalog
+from squidd.tools.spawn import SubAgentPolicy
 from squidd.tools.web_fetch import WebFetchTool
+from squidd.tools.web_search import build_web_search
 from squidd.workspace import WorkspacePrompt
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -70,21 +74,65 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.llm.aclose()
+        for tool in self.registry.tools():
+            closer = getattr(tool, "aclose", None)
+            if closer is not None:
+                await closer()
 
 
-def build_prompt(settings: Settings) -> PromptSource:
-    # The workspace files (SOUL.md, AGENTS.md, USER.md) make the prompt; the configured or
-    # built-in prompt is used while the workspace has none.
-    return WorkspacePrompt(
-        settings.workspace_dir, fallback=settings.agents.system_prompt or DEFAULT_SYSTEM_PROMPT
+class PromptWithSkills:
+    """The workspace prompt followed by the skills index (stable bytes while nothing changes)."""
+
+    def __init__(self, base: PromptSource, catalog: SkillCatalog) -> None:
+        self._base = base
+        self._catalog = catalog
+
+    async def system_prompt(self) -> str:
+        base = await self._base.system_prompt()
+        skills = await anyio.to_thread.run_sync(self._catalog.index_text)
+        return f"{base}\n\n{skills}" if skills else base
+
+    def invalidate(self) -> None:
+        self._base.invalidate()
+
+
+def build_skills(settings: Settings) -> SkillCatalog | None:
+    skills = settings.tools.skills
+    if not skills.enabled:
+        return None
+    roots = [settings.workspace_dir / "skills", *(d.expanduser() for d in skills.extra_dirs)]
+    return SkillCatalog(
+        roots, max_index_chars=skills.max_index_chars, max_body_chars=skills.max_body_chars
     )
 
 
-def build_registry(settings: Settings) -> ToolRegistry:
+def build_prompt(settings: Settings, skills: SkillCatalog | None = None) -> PromptSource:
+    # The workspace files (SOUL.md, AGENTS.md, USER.md) make the prompt; the configured or
+    # built-in prompt is used while the workspace has none.
+    prompt = WorkspacePrompt(
+        settings.workspace_dir, fallback=settings.agents.system_prompt or DEFAULT_SYSTEM_PROMPT
+    )
+    return prompt if skills is None else PromptWithSkills(prompt, skills)
+
+
+def build_registry(
+    settings: Settings, store: JsonlStore, skills: SkillCatalog | None = None
+) -> ToolRegistry:
     tools = settings.tools
     registry = ToolRegistry(file_tools(settings.workspace_dir, tools.files))
+    if skills is not None:
+        registry.register(ReadSkillTool(skills))
+    if tools.search_history_across_sessions:
+        search = store.search_all_sessions
+
+        async def search_all(query: str, limit: int) -> list[HistoryHit]:
+            return await search(query, limit=limit)
+
+        registry.register(SearchAllHistoryTool(search_all, limit=tools.search_history_limit))
     if tools.web_fetch.enabled:
         registry.register(WebFetchTool(tools.web_fetch))
+    if tools.web_search.enabled:
+        registry.register(build_web_search(tools.web_search))
     if tools.shell.enabled:
         registry.register(
             ShellTool(settings.workspace_dir, tools.shell, known_secrets=known_secrets(settings))
@@ -105,9 +153,11 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         consolidation_threshold=settings.agents.consolidation_threshold,
         keep_recent_ratio=settings.agents.keep_recent_ratio,
     )
-    registry = build_registry(settings)
-    prompt = build_prompt(settings)
-    policy = build_policy(settings)
+    skills = build_skills(settings)
+    registry = build_registry(settings, store, skills)
+    prompt = build_prompt(settings, skills)
+    # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
+    policy = SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools))
     agent = AgentLoop(
         llm=llm,
         memory=memory,

@@ -40,7 +40,7 @@ class ScheduledRuns:
         self._heartbeat_target = heartbeat_target
 
     async def fire_cron(self, job: CronJob, when: datetime) -> None:
-        await self._fire(
+        await self.fire(
             PendingRun(
                 channel="cron",
                 source_id=f"{job.name}@{when.isoformat()}",
@@ -52,7 +52,7 @@ class ScheduledRuns:
         )
 
     async def fire_heartbeat(self, prompt: str, when: datetime) -> None:
-        await self._fire(
+        await self.fire(
             PendingRun(
                 channel="heartbeat",
                 source_id=f"heartbeat@{when.isoformat()}",
@@ -67,7 +67,7 @@ class ScheduledRuns:
         """Hand on again every run fired before the last stop and not acknowledged."""
         for run in await self._runs.load():
             log.info("scheduled_run_resumed", channel=run.channel, run=run.source_id)
-            await self._fire(run, recorded=True)
+            await self.fire(run, recorded=True)
 
     async def read_checklist(self) -> str:
         """HEARTBEAT.md, or "" when it is missing or unreadable (the heartbeat then rests)."""
@@ -81,9 +81,9 @@ class ScheduledRuns:
             )
             return ""
 
-    async def _fire(self, run: PendingRun, *, recorded: bool = False) -> None:
+    async def fire(self, run: PendingRun, *, recorded: bool = False) -> None:
         """Hand a run to the router, durably: it is on disk until the router acknowledges
-        it, so a crash in between does not lose it."""
+        it, so a crash in between does not lose it. Background sub-agents come here too."""
         if not recorded:
             await self._runs.put(run)
 

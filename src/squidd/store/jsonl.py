@@ -16,7 +16,9 @@ cursor 0 (re-consolidation at worst, no data loss).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +36,9 @@ from squidd.fs import (
     read_text_or_empty,
     safe_name,
 )
+from squidd.store.history_index import HistoryIndex, match_snippet
 
 log = structlog.get_logger()
-
-_SNIPPET_RADIUS = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +205,11 @@ class JsonlStore:
         path = self.summary_path(session_id)
         await anyio.to_thread.run_sync(atomic_write_text, path, content)
 
-    # --- search -----------------------------------------------------------------------------
+    # --- search ---------------------------------------------------------------------------
+    @property
+    def history_index(self) -> HistoryIndex:
+        return HistoryIndex(self._data_dir / "index" / "history.sqlite")
+
     def _search_sync(self, session_id: str, query: str, limit: int) -> list[HistoryHit]:
         terms = [t for t in query.lower().split() if t]
         if not terms:
@@ -212,20 +217,14 @@ class JsonlStore:
         hits: list[HistoryHit] = []
         summary = read_text_or_empty(self.summary_path(session_id))
         for para_index, paragraph in enumerate(p for p in summary.split("\n\n") if p.strip()):
-            snippet = _match(paragraph, terms)
+            snippet = match_snippet(paragraph, terms)
             if snippet is not None:
                 hits.append(HistoryHit("summary", para_index, "summary", None, snippet))
-        history: list[HistoryHit] = []
-        for index, line in enumerate(_iter_messages(self.history_path(session_id))):
-            message = line.message
-            if message.role not in ("user", "assistant") or not message.content:
-                continue
-            snippet = _match(message.content, terms)
-            if snippet is not None:
-                history.append(HistoryHit("history", index, message.role, message.ts, snippet))
-                if len(history) > limit:
-                    history.pop(0)  # keep the newest `limit` matches only
-        history.reverse()
+        path = self.history_path(session_id)
+        try:
+            history = self.history_index.search({path: session_id}, query, limit, one_session=True)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot search {path}: {exc}") from exc
         return (history + hits)[:limit]
 
     async def search_history(
@@ -233,14 +232,23 @@ class JsonlStore:
     ) -> list[HistoryHit]:
         return await anyio.to_thread.run_sync(self._search_sync, session_id, query, limit)
 
+    def session_files(self) -> dict[Path, str]:
+        """Every session's history file and its session id (the file name when unknown)."""
+        files: dict[Path, str] = {}
+        for path in sorted(self._sessions.glob("*.jsonl")):
+            meta = read_bytes_or_empty(path.with_suffix(".meta.json"))
+            name = path.stem
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                name = str(json.loads(meta)["session_id"]) if meta else name
+            files[path] = name
+        return files
 
-def _match(text: str, terms: list[str]) -> str | None:
-    lowered = text.lower()
-    positions = [lowered.find(term) for term in terms]
-    if any(pos < 0 for pos in positions):
-        return None
-    first = min(positions)
-    start = max(0, first - _SNIPPET_RADIUS)
-    end = min(len(text), first + _SNIPPET_RADIUS)
-    snippet = " ".join(text[start:end].split())
-    return ("…" if start > 0 else "") + snippet + ("…" if end < len(text) else "")
+    def _search_all_sync(self, query: str, limit: int) -> list[HistoryHit]:
+        try:
+            return self.history_index.search(self.session_files(), query, limit, one_session=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot search the histories: {exc}") from exc
+
+    async def search_all_sessions(self, query: str, *, limit: int) -> list[HistoryHit]:
+        """The newest matches across every session, each naming its session and date."""
+        return await anyio.to_thread.run_sync(self._search_all_sync, query, limit)

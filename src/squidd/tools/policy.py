@@ -59,17 +59,25 @@ SESSION_TOOLS = (
     "cron_add",
     "cron_list",
     "cron_remove",
+    "spawn",
 )
 
 
 def configured_tools(tools: ToolsSettings) -> list[str]:
     """Names of the tools the settings turn on, in the order the model sees them."""
     names = list(FILE_TOOLS)
+    if tools.skills.enabled:
+        names.append("read_skill")
     if tools.web_fetch.enabled:
         names.append("web_fetch")
+    if tools.web_search.enabled:
+        names.append("web_search")
     if tools.shell.enabled:
         names.append("shell")
-    return [*names, *SESSION_TOOLS]
+    if tools.search_history_across_sessions:
+        names.append("search_all_history")
+    session = [n for n in SESSION_TOOLS if n != "spawn" or tools.spawn.enabled]
+    return [*names, *session]
 
 
 def describe_policy(tools: ToolsSettings, channels: Sequence[str]) -> list[str]:

@@ -1,0 +1,154 @@
+"""Sub-agents: running the tasks `spawn` hands over, with caps, a timeout and a step cap.
+
+A waiting sub-agent runs inside the parent's tool call (so cancelling the parent's turn
+cancels it). A background one is a durable run like a cron firing: written to
+`<data dir>/gateway/runs/` (store/pending_runs.py) and handed to the router as an inbound
+on channel `subagent`, answered to the parent conversation's reply address, and removed
+once the router acknowledged it; after a crash `ScheduledRuns.resume` hands it on again and
+the router's handled record keeps it from being answered twice. Its source id carries the
+root conversation's channel (`<channel>:<id>`), so the restricted policy survives a
+restart. Caps: `max_per_session` sub-agents of one conversation and `max_running` in the
+daemon at once; beyond them `spawn` is refused with a log line, the turn goes on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+
+import anyio
+import structlog
+
+from squidd.config.tools import SpawnSettings
+from squidd.core.models import Inbound, PendingRun, SessionId
+from squidd.core.ports import Tool
+from squidd.errors import ToolError
+from squidd.gateway.runtime import Runtime
+from squidd.tools.search_history import SearchHistoryTool
+from squidd.tools.spawn import (
+    SUB_MARK,
+    SUBAGENT_CHANNEL,
+    SpawnTool,
+    root_of,
+    subagent_channel,
+)
+
+log = structlog.get_logger()
+
+Fire = Callable[[PendingRun], Awaitable[None]]
+
+
+class SubAgents:
+    """Implements `squidd.tools.spawn.SubAgentRunner` for the daemon and `squidd chat`."""
+
+    def __init__(self, runtime: Runtime, *, fire: Fire | None = None) -> None:
+        self._runtime = runtime
+        self._settings: SpawnSettings = runtime.settings.tools.spawn
+        self._fire = fire
+        self._active: dict[str, str] = {}  # sub-agent session -> its parent session
+
+    # --- tools -----------------------------------------------------------------------------
+    def spawn_tools(self, session: SessionId, root_channel: str, reply_to: str) -> list[Tool]:
+        """The spawn tool for a turn of `session`, or none where spawning is off."""
+        settings = self._settings
+        if not settings.enabled:
+            return []
+        if SUB_MARK in session and not settings.allow_nested:
+            return []
+        max_depth = settings.max_depth if settings.allow_nested else 1
+        return [SpawnTool(self, session, root_channel, reply_to=reply_to, max_depth=max_depth)]
+
+    def _sub_tools(self, sub: SessionId, root_channel: str, reply_to: str) -> list[Tool]:
+        store = self._runtime.store
+        limit = self._runtime.settings.tools.search_history_limit
+        tools: list[Tool] = [SearchHistoryTool(store, sub, limit=limit)]
+        return tools + self.spawn_tools(sub, root_channel, reply_to)
+
+    # --- caps --------------------------------------------------------------------------------
+    def _reserve(self, parent: SessionId) -> SessionId:
+        settings = self._settings
+        mine = sum(1 for p in self._active.values() if p == parent)
+        if mine >= settings.max_per_session or len(self._active) >= settings.max_running:
+            cap = "per session" if mine >= settings.max_per_session else "in the daemon"
+            log.warning(
+                "spawn_refused", session=parent, reason="cap", cap=cap, running=len(self._active)
+            )
+            raise ToolError(
+                f"too many sub-agents running {cap}; wait for one to finish or do it yourself"
+            )
+        sub = SessionId(f"{parent}{SUB_MARK}{uuid.uuid4().hex[:10]}")
+        self._active[sub] = parent
+        return sub
+
+    def running(self) -> int:
+        return len(self._active)
+
+    # --- running -----------------------------------------------------------------------------
+    async def _run(
+        self, sub: SessionId, root_channel: str, task: str, reply_to: str, turn_id: str | None
+    ) -> str:
+        settings = self._settings
+        log.info("subagent_started", session=sub, channel=root_channel)
+        with anyio.fail_after(settings.timeout_s):
+            report = await self._runtime.agent.run(
+                sub,
+                task,
+                subagent_channel(root_channel),
+                extra_tools=self._sub_tools(sub, root_channel, reply_to),
+                turn_id=turn_id,
+                max_tool_rounds=settings.max_tool_rounds,
+            )
+        log.info("subagent_finished", session=sub, chars=len(report))
+        return report
+
+    async def run_waiting(self, parent: SessionId, root_channel: str, task: str) -> str:
+        sub = self._reserve(parent)
+        try:
+            return await self._run(sub, root_channel, task, "", None)
+        except TimeoutError:
+            log.warning("subagent_timed_out", session=sub, timeout_s=self._settings.timeout_s)
+            raise ToolError(
+                f"the sub-agent did not finish within {self._settings.timeout_s:g} s"
+            ) from None
+        finally:
+            self._active.pop(sub, None)
+
+    async def start_background(
+        self, parent: SessionId, root_channel: str, task: str, reply_to: str
+    ) -> str:
+        if self._fire is None:
+            raise ToolError("background sub-agents need the daemon (squidd run); use wait=true")
+        sub = self._reserve(parent)
+        run = PendingRun(
+            channel=SUBAGENT_CHANNEL,
+            source_id=f"{root_channel}:{sub.rsplit(SUB_MARK, 1)[1]}",
+            session_id=sub,
+            text=task,
+            target=reply_to,
+        )
+        try:
+            await self._fire(run)
+        except BaseException:
+            self._active.pop(sub, None)
+            raise
+        log.info("subagent_queued", session=sub, parent=parent, to=reply_to)
+        return sub
+
+    async def run_background_turn(self, inbound: Inbound) -> str:
+        """The router's turn for a background sub-agent: its report, to be delivered once."""
+        sub = inbound.session_id
+        root_channel = inbound.source_id.rsplit(":", 1)[0]
+        self._active.setdefault(sub, root_of(sub))  # a run resumed after a restart
+        reply_to = "" if inbound.reply_to is None else str(inbound.reply_to)
+        try:
+            report = await self._run(
+                sub, root_channel, inbound.text, reply_to, f"{inbound.channel}:{inbound.source_id}"
+            )
+        except TimeoutError:
+            log.warning("subagent_timed_out", session=sub, timeout_s=self._settings.timeout_s)
+            report = f"(stopped: no report within {self._settings.timeout_s:g} s)"
+        finally:
+            self._active.pop(sub, None)
+        task = " ".join(inbound.text.split())
+        task = task if len(task) <= 80 else task[:79] + "…"
+        return f"Sub-agent report ({task}):\n\n{report}"

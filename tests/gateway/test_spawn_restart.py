@@ -1,0 +1,84 @@
+"""A background sub-agent through `squidd run` as a process: the daemon is killed while the
+sub-agent works, and after the restart its report reaches the conversation exactly once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.gateway.test_run_process import (
+    GRACE_S,
+    Daemon,
+    daemons,  # noqa: F401 -- the fixture, shared
+    drop_message,
+    wait_until,
+    write_config,
+)
+from tests.support.fake_llm import FakeLLM, Reply
+
+TASK = "dig into the squid literature"
+
+
+def all_replies(data: Path) -> list[dict[str, Any]]:
+    out = data / "spool" / "out"
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))] if out.exists() else []
+
+
+def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    daemons: list[Daemon],  # noqa: F811 -- the fixture imported above
+) -> None:
+    sub_requests = 0
+    lock = threading.Lock()
+
+    def respond(request: dict[str, Any]) -> Reply:
+        nonlocal sub_requests
+        messages = request["messages"]
+        users = [m for m in messages if m["role"] == "user"]
+        if users and users[0]["content"] == TASK:
+            with lock:
+                sub_requests += 1
+                first = sub_requests == 1
+            # The first attempt hangs until the daemon is killed under it.
+            return Reply("never delivered", delay=30) if first else Reply("Squids have 3 hearts.")
+        if messages[-1]["role"] == "tool":
+            return Reply("On it; a sub-agent is digging.")
+        return Reply(tool_calls=[("spawn", {"task": TASK, "wait": False})])
+
+    fake_llm.responder = respond
+    config = write_config(tmp_path, fake_llm.base_url)
+    data = tmp_path / "data"
+    first = Daemon(tmp_path, config)
+    daemons.append(first)
+    first.wait_for_notify("READY=1")
+    drop_message(data, "m1", "research squids for me")
+    wait_until(lambda: sub_requests == 1)
+    wait_until(lambda: any("On it" in r["text"] for r in all_replies(data)))
+    assert list((data / "gateway" / "runs").glob("*.json"))  # the sub-agent's run, on disk
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=10)
+
+    second = Daemon(tmp_path, config)
+    daemons.append(second)
+    second.wait_for_notify("READY=1")
+    wait_until(lambda: any("3 hearts" in r["text"] for r in all_replies(data)))
+    wait_until(lambda: not list((data / "gateway" / "runs").glob("*.json")))
+    assert "scheduled_run_resumed" in second.log_text()
+    second.proc.send_signal(signal.SIGTERM)
+    assert second.proc.wait(timeout=GRACE_S + 10) == 0
+
+    third = Daemon(tmp_path, config)  # a later start answers nothing again
+    daemons.append(third)
+    third.wait_for_notify("READY=1")
+    fake_llm.responder = lambda request: Reply("fine")
+    drop_message(data, "m2", "later")
+    wait_until(lambda: any(r["text"] == "fine" for r in all_replies(data)))
+    reports = [r for r in all_replies(data) if "3 hearts" in r["text"]]
+    assert len(reports) == 1
+    assert reports[0]["target"] == "tester"
+    assert reports[0]["text"].startswith(f"Sub-agent report ({TASK}):")
+    assert sub_requests == 2

@@ -1,0 +1,152 @@
+"""Skills: the SKILL.md folders, their index in the prompt, read_skill, and bad input."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from squidd.config import Settings
+from squidd.errors import ToolError
+from squidd.gateway.runtime import build_prompt, build_registry, build_skills
+from squidd.store.jsonl import JsonlStore
+from squidd.tools.skills import ReadSkillTool, SkillCatalog
+
+pytestmark = pytest.mark.anyio
+
+
+def write_skill(root: Path, folder: str, front: str, body: str = "Do the thing.") -> Path:
+    path = root / folder / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\n{front}\n---\n{body}\n", encoding="utf-8")
+    return path
+
+
+def test_index_is_sorted_bounded_and_lists_unavailable_skills(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "b", "name: weather\ndescription: Look up the weather.")
+    write_skill(root, "a", "name: zebra\ndescription: Count zebras.")
+    write_skill(
+        root,
+        "c",
+        "name: deploy\ndescription: Deploy the site.\n"
+        "requires:\n  bins: [no-such-binary-xyz]\n  env: [SQUIDD_TEST_NO_SUCH_VAR]",
+    )
+    catalog = SkillCatalog([root])
+    text = catalog.index_text()
+    assert text.splitlines()[2:] == [
+        "- deploy: Deploy the site. (unavailable: needs bin:no-such-binary-xyz, "
+        "env:SQUIDD_TEST_NO_SUCH_VAR)",
+        "- weather: Look up the weather.",
+        "- zebra: Count zebras.",
+    ]
+    assert "Do the thing" not in text  # bodies are read on demand
+    assert SkillCatalog([root]).index_text() == text  # the same bytes every time
+    small = SkillCatalog([root], max_index_chars=200).index_text()
+    assert len(small) <= 200 + 60 and "3 skills in all" in small
+
+
+def test_always_skills_are_inlined(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "x", "name: tone\ndescription: How to write.\nalways: true", "Be terse.")
+    assert "### Skill: tone\nBe terse." in SkillCatalog([root]).index_text()
+
+
+def test_bad_front_matter_is_skipped_with_a_warning_naming_the_file(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "good", "name: good\ndescription: Fine.")
+    bad_yaml = write_skill(root, "bad1", "name: [unclosed\ndescription: x")
+    no_desc = write_skill(root, "bad2", "name: nodesc")
+    (root / "bad3").mkdir()
+    (root / "bad3" / "SKILL.md").write_text("no front matter at all", encoding="utf-8")
+    with capture_logs() as logs:
+        skills = SkillCatalog([root]).skills()
+    assert [s.name for s in skills] == ["good"]
+    skipped = {e["file"] for e in logs if e["event"] == "skill_skipped"}
+    assert skipped == {str(bad_yaml), str(no_desc), str(root / "bad3" / "SKILL.md")}
+
+
+def test_a_symlink_out_of_the_workspace_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "workspace" / "skills"
+    outside = tmp_path / "elsewhere"
+    write_skill(outside, "leak", "name: leak\ndescription: Reads secrets.")
+    write_skill(root, "ok", "name: ok\ndescription: Fine.")
+    root.joinpath("linked-folder").symlink_to(outside / "leak")
+    (root / "linked-file").mkdir()
+    (root / "linked-file" / "SKILL.md").symlink_to(outside / "leak" / "SKILL.md")
+    with capture_logs() as logs:
+        catalog = SkillCatalog([root])
+        assert [s.name for s in catalog.skills()] == ["ok"]
+    refused = {e["file"] for e in logs if e["event"] == "skill_refused"}
+    assert refused == {
+        str(root / "linked-folder" / "SKILL.md"),
+        str(root / "linked-file" / "SKILL.md"),
+    }
+    with pytest.raises(ToolError, match="no skill named 'leak'"):
+        catalog.read("leak")
+
+
+def test_changes_are_seen_through_mtime_without_rereading_every_turn(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    path = write_skill(root, "a", "name: one\ndescription: First.")
+    catalog = SkillCatalog([root])
+    with capture_logs() as logs:
+        catalog.skills()
+        catalog.skills()
+    assert [e["event"] for e in logs].count("skills_loaded") == 1
+    path.write_text("---\nname: one\ndescription: Second version.\n---\nbody\n", encoding="utf-8")
+    os.utime(path, ns=(1, 1))  # a different mtime even on a coarse clock
+    assert "Second version." in catalog.index_text()
+    write_skill(root, "b", "name: two\ndescription: New.")
+    assert [s.name for s in catalog.skills()] == ["one", "two"]
+
+
+async def test_read_skill_returns_the_body_and_files_beside_it(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "a", "name: recipe\ndescription: Cook.", "Step one: boil water.")
+    (root / "a" / "ingredients.txt").write_text("water", encoding="utf-8")
+    tool = ReadSkillTool(SkillCatalog([root]))
+    result = await tool.execute({"name": "recipe"})
+    assert "Step one: boil water." in result.content
+    assert "ingredients.txt" in result.content
+    with pytest.raises(ToolError, match="skills: recipe"):
+        await tool.execute({"name": "nope"})
+
+
+async def test_the_runtime_puts_the_index_in_the_prompt_and_offers_read_skill(
+    tmp_path: Path,
+) -> None:
+    settings = Settings.model_validate({"storage": {"data_dir": str(tmp_path)}})
+    write_skill(settings.workspace_dir / "skills", "a", "name: recipe\ndescription: Cook.")
+    catalog = build_skills(settings)
+    assert catalog is not None
+    prompt = await build_prompt(settings, catalog).system_prompt()
+    assert prompt.endswith("- recipe: Cook.")
+    registry = build_registry(settings, JsonlStore(tmp_path), catalog)
+    assert "read_skill" in [d.name for d in registry.definitions()]
+
+
+def test_init_writes_an_example_skill_that_skills_list_shows(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUIDD_")}
+    env.update({"HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "data")})
+    config = tmp_path / "config.toml"
+
+    def squidd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "squidd", "--config", str(config), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+
+    assert squidd("init").returncode == 0
+    listed = squidd("skills", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("daily-note  [usable]")
+    assert "SKILL.md" in listed.stdout
