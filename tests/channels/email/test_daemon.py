@@ -4,6 +4,7 @@ scripted LLM server: exactly one reply across a SIGKILL, and a reply that waits 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -204,7 +205,9 @@ async def test_a_reply_refused_for_good_is_given_up_at_once_and_blocks_nothing(
         await wait_for(mail_server, ALICE, replies_to(str(after["Message-ID"])), timeout=60)
         await daemon.wait_event("email_acknowledged")
         # A bound far below the grace: the stop must not wait for the refused reply.
+        stopping = time.monotonic()
         assert await daemon.stop(timeout=60) == 0
+        print(f"\nSIGTERM to exit with a refused reply behind: {time.monotonic() - stopping:.2f} s")
     assert daemon.count("reply_rejected") == 1
     assert daemon.count("reply_delivery_failed") == 0
     assert daemon.count("shutdown_grace_expired") == 0
