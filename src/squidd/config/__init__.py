@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from squidd.config.email import EmailSettings
+from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
 from squidd.config.sections import (
     AgentSettings,
@@ -57,6 +58,7 @@ class Settings(BaseSettings):
     matrix: MatrixSettings = Field(default_factory=MatrixSettings)
     email: EmailSettings = Field(default_factory=EmailSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
 
     @classmethod
     def settings_customise_sources(

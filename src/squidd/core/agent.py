@@ -26,10 +26,12 @@ from squidd.core.models import (
     ToolCall,
     ToolCallsReady,
     ToolResult,
+    Usage,
     utcnow,
 )
 from squidd.core.ports import LLMPort, PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry, definition_of
+from squidd.core.usage import UsageSink
 from squidd.errors import ToolError
 
 log = structlog.get_logger()
@@ -57,6 +59,13 @@ def _decode_arguments(call: ToolCall) -> dict[str, Any]:
     return value
 
 
+def _purpose(channel: str, round_number: int) -> str:
+    """What a model call is for, as the usage ledger files it."""
+    if channel in ("heartbeat", "cron"):
+        return channel
+    return "turn" if round_number == 1 else "tool_step"
+
+
 class AgentLoop:
     def __init__(
         self,
@@ -67,8 +76,10 @@ class AgentLoop:
         prompt: PromptSource,
         max_tool_rounds: int = 20,
         policy: ToolPolicy | None = None,
+        usage: UsageSink | None = None,
     ) -> None:
         self._llm = llm
+        self._usage = usage
         self._memory = memory
         self._registry = registry
         self._prompt = prompt
@@ -134,8 +145,9 @@ class AgentLoop:
         try:
             while rounds < self._max_tool_rounds:
                 rounds += 1
+                purpose = _purpose(channel, rounds)
                 text, calls = await self._complete(
-                    model, [*context, *turn[1:]], definitions, on_event
+                    model, [*context, *turn[1:]], definitions, on_event, session, purpose
                 )
                 if not calls:
                     reply = text.strip()
@@ -198,6 +210,8 @@ class AgentLoop:
         messages: list[Message],
         definitions: list[Any],
         on_event: OnEvent | None,
+        session: SessionId,
+        purpose: str,
     ) -> tuple[str, tuple[ToolCall, ...]]:
         parts: list[str] = []
         calls: tuple[ToolCall, ...] = ()
@@ -206,12 +220,27 @@ class AgentLoop:
                 parts.append(event.text)
             elif isinstance(event, ToolCallsReady):
                 calls = event.calls
+            elif isinstance(event, Usage):
+                await self._record(session, purpose, event)
+                continue
             else:  # StreamRestart: what streamed so far is void
                 parts.clear()
                 calls = ()
             if on_event is not None:
                 await on_event(event)
         return "".join(parts), calls
+
+    async def _record(self, session: SessionId, purpose: str, usage: Usage) -> None:
+        if self._usage is None:
+            return
+        await self._usage.record(
+            session=session,
+            model=usage.model,
+            purpose=purpose,
+            prompt=usage.prompt_tokens,
+            completion=usage.completion_tokens,
+            cached=usage.cached_tokens,
+        )
 
     async def _dispatch(self, call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
         tool = tools.get(call.name)

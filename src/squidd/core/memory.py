@@ -23,8 +23,16 @@ from collections.abc import Sequence
 
 import structlog
 
-from squidd.core.models import HistoryWindow, Message, SessionId, TextDelta, ToolCallsReady
+from squidd.core.models import (
+    HistoryWindow,
+    Message,
+    SessionId,
+    TextDelta,
+    ToolCallsReady,
+    Usage,
+)
 from squidd.core.ports import LLMPort, MemoryStore
+from squidd.core.usage import UsageSink
 
 log = structlog.get_logger()
 
@@ -92,6 +100,7 @@ class MemoryManager:
         llm: LLMPort | None = None,
         consolidation_threshold: int = 100,
         keep_recent_ratio: float = 0.2,
+        usage: UsageSink | None = None,
     ) -> None:
         if consolidation_threshold <= 0:
             raise ValueError("consolidation_threshold must be > 0")
@@ -99,6 +108,7 @@ class MemoryManager:
             raise ValueError("keep_recent_ratio must be between 0 and 1 (exclusive)")
         self._storage = storage
         self._llm = llm
+        self._usage = usage
         self._consolidation_threshold = consolidation_threshold
         self._keep_recent = max(1, int(consolidation_threshold * keep_recent_ratio))
 
@@ -197,14 +207,16 @@ class MemoryManager:
             [
                 Message(role="system", content=_CONSOLIDATION_SYSTEM),
                 Message(role="user", content=_CONSOLIDATION_PROMPT.format(history=history_text)),
-            ]
+            ],
+            session=session_id,
+            purpose="consolidation",
         )
         if summary is None:
             return messages
 
         existing = await self._storage.load_session_summary(session_id)
         updated = f"{existing.strip()}\n\n{summary}" if existing.strip() else summary
-        updated = await self._maybe_meta_consolidate(updated)
+        updated = await self._maybe_meta_consolidate(updated, session=session_id)
         # Summary first, cursor second: a crash in between re-summarises (duplicate text),
         # the other order could lose the summarised messages.
         await self._storage.save_session_summary(session_id, updated)
@@ -218,8 +230,12 @@ class MemoryManager:
         )
         return recent
 
-    async def _call_llm(self, messages: list[Message]) -> str | None:
-        """The model's text answer to `messages`, or None on any failure or an empty answer."""
+    async def _call_llm(
+        self, messages: list[Message], *, session: str = "", purpose: str = "consolidation"
+    ) -> str | None:
+        """The model's text answer to `messages`, or None on any failure or an empty answer.
+
+        The call's reported usage goes to the ledger under `session` and `purpose`."""
         llm = self._llm
         if llm is None:
             return None
@@ -230,6 +246,16 @@ class MemoryManager:
                     chunks.append(event.text)
                 elif isinstance(event, ToolCallsReady):
                     continue
+                elif isinstance(event, Usage):
+                    if self._usage is not None:
+                        await self._usage.record(
+                            session=session,
+                            model=event.model,
+                            purpose=purpose,
+                            prompt=event.prompt_tokens,
+                            completion=event.completion_tokens,
+                            cached=event.cached_tokens,
+                        )
                 else:  # StreamRestart: a fallback model starts over
                     chunks.clear()
         except Exception as exc:  # noqa: BLE001 - consolidation must never break a turn
@@ -238,7 +264,7 @@ class MemoryManager:
         result = "".join(chunks).strip()
         return result or None
 
-    async def _maybe_meta_consolidate(self, summary: str) -> str:
+    async def _maybe_meta_consolidate(self, summary: str, *, session: str = "") -> str:
         """Compress a summary longer than 600 words; keep it as it is if that fails."""
         if len(summary.split()) <= META_SUMMARY_WORD_LIMIT:
             return summary
@@ -249,7 +275,9 @@ class MemoryManager:
             [
                 Message(role="system", content=_META_CONSOLIDATION_SYSTEM),
                 Message(role="user", content=prompt),
-            ]
+            ],
+            session=session,
+            purpose="meta_consolidation",
         )
         if result is None:
             log.warning("meta_consolidation_skipped", words=len(summary.split()))

@@ -29,6 +29,7 @@ from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
+from squidd.gateway.costs import usage_today
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.status import StatusServer, socket_path
@@ -135,6 +136,9 @@ class Daemon:
 
     # --- status ----------------------------------------------------------------------------
 
+    async def usage_today(self) -> dict[str, Any]:
+        return await usage_today(self.runtime.settings, self.runtime.usage)
+
     async def snapshot(self) -> dict[str, Any]:
         children = [
             {**health.to_dict(), "kind": "channel" if name in self.channels else "loop"}
@@ -150,6 +154,7 @@ class Daemon:
             "children": children,
             "turns": self.router.stats(),
             "outbox": await self.outbox.count(),
+            "usage_today": await self.usage_today(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
             "heartbeat": (
                 self.heartbeat.next_beat.isoformat()

@@ -17,6 +17,7 @@ from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
 from squidd.secrets import known_secrets
 from squidd.store.jsonl import JsonlStore
+from squidd.store.usage import UsageLedger
 from squidd.tools.files import file_tools
 from squidd.tools.memory_write import MemoryWriteTool
 from squidd.tools.policy import ConfiguredToolPolicy
@@ -54,6 +55,7 @@ class Runtime:
     registry: ToolRegistry
     prompt: PromptSource
     agent: AgentLoop
+    usage: UsageLedger
     policy: ToolPolicy | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -99,9 +101,11 @@ def build_policy(settings: Settings) -> ToolPolicy | None:
 def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None = None) -> Runtime:
     store = JsonlStore(settings.storage.data_dir, workspace_dir=settings.workspace_dir)
     llm = OpenAILLM(settings.llm, http_client=http_client)
+    usage = UsageLedger(settings.storage.data_dir, timezone=settings.limits.timezone)
     memory = MemoryManager(
         storage=store,
         llm=llm,
+        usage=usage,
         consolidation_threshold=settings.agents.consolidation_threshold,
         keep_recent_ratio=settings.agents.keep_recent_ratio,
     )
@@ -115,6 +119,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         prompt=prompt,
         max_tool_rounds=settings.agents.max_tool_rounds,
         policy=policy,
+        usage=usage,
     )
     return Runtime(
         settings=settings,
@@ -124,5 +129,6 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         registry=registry,
         prompt=prompt,
         agent=agent,
+        usage=usage,
         policy=policy,
     )
