@@ -29,7 +29,7 @@ from squidd.core.models import (
     Usage,
     utcnow,
 )
-from squidd.core.ports import LLMPort, PromptSource, Tool, ToolPolicy
+from squidd.core.ports import LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry, definition_of
 from squidd.core.usage import UsageSink
 from squidd.errors import ToolError
@@ -38,7 +38,7 @@ log = structlog.get_logger()
 
 OnEvent = Callable[[LLMEvent], Awaitable[None]]
 
-_MAX_TOOL_RESULT_CHARS = 32_000
+DEFAULT_MAX_RESULT_CHARS = 16_000
 
 
 def _now_iso() -> str:
@@ -77,9 +77,13 @@ class AgentLoop:
         max_tool_rounds: int = 20,
         policy: ToolPolicy | None = None,
         usage: UsageSink | None = None,
+        results: ResultStore | None = None,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
         self._llm = llm
         self._usage = usage
+        self._results = results
+        self._max_result_chars = max_result_chars
         self._memory = memory
         self._registry = registry
         self._prompt = prompt
@@ -157,9 +161,7 @@ class AgentLoop:
                 )
                 for call in calls:
                     result = await self._dispatch(call, tools)
-                    content = result.content
-                    if len(content) > _MAX_TOOL_RESULT_CHARS:
-                        content = content[:_MAX_TOOL_RESULT_CHARS] + "\n[truncated]"
+                    content = await self._cap_result(session, call, result.content)
                     if result.is_error:
                         content = f"Error: {content}"
                     turn.append(
@@ -229,6 +231,23 @@ class AgentLoop:
             if on_event is not None:
                 await on_event(event)
         return "".join(parts), calls
+
+    async def _cap_result(self, session: SessionId, call: ToolCall, content: str) -> str:
+        """`content` as it enters the history: cut to `max_result_chars`, the whole text
+        kept in a file that the note names (so the model can read on with read_file)."""
+        cap = self._max_result_chars
+        if len(content) <= cap:
+            return content
+        head = content[:cap]
+        if self._results is None:
+            return f"{head}\n[result cut: {len(content)} characters in all, the first {cap} shown]"
+        name = await self._results.save(session, call.id, content)
+        log.info("tool_result_saved", tool=call.name, chars=len(content), file=name)
+        return (
+            f"{head}\n[result cut: {len(content)} characters in all, the first {cap} shown. "
+            f"The whole text is in the file {name}; read more with read_file "
+            f'(path="{name}", offset={cap}, limit={cap}).]'
+        )
 
     async def _record(self, session: SessionId, purpose: str, usage: Usage) -> None:
         if self._usage is None:

@@ -17,6 +17,7 @@ from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
 from squidd.secrets import known_secrets
 from squidd.store.jsonl import JsonlStore
+from squidd.store.tool_results import ToolResultFiles
 from squidd.store.usage import UsageLedger
 from squidd.tools.files import file_tools
 from squidd.tools.memory_write import MemoryWriteTool
@@ -84,7 +85,10 @@ def build_prompt(settings: Settings) -> PromptSource:
 
 def build_registry(settings: Settings) -> ToolRegistry:
     tools = settings.tools
-    registry = ToolRegistry(file_tools(settings.workspace_dir, tools.files))
+    results_dir = ToolResultFiles(settings.storage.data_dir).directory
+    registry = ToolRegistry(
+        file_tools(settings.workspace_dir, tools.files, results_dir=results_dir)
+    )
     if tools.web_fetch.enabled:
         registry.register(WebFetchTool(tools.web_fetch))
     if tools.shell.enabled:
@@ -120,6 +124,8 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         max_tool_rounds=settings.agents.max_tool_rounds,
         policy=policy,
         usage=usage,
+        results=ToolResultFiles(settings.storage.data_dir),
+        max_result_chars=settings.tools.max_result_chars,
     )
     return Runtime(
         settings=settings,
