@@ -3,7 +3,8 @@
 `run()` reads the session's history window once, looks there for a reply already given to
 the same message, builds the messages from it through the MemoryManager, streams the
 model's answer, runs the tool calls it asks for (per-call `extra_tools` first, then the
-registry), loops until the model answers without tools or the round limit is hit, and
+registry), loops until the model answers without tools or a loop breaker (core/loop_guard.py:
+rounds, repeated calls, time) asks it for a final answer without tools, and
 appends the whole turn to the session's history once, at the end. A tool that fails or
 gets bad arguments becomes an error result the model sees; it never escapes the loop.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from squidd.core.loop_guard import LoopGuard
 from squidd.core.memory import MemoryManager
 from squidd.core.models import (
     LLMEvent,
@@ -75,6 +77,9 @@ class AgentLoop:
         registry: ToolRegistry,
         prompt: PromptSource,
         max_tool_rounds: int = 20,
+        max_repeated_tool_calls: int = 3,
+        max_turn_seconds: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
         policy: ToolPolicy | None = None,
         usage: UsageSink | None = None,
         results: ResultStore | None = None,
@@ -88,6 +93,9 @@ class AgentLoop:
         self._registry = registry
         self._prompt = prompt
         self._max_tool_rounds = max_tool_rounds
+        self._max_repeated_tool_calls = max_repeated_tool_calls
+        self._max_turn_seconds = max_turn_seconds
+        self._clock = clock
         self._policy = policy
 
     def _tools_for(
@@ -144,16 +152,28 @@ class AgentLoop:
             Message(role="user", content=user_message, ts=_now_iso(), turn=turn_id)
         ]
 
+        guard = LoopGuard(
+            max_rounds=self._max_tool_rounds,
+            max_repeats=self._max_repeated_tool_calls,
+            max_seconds=self._max_turn_seconds,
+            clock=self._clock,
+        )
         rounds = 0
         reply: str | None = None
+        stopped: str | None = None
         try:
-            while rounds < self._max_tool_rounds:
+            while True:
                 rounds += 1
-                purpose = _purpose(channel, rounds)
+                request = [*context, *turn[1:]]
+                offered = definitions
+                if stopped is not None:
+                    # Told why, and asked for its answer: no tools are offered any more.
+                    request.append(Message(role="user", content=guard.final_prompt(stopped)))
+                    offered = []
                 text, calls = await self._complete(
-                    model, [*context, *turn[1:]], definitions, on_event, session, purpose
+                    model, request, offered, on_event, session, _purpose(channel, rounds)
                 )
-                if not calls:
+                if not calls or stopped is not None:
                     reply = text.strip()
                     break
                 turn.append(
@@ -173,6 +193,10 @@ class AgentLoop:
                             ts=_now_iso(),
                         )
                     )
+                guard.note(calls)
+                stopped = guard.reason()
+                if stopped is not None:
+                    log.warning("tool_calls_stopped", session=session, reason=stopped)
         except Exception as exc:  # kept the user message, then re-raised: nothing is lost
             await self._persist(session, turn[:1])
             log.warning(
@@ -184,11 +208,8 @@ class AgentLoop:
             )
             raise
 
-        if reply is None:
-            reply = (
-                f"I stopped after {self._max_tool_rounds} rounds of tool calls without "
-                "finishing. Tell me how to continue, or narrow the request."
-            )
+        if not reply and stopped is not None:
+            reply = f"I stopped calling tools without finishing: {stopped}"
         if not reply:
             reply = "(I have no answer to that.)"
         turn.append(Message(role="assistant", content=reply, ts=_now_iso()))

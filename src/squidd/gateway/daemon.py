@@ -104,6 +104,7 @@ class Daemon:
                 read_checklist=self.scheduled.read_checklist,
                 fire=self.scheduled.fire_heartbeat,
                 clock=self.clock,
+                activity=lambda: self.turns_done,
             )
         self.status_server = StatusServer(socket_path(settings), self.snapshot)
         self.started_monotonic = time.monotonic()
@@ -112,6 +113,7 @@ class Daemon:
         self._stopping = False
         self._tg: TaskGroup | None = None
         self.ready = anyio.Event()
+        self.turns_done = 0
 
     # --- turns -----------------------------------------------------------------------------
 
@@ -126,6 +128,9 @@ class Daemon:
         )
 
     async def _run_turn(self, inbound: Inbound) -> str:
+        if inbound.channel != "heartbeat":
+            # Anything but the heartbeat itself counts as a change the heartbeat should see.
+            self.turns_done += 1
         return await self.runtime.agent.run(
             inbound.session_id,
             inbound.text,

@@ -122,6 +122,8 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         registry=registry,
         prompt=prompt,
         max_tool_rounds=settings.agents.max_tool_rounds,
+        max_repeated_tool_calls=settings.agents.max_repeated_tool_calls,
+        max_turn_seconds=settings.agents.max_turn_seconds,
         policy=policy,
         usage=usage,
         results=ToolResultFiles(settings.storage.data_dir),
