@@ -102,6 +102,9 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
             f"({usage.get('prompt_tokens', 0)} input, {usage.get('cached_tokens', 0)} cached, "
             f"{usage.get('completion_tokens', 0)} output) in {usage.get('calls', 0)} calls{cost}"
         )
+    for cap in data.get("limits") or ():
+        mark = "REACHED, turns refused until midnight" if cap.get("reached") else "ok"
+        lines.append(f"limit {cap['scope']}: {cap['used']:g} of {cap['cap']:g} today - {mark}")
     heartbeat = data.get("heartbeat")
     lines.append(f"heartbeat: next {heartbeat}" if heartbeat else "heartbeat: off")
     return "\n".join(lines)

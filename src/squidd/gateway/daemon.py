@@ -29,7 +29,8 @@ from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
-from squidd.gateway.costs import usage_today
+from squidd.gateway.caps import NOTICE_CHANNEL, DailyCaps
+from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.status import StatusServer, socket_path
@@ -78,6 +79,12 @@ class Daemon:
             health_of=self.supervisor.health,
             max_concurrent_turns=gw.max_concurrent_turns,
             delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
+        )
+        self.caps = DailyCaps(
+            settings.limits,
+            runtime.usage,
+            prices_of(settings),
+            submit=self.router.submit,
         )
         self.scheduled = ScheduledRuns(
             self.router,
@@ -128,6 +135,11 @@ class Daemon:
         )
 
     async def _run_turn(self, inbound: Inbound) -> str:
+        if inbound.channel == NOTICE_CHANNEL:
+            return inbound.text  # the owner's daily-cap notice: no model call
+        refusal = await self.caps.refusal(inbound)
+        if refusal is not None:
+            return refusal
         if inbound.channel != "heartbeat":
             # Anything but the heartbeat itself counts as a change the heartbeat should see.
             self.turns_done += 1
@@ -160,6 +172,7 @@ class Daemon:
             "turns": self.router.stats(),
             "outbox": await self.outbox.count(),
             "usage_today": await self.usage_today(),
+            "limits": [state.to_dict() for state in await self.caps.states()],
             "cron": self.scheduler.next_runs() if self.scheduler else None,
             "heartbeat": (
                 self.heartbeat.next_beat.isoformat()
@@ -198,6 +211,7 @@ class Daemon:
             await tg.start(self.status_server.serve)
             await self.handled.load()
             await tg.start(self.router.run)
+            await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()
             for name, channel in self.channels.items():
                 await tg.start(self.supervisor.supervise, name, self._child(channel))
