@@ -18,6 +18,8 @@ from typing import Any
 
 import structlog
 
+from squidd.core.budget import shrink_tool_results
+from squidd.core.estimator import messages_chars, tools_chars
 from squidd.core.loop_guard import LoopGuard
 from squidd.core.memory import MemoryManager
 from squidd.core.models import (
@@ -34,7 +36,7 @@ from squidd.core.models import (
 from squidd.core.ports import LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry, definition_of
 from squidd.core.usage import UsageSink
-from squidd.errors import ToolError
+from squidd.errors import LLMContextOverflowError, ToolError
 
 log = structlog.get_logger()
 
@@ -144,9 +146,11 @@ class AgentLoop:
         tools = self._tools_for(session, channel, extra_tools or ())
         definitions = [definition_of(tool) for tool in tools.values()]
 
+        estimator = self._memory.estimator
+        reserved = estimator.tokens(tools_chars(definitions))
         base_prompt = await self._prompt.system_prompt()
         context = await self._memory.build_messages(
-            session, base_prompt, user_message, window=window
+            session, base_prompt, user_message, window=window, reserved_tokens=reserved
         )
         turn: list[Message] = [
             Message(role="user", content=user_message, ts=_now_iso(), turn=turn_id)
@@ -161,18 +165,34 @@ class AgentLoop:
         rounds = 0
         reply: str | None = None
         stopped: str | None = None
+        retried = False
         try:
             while True:
                 rounds += 1
-                request = [*context, *turn[1:]]
+                request = [*context, *self._fit_turn(turn[1:], context, reserved, retried)]
                 offered = definitions
                 if stopped is not None:
                     # Told why, and asked for its answer: no tools are offered any more.
                     request.append(Message(role="user", content=guard.final_prompt(stopped)))
                     offered = []
-                text, calls = await self._complete(
-                    model, request, offered, on_event, session, _purpose(channel, rounds)
-                )
+                try:
+                    text, calls = await self._complete(
+                        model, request, offered, on_event, session, _purpose(channel, rounds)
+                    )
+                except LLMContextOverflowError:
+                    budget = self._memory.budget
+                    if retried or budget is None:
+                        raise
+                    # Consolidate or trim, then try once more in the same turn.
+                    retried = True
+                    chars = messages_chars(request) + tools_chars(offered)
+                    estimator.overflowed(chars, budget.context_window)
+                    log.warning("context_overflow_retry", session=session, chars=chars)
+                    context = await self._memory.build_messages(
+                        session, base_prompt, user_message, reserved_tokens=reserved, tight=True
+                    )
+                    rounds -= 1
+                    continue
                 if not calls or stopped is not None:
                     reply = text.strip()
                     break
@@ -238,12 +258,15 @@ class AgentLoop:
     ) -> tuple[str, tuple[ToolCall, ...]]:
         parts: list[str] = []
         calls: tuple[ToolCall, ...] = ()
+        chars = messages_chars(messages) + tools_chars(definitions)
         async for event in model.chat(messages, definitions):
             if isinstance(event, TextDelta):
                 parts.append(event.text)
             elif isinstance(event, ToolCallsReady):
                 calls = event.calls
             elif isinstance(event, Usage):
+                # The provider's count calibrates the estimate for the next requests.
+                self._memory.estimator.observe(event.model, chars, event.prompt_tokens)
                 await self._record(session, purpose, event)
                 continue
             else:  # StreamRestart: what streamed so far is void
@@ -252,6 +275,21 @@ class AgentLoop:
             if on_event is not None:
                 await on_event(event)
         return "".join(parts), calls
+
+    def _fit_turn(
+        self, steps: list[Message], context: list[Message], reserved: int, tight: bool
+    ) -> list[Message]:
+        """This turn's tool traffic so far, its older results shrunk when the request
+        would not fit the budget (the newest round always stays whole)."""
+        budget = self._memory.budget
+        if budget is None or not steps:
+            return steps
+        limit = budget.tokens // 2 if tight else budget.tokens
+        estimator = self._memory.estimator
+        if estimator.messages([*context, *steps]) + reserved <= limit:
+            return steps
+        last_round = max(i for i, m in enumerate(steps) if m.role == "assistant")
+        return shrink_tool_results(steps, last_round)
 
     async def _cap_result(self, session: SessionId, call: ToolCall, content: str) -> str:
         """`content` as it enters the history: cut to `max_result_chars`, the whole text

@@ -10,6 +10,7 @@ import httpx2
 
 from squidd.config import Settings
 from squidd.core.agent import AgentLoop
+from squidd.core.budget import PromptBudget
 from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId
 from squidd.core.ports import PromptSource, Tool, ToolPolicy
@@ -83,6 +84,17 @@ def build_prompt(settings: Settings) -> PromptSource:
     )
 
 
+def build_budget(settings: Settings) -> PromptBudget:
+    agents = settings.agents
+    return PromptBudget(
+        context_window=settings.llm.context_window,
+        context_budget=agents.context_budget,
+        memory_tokens=agents.memory_tokens,
+        summary_tokens=agents.summary_tokens,
+        extra_tokens=agents.extra_prompt_tokens,
+    )
+
+
 def build_registry(settings: Settings) -> ToolRegistry:
     tools = settings.tools
     results_dir = ToolResultFiles(settings.storage.data_dir).directory
@@ -110,6 +122,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         storage=store,
         llm=llm,
         usage=usage,
+        budget=build_budget(settings),
         consolidation_threshold=settings.agents.consolidation_threshold,
         keep_recent_ratio=settings.agents.keep_recent_ratio,
     )

@@ -39,7 +39,7 @@ from squidd.core.models import (
     ToolDefinition,
     Usage,
 )
-from squidd.errors import LLMRejectedError, LLMUnavailableError
+from squidd.errors import LLMContextOverflowError, LLMRejectedError, LLMUnavailableError
 from squidd.text import clean_text
 
 log = structlog.get_logger()
@@ -94,6 +94,16 @@ def to_openai_tool(tool: ToolDefinition) -> dict[str, Any]:
             "parameters": dict(tool.parameters),
         },
     }
+
+
+_OVERFLOW_HINTS = ("context_length_exceeded", "maximum context length", "context length")
+
+
+def _is_context_overflow(exc: openai.APIStatusError) -> bool:
+    if exc.status_code not in (400, 413, 422):
+        return False
+    text = f"{exc.code or ''} {exc.message}".lower()
+    return any(hint in text for hint in _OVERFLOW_HINTS)
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -244,6 +254,11 @@ class OpenAILLM:
             ) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
+            if _is_context_overflow(exc):
+                # No retry and no fallback model helps: the caller must send less.
+                raise LLMContextOverflowError(
+                    f"the request is longer than model {model}'s context window"
+                ) from None
             if status in _RETRY_STATUSES or status >= 500:
                 raise _Retry(f"HTTP {status}", _retry_after(exc)) from None
             if status in _NEXT_MODEL_STATUSES:
