@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from squidd.core.budget import shrink_tool_results
+from squidd.core.budget import fit_history, shrink_tool_results
 from squidd.core.estimator import messages_chars, tools_chars
 from squidd.core.loop_guard import LoopGuard
 from squidd.core.memory import MemoryManager
@@ -29,10 +29,12 @@ from squidd.core.models import (
     TextDelta,
     ToolCall,
     ToolCallsReady,
+    ToolDefinition,
     ToolResult,
     Usage,
     utcnow,
 )
+from squidd.core.on_demand import LoadTools, on_demand
 from squidd.core.ports import LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry, definition_of
 from squidd.core.usage import UsageSink
@@ -82,6 +84,7 @@ class AgentLoop:
         max_repeated_tool_calls: int = 3,
         max_turn_seconds: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
+        on_demand: Sequence[str] = (),
         policy: ToolPolicy | None = None,
         usage: UsageSink | None = None,
         results: ResultStore | None = None,
@@ -98,6 +101,7 @@ class AgentLoop:
         self._max_repeated_tool_calls = max_repeated_tool_calls
         self._max_turn_seconds = max_turn_seconds
         self._clock = clock
+        self._on_demand = tuple(on_demand)
         self._policy = policy
 
     def _tools_for(
@@ -116,6 +120,21 @@ class AgentLoop:
                 if self._policy.allows(name, channel, session)
             }
         return tools
+
+    def _offer(self, tools: dict[str, Tool]) -> list[ToolDefinition]:
+        """The schemas sent: all tools but the on-demand ones, which `load_tools` stands
+        in for (and adds to this same list when the model asks); see core/on_demand.py."""
+        later = [tool for name, tool in tools.items() if on_demand(name, self._on_demand)]
+        definitions = [
+            definition_of(tool)
+            for name, tool in tools.items()
+            if not on_demand(name, self._on_demand)
+        ]
+        if later:
+            loader = LoadTools(later, definitions.append)
+            tools[loader.name] = loader
+            definitions.append(definition_of(loader))
+        return definitions
 
     async def run(
         self,
@@ -144,7 +163,7 @@ class AgentLoop:
                 return previous
         model = llm if llm is not None else self._llm
         tools = self._tools_for(session, channel, extra_tools or ())
-        definitions = [definition_of(tool) for tool in tools.values()]
+        definitions = self._offer(tools)
 
         estimator = self._memory.estimator
         reserved = estimator.tokens(tools_chars(definitions))
@@ -169,7 +188,7 @@ class AgentLoop:
         try:
             while True:
                 rounds += 1
-                request = [*context, *self._fit_turn(turn[1:], context, reserved, retried)]
+                request = self._fit_request(context, turn[1:], reserved, retried)
                 offered = definitions
                 if stopped is not None:
                     # Told why, and asked for its answer: no tools are offered any more.
@@ -276,20 +295,28 @@ class AgentLoop:
                 await on_event(event)
         return "".join(parts), calls
 
-    def _fit_turn(
-        self, steps: list[Message], context: list[Message], reserved: int, tight: bool
+    def _fit_request(
+        self, context: list[Message], steps: list[Message], reserved: int, tight: bool
     ) -> list[Message]:
-        """This turn's tool traffic so far, its older results shrunk when the request
-        would not fit the budget (the newest round always stays whole)."""
+        """The request for this round within the budget: first this turn's older tool
+        results shrink (the newest round stays whole), then older history makes room."""
         budget = self._memory.budget
         if budget is None or not steps:
-            return steps
-        limit = budget.tokens // 2 if tight else budget.tokens
+            return [*context, *steps]
+        limit = budget.fit_tokens(tight=tight)
         estimator = self._memory.estimator
         if estimator.messages([*context, *steps]) + reserved <= limit:
-            return steps
+            return [*context, *steps]
         last_round = max(i for i, m in enumerate(steps) if m.role == "assistant")
-        return shrink_tool_results(steps, last_round)
+        steps = shrink_tool_results(steps, last_round)
+        if estimator.messages([*context, *steps]) + reserved <= limit:
+            return [*context, *steps]
+        system, history, user = context[0], context[1:-1], context[-1]
+        available = limit - reserved - estimator.messages([system, user, *steps])
+        history = fit_history(history, max(0, available), estimator)
+        while history and history[0].role != "user":
+            history = history[1:]
+        return [system, *history, user, *steps]
 
     async def _cap_result(self, session: SessionId, call: ToolCall, content: str) -> str:
         """`content` as it enters the history: cut to `max_result_chars`, the whole text

@@ -20,6 +20,7 @@ from squidd.core.estimator import TokenEstimator
 from squidd.core.models import Message
 
 SHRUNK_RESULT_CHARS = 300
+HEADROOM = 0.05
 _CUT_NOTE = "\n[cut to fit the prompt budget]"
 
 
@@ -37,6 +38,12 @@ class PromptBudget:
         if self.context_budget <= 1:
             return int(self.context_window * self.context_budget)
         return min(int(self.context_budget), self.context_window)
+
+    def fit_tokens(self, *, tight: bool = False) -> int:
+        """What assembly aims at: the budget less 5% headroom for the estimate's error
+        (halved for a retry after the provider said the context was too long)."""
+        aim = int(self.tokens * (1 - HEADROOM))
+        return aim // 2 if tight else aim
 
 
 def cap_text(text: str, max_tokens: int, estimator: TokenEstimator) -> str:

@@ -236,7 +236,7 @@ class MemoryManager:
         """Tokens left for history under the budget; None without a budget."""
         if self._budget is None:
             return None
-        total = self._budget.tokens // 2 if tight else self._budget.tokens
+        total = self._budget.fit_tokens(tight=tight)
         fixed = self.estimator.messages(
             [Message(role="system", content=system), Message(role="user", content=user_message)]
         )

@@ -137,6 +137,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         max_tool_rounds=settings.agents.max_tool_rounds,
         max_repeated_tool_calls=settings.agents.max_repeated_tool_calls,
         max_turn_seconds=settings.agents.max_turn_seconds,
+        on_demand=settings.tools.on_demand,
         policy=policy,
         usage=usage,
         results=ToolResultFiles(settings.storage.data_dir),
