@@ -9,6 +9,7 @@ that are over (one line per session, model and purpose), as the daemon does at s
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from datetime import date, timedelta
 
@@ -67,7 +68,7 @@ def usage_command(settings: Settings, *, by: GroupBy = "session", since: str | N
     try:
         text = anyio.run(_usage, settings, by, since)
     except ValueError:
-        print(f"usage: --since must be YYYY-MM-DD or Nd (e.g. 7d), not {since!r}")
+        print(f"usage: --since must be YYYY-MM-DD or Nd (e.g. 7d), not {since!r}", file=sys.stderr)
         return 2
     print(text)
     return 0
