@@ -159,3 +159,20 @@ def test_since_accepts_days_and_dates() -> None:
     today = date(2026, 3, 10)
     assert parse_since("7d", today) == date(2026, 3, 4)
     assert parse_since("2026-03-01", today) == date(2026, 3, 1)
+
+
+async def test_a_sub_agent_files_its_calls_under_its_purpose(tmp_path: Path) -> None:
+    llm, _ = scripted_llm(
+        Reply(tool_calls=[("ping", {})], usage=(10, 1, 0)), Reply(content="ok", usage=(20, 2, 0))
+    )
+    ledger = UsageLedger(tmp_path)
+    store = JsonlStore(tmp_path / "data", workspace_dir=tmp_path / "ws")
+    loop = AgentLoop(
+        llm=llm,
+        memory=MemoryManager(store),
+        registry=ToolRegistry([PingTool()]),
+        prompt=StaticPrompt("sys"),
+        usage=ledger,
+    )
+    await loop.run(SessionId("spawn:1"), "task", "spawn", purpose="sub_agent")
+    assert {r.purpose for r in await ledger.read()} == {"sub_agent"}

@@ -146,8 +146,12 @@ class AgentLoop:
         extra_tools: Sequence[Tool] | None = None,
         on_event: OnEvent | None = None,
         turn_id: str | None = None,
+        purpose: str | None = None,
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
+
+        `purpose` files every model call of the turn under it in the usage ledger (a
+        sub-agent passes "sub_agent"); by default it follows the channel and the round.
 
         `turn_id` names the inbound message answered (stable across redeliveries): when the
         history already holds a finished turn for it, that reply is returned as it is.
@@ -196,7 +200,12 @@ class AgentLoop:
                     offered = []
                 try:
                     text, calls = await self._complete(
-                        model, request, offered, on_event, session, _purpose(channel, rounds)
+                        model,
+                        request,
+                        offered,
+                        on_event,
+                        session,
+                        purpose or _purpose(channel, rounds),
                     )
                 except LLMContextOverflowError:
                     budget = self._memory.budget
