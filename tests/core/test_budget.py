@@ -155,3 +155,16 @@ async def test_a_second_overflow_in_the_same_turn_is_an_error(tmp_path: Path) ->
 def test_messages_chars_counts_tool_calls() -> None:
     call = ToolCall("c", "name", '{"a": 1}')
     assert messages_chars([Message(role="assistant", tool_calls=(call,))]) > 20
+
+
+async def test_extra_prompt_parts_have_their_own_cap(tmp_path: Path) -> None:
+    llm, mock = scripted_llm("ok")
+    memory = MemoryManager(
+        store_at(tmp_path), budget=PromptBudget(context_window=128_000, extra_tokens=100)
+    )
+    loop = AgentLoop(llm=llm, memory=memory, registry=ToolRegistry(), prompt=StaticPrompt("s"))
+    index = "<skills>" + "<skill name='x'/>" * 500 + "</skills>"
+    await loop.run(SESSION, "hi", "matrix", extra_parts=[index])
+    system = mock.requests[0]["messages"][0]["content"]
+    assert system.startswith("s\n\n<skills>") and "[cut to fit the prompt budget]" in system
+    assert len(system) < 500

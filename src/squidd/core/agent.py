@@ -147,11 +147,13 @@ class AgentLoop:
         on_event: OnEvent | None = None,
         turn_id: str | None = None,
         purpose: str | None = None,
+        extra_parts: Sequence[str] = (),
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
 
         `purpose` files every model call of the turn under it in the usage ledger (a
         sub-agent passes "sub_agent"); by default it follows the channel and the round.
+        `extra_parts` join the system prompt under their own cap (a skills index).
 
         `turn_id` names the inbound message answered (stable across redeliveries): when the
         history already holds a finished turn for it, that reply is returned as it is.
@@ -173,7 +175,12 @@ class AgentLoop:
         reserved = estimator.tokens(tools_chars(definitions))
         base_prompt = await self._prompt.system_prompt()
         context = await self._memory.build_messages(
-            session, base_prompt, user_message, window=window, reserved_tokens=reserved
+            session,
+            base_prompt,
+            user_message,
+            window=window,
+            reserved_tokens=reserved,
+            extra_parts=extra_parts,
         )
         turn: list[Message] = [
             Message(role="user", content=user_message, ts=_now_iso(), turn=turn_id)
@@ -217,7 +224,12 @@ class AgentLoop:
                     estimator.overflowed(chars, budget.context_window)
                     log.warning("context_overflow_retry", session=session, chars=chars)
                     context = await self._memory.build_messages(
-                        session, base_prompt, user_message, reserved_tokens=reserved, tight=True
+                        session,
+                        base_prompt,
+                        user_message,
+                        reserved_tokens=reserved,
+                        extra_parts=extra_parts,
+                        tight=True,
                     )
                     rounds -= 1
                     continue

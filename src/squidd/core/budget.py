@@ -28,7 +28,7 @@ _CUT_NOTE = "\n[cut to fit the prompt budget]"
 class PromptBudget:
     context_window: int
     context_budget: float = 0.75
-    memory_tokens: int = 4_000
+    memory_tokens: int = 6_000
     summary_tokens: int = 2_000
     extra_tokens: int = 2_000
 
