@@ -162,3 +162,38 @@ def test_example_documents_every_key() -> None:
             present.add(f"{section}.{line.split('=', 1)[0].strip()}")
     missing = [k for k in _keys(Settings) if k not in present]
     assert missing == []
+
+
+def test_cost_and_limit_keys_are_checked_with_their_key_paths(tmp_path: Path) -> None:
+    config = write(
+        tmp_path,
+        "[agents]\ncontext_budget = 1.5\nmax_repeated_tool_calls = 0\n"
+        '[llm.prices]\n"m" = { input = -1, output = 2 }\n'
+        '[limits]\ntimezone = "Mars/Olympus"\nnotify_target = "nowhere"\ndaily_tokens = 0\n'
+        "[tools]\nmax_result_chars = 10\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(config)
+    keys = sorted(p.split(":")[0] for p in info.value.problems)
+    assert keys == [
+        "agents.context_budget",
+        "agents.max_repeated_tool_calls",
+        "limits.daily_tokens",
+        "limits.notify_target",
+        "limits.timezone",
+        "llm.prices.m.input",
+        "tools.max_result_chars",
+    ]
+
+
+def test_prices_and_limits_load(tmp_path: Path) -> None:
+    config = write(
+        tmp_path,
+        '[llm.prices]\n"gpt-4o-mini" = { input = 0.15, output = 0.6, cached_input = 0.075 }\n'
+        '[limits]\ndaily_cost = 2.5\ntimezone = "Europe/Berlin"\n'
+        "[agents]\ncontext_budget = 16000\n",
+    )
+    settings = load_settings(config)
+    assert settings.llm.prices["gpt-4o-mini"].cached_input == 0.075
+    assert settings.limits.daily_cost == 2.5
+    assert settings.agents.context_budget == 16000

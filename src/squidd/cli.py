@@ -42,6 +42,15 @@ def _parser() -> argparse.ArgumentParser:
 
     add(sub, "status", help="ask the running daemon how it is doing")
 
+    usage = add(sub, "usage", help="tokens and money spent, from the usage ledger")
+    usage.add_argument(
+        "--by",
+        choices=("session", "model", "purpose", "day"),
+        default="session",
+        help="one line per session (default), model, purpose or day",
+    )
+    usage.add_argument("--since", default=None, help="from this day on: YYYY-MM-DD or Nd")
+
     config = add(sub, "config", help="configuration helpers")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     add(config_sub, "check", help="validate the config file; exit 2 on problems")
@@ -120,7 +129,8 @@ def _main(argv: Sequence[str] | None) -> int:
     from squidd.secrets import known_secrets
 
     level = settings.logging.level
-    if args.command in ("chat", "status", "cron", "mcp", "skills") and level in ("debug", "info"):
+    interactive = ("chat", "status", "cron", "mcp", "skills", "usage")
+    if args.command in interactive and level in ("debug", "info"):
         # Interactive commands print their own output; only problems should interleave.
         level = "warning" if level == "info" else level
     configure_logging(level, settings.logging.format, known_secrets=known_secrets(settings))
@@ -137,6 +147,10 @@ def _main(argv: Sequence[str] | None) -> int:
         from squidd.commands.status import status_command
 
         return status_command(settings)
+    if args.command == "usage":
+        from squidd.commands.usage import usage_command
+
+        return usage_command(settings, by=args.by, since=args.since)
     if args.command == "cron":
         from squidd.commands.cron import cron_command
 

@@ -40,6 +40,10 @@ class LLMRejectedError(LLMError, PermanentError):
     """The endpoint refused the request: bad key, unknown model, malformed request."""
 
 
+class LLMContextOverflowError(LLMRejectedError):
+    """The request was longer than the model's context window (the provider said so)."""
+
+
 class StorageError(SquiddError):
     """A file of the data dir could not be read or written; the message names the file."""
 

@@ -149,10 +149,13 @@ async def test_tool_error_and_unknown_tool(memory_store: MemoryStore) -> None:
 
 async def test_round_limit_ends_the_turn(memory_store: MemoryStore) -> None:
     calls = [Reply(tool_calls=[("echo", {"text": str(i)})]) for i in range(3)]
-    loop, store, mock = make_loop(memory_store, *calls, max_tool_rounds=3)
+    loop, store, mock = make_loop(memory_store, *calls, "what I have so far", max_tool_rounds=3)
     reply = await loop.run(SESSION, "loop forever", "matrix", extra_tools=[EchoTool()])
-    assert "3 rounds" in reply
-    assert len(mock.requests) == 3
+    assert reply == "what I have so far"
+    assert len(mock.requests) == 4
+    # The last call is told why and offered no tools.
+    assert "limit of 3 rounds" in mock.requests[3]["messages"][-1]["content"]
+    assert "tools" not in mock.requests[3]
     window = await store.load_window(SESSION)
     assert window.messages[-1].content == reply
 

@@ -71,3 +71,36 @@ async def test_heartbeat_after_a_long_suspend_beats_once_not_twice() -> None:
         tg.cancel_scope.cancel()
     assert len(fired) == 1
     assert heartbeat.next_beat == clock.now() + timedelta(minutes=30)
+
+
+@pytest.mark.anyio
+async def test_heartbeat_skips_its_call_when_nothing_changed_since_its_last_run() -> None:
+    """Same checklist and no other turn since the last run: no model call. A new turn
+    elsewhere, or an edited checklist, brings the next beat back."""
+    checklist_text = ["- [ ] water the plants\n"]
+    turns = [0]
+    fired: list[datetime] = []
+
+    async def checklist() -> str:
+        return checklist_text[0]
+
+    async def fire(prompt: str, when: datetime) -> None:
+        fired.append(when)
+
+    heartbeat = Heartbeat(
+        interval=timedelta(minutes=30),
+        active_hours=(time(0, 0), time(0, 0)),
+        timezone="UTC",
+        read_checklist=checklist,
+        fire=fire,
+        clock=FakeClock(NOW),
+        activity=lambda: turns[0],
+    )
+    assert await heartbeat.beat(NOW) is True
+    assert await heartbeat.beat(NOW + timedelta(minutes=30)) is False
+    turns[0] += 1  # the owner wrote in a room
+    assert await heartbeat.beat(NOW + timedelta(minutes=60)) is True
+    assert await heartbeat.beat(NOW + timedelta(minutes=90)) is False
+    checklist_text[0] += "- [ ] pay the rent\n"
+    assert await heartbeat.beat(NOW + timedelta(minutes=120)) is True
+    assert len(fired) == 3

@@ -166,6 +166,14 @@ async def test_heartbeat_with_nothing_open_makes_no_llm_call(
             fake_llm.push(Reply(content="HEARTBEAT_OK"), Reply(content="Water the plants!"))
             clock.advance(30 * 60)
             await eventually(lambda: any(e["event"] == "reply_suppressed" for e in logs))
+            # Nothing changed since that run: the next beat makes no call either.
+            clock.advance(30 * 60)
+            await eventually(
+                lambda: any(e.get("reason") == "nothing changed since the last run" for e in logs)
+            )
+            (workspace / "HEARTBEAT.md").write_text(
+                HEARTBEAT_EMPTY + "- [ ] water the plants\n- [ ] feed the cat\n"
+            )
             clock.advance(30 * 60)
             await channel.wait_for(1)
     skipped = [e for e in logs if e["event"] == "heartbeat_skipped"]

@@ -205,8 +205,11 @@ async def test_every_turn_gets_memory_and_cron_tools(tmp_path: Path, fake_llm: F
         channel.inject("remind me hourly", session="room", sender="!room:example.org")
         await channel.wait_for(1, what="acked")
         jobs = await daemon.jobs.load()
-    tools = {t["function"]["name"] for t in fake_llm.chat_requests[0]["tools"]}
-    assert {"memory_write", "cron_add", "cron_list", "cron_remove"} <= tools
+    offered = {t["function"]["name"]: t["function"] for t in fake_llm.chat_requests[0]["tools"]}
+    assert {"memory_write", "search_history", "load_tools"} <= set(offered)
+    # The cron tools are offered on demand (tools.on_demand): listed, their schemas not sent.
+    loader = offered["load_tools"]["description"]
+    assert all(f"{name}:" in loader for name in ("cron_add", "cron_list", "cron_remove"))
     assert [(job.name, job.target, job.created_by) for job in jobs] == [
         ("tea", "memory:!room:example.org", "room")
     ]

@@ -236,3 +236,39 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr.strip() == "", result.stderr
+
+
+def test_usage_and_daily_cap_of_a_running_daemon(
+    tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
+) -> None:
+    """The scripted server reports usage; the child records it, refuses the turn over the
+    daily cap without a model call, and `squidd status` and `squidd usage` show it."""
+    config = write_daemon_config(
+        tmp_path,
+        fake_llm.base_url,
+        api_key="sk-test-run-process-key-1234",
+        gateway={"extra_channels": ["tests.support.spool_channel:create_channel"]},
+        limits={"daily_tokens": 1000, "refusal_text": "Budget used up for today."},
+    )
+    data = tmp_path / "data"
+    fake_llm.push(Reply(content="costly answer", usage=(990, 30, 500)))
+    daemon = Daemon(tmp_path, config)
+    daemons.append(daemon)
+    daemon.wait_for_notify("READY=1")
+    drop_message(data, "u1", "first")
+    wait_until(lambda: replies(data, "u1"))
+    drop_message(data, "u2", "second")
+    wait_until(lambda: replies(data, "u2"))
+    assert replies(data, "u2")[0]["text"] == "Budget used up for today."
+    assert len(fake_llm.chat_requests) == 1
+
+    status = squidd(config, "status")
+    assert "1020 tokens (990 input, 500 cached, 30 output) in 1 calls" in status.stdout
+    assert "limit daily_tokens: 1020 of 1000 today - REACHED" in status.stdout
+    usage = squidd(config, "usage")
+    assert usage.returncode == 0, usage.stderr
+    first, _, session = usage.stdout.splitlines()[:3]
+    assert first.startswith("today") and "total       1020" in first
+    assert session.split()[0] == "spool-s1"
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(timeout=GRACE_S + 10) == 0

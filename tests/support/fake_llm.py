@@ -27,6 +27,19 @@ class Reply:
     delay: float = 0.0
     # Break the stream after this many content characters (simulates a dropped connection).
     cut_after: int | None = None
+    # Usage the provider reports at the end of the stream: (prompt, completion, cached).
+    usage: tuple[int, int, int] | None = None
+    # The error's `code` in an error response (e.g. "context_length_exceeded").
+    error_code: str | None = None
+
+
+def error_body(reply: Reply) -> dict[str, Any]:
+    """The JSON body of a scripted error response, as OpenAI shapes it."""
+    error: dict[str, Any] = {"message": f"scripted {reply.status}", "type": "server"}
+    if reply.error_code is not None:
+        error.update(code=reply.error_code, type="invalid_request_error")
+        error["message"] = f"scripted {reply.error_code}"
+    return {"error": error}
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -131,10 +144,7 @@ class FakeLLM:
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
-                    self._json(
-                        reply.status,
-                        {"error": {"message": f"scripted {reply.status}", "type": "server"}},
-                    )
+                    self._json(reply.status, error_body(reply))
                     return
                 if request.get("stream"):
                     self._stream(reply, request.get("model", owner.model))
@@ -211,6 +221,22 @@ def _stream_events(reply: Reply, model: str) -> Iterator[bytes]:
             frag = {"index": idx, "function": {"arguments": raw[i : i + 9]}}
             yield _chunk(cid, model, {"tool_calls": [frag]})
     yield _chunk(cid, model, {}, finish="tool_calls" if reply.tool_calls else "stop")
+    if reply.usage is not None:
+        prompt, completion, cached = reply.usage
+        obj = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        }
+        yield b"data: " + json.dumps(obj).encode() + b"\n\n"
     yield b"data: [DONE]\n\n"
 
 

@@ -17,7 +17,7 @@ import httpx2
 
 from squidd.config.sections import LLMSettings
 from squidd.llm.openai import OpenAILLM
-from tests.support.fake_llm import Reply, _completion, _Cut, _stream_events
+from tests.support.fake_llm import Reply, _completion, _Cut, _stream_events, error_body
 
 
 async def _no_sleep(_: float) -> None:
@@ -45,9 +45,7 @@ class MockLLM:
         else:
             raise AssertionError(f"unscripted LLM call: {body.get('messages', [])[-1:]}")
         if reply.status != 200:
-            return httpx2.Response(
-                reply.status, json={"error": {"message": f"scripted {reply.status}"}}
-            )
+            return httpx2.Response(reply.status, json=error_body(reply))
         model = body.get("model", "fake-model")
         if not body.get("stream"):
             return httpx2.Response(200, json=_completion(reply, model))

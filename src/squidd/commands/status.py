@@ -103,6 +103,17 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
             lines.append(
                 f"  {job['name']:<16} {job.get('next_run') or '-'}  {job['schedule']}  -> {target}"
             )
+    usage = data.get("usage_today")
+    if usage:
+        cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
+        lines.append(
+            f"usage today ({usage.get('day')}): {usage.get('total_tokens', 0)} tokens "
+            f"({usage.get('prompt_tokens', 0)} input, {usage.get('cached_tokens', 0)} cached, "
+            f"{usage.get('completion_tokens', 0)} output) in {usage.get('calls', 0)} calls{cost}"
+        )
+    for cap in data.get("limits") or ():
+        mark = "REACHED, turns refused until midnight" if cap.get("reached") else "ok"
+        lines.append(f"limit {cap['scope']}: {cap['used']:g} of {cap['cap']:g} today - {mark}")
     heartbeat = data.get("heartbeat")
     lines.append(f"heartbeat: next {heartbeat}" if heartbeat else "heartbeat: off")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from squidd.config.email import EmailSettings
+from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
 from squidd.config.mcp import McpSettings
 from squidd.config.sections import (
@@ -59,6 +60,7 @@ class Settings(BaseSettings):
     email: EmailSettings = Field(default_factory=EmailSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -27,6 +27,14 @@ def default_data_dir() -> Path:
     return base / "squidd"
 
 
+class ModelPrice(Section):
+    """Money per million tokens for one model (any currency; `squidd usage` shows it)."""
+
+    input: float = Field(default=0.0, ge=0)
+    output: float = Field(default=0.0, ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+
+
 class LLMSettings(Section):
     """An OpenAI-compatible chat endpoint."""
 
@@ -45,6 +53,10 @@ class LLMSettings(Section):
     retry_max_delay_s: float = Field(default=30.0, ge=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0)
+    # The model's context window in tokens: the prompt budget is taken from it.
+    context_window: int = Field(default=128_000, ge=1024)
+    # Money per million tokens, by model name (`squidd usage`, `limits.daily_cost`).
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     @field_validator("base_url")
     @classmethod
@@ -70,6 +82,23 @@ class AgentSettings(Section):
     workspace: Path | None = None
     system_prompt: str = ""
     memory_max_chars: int = Field(default=20_000, gt=0)
+    # The prompt's budget: a fraction (0 < x <= 1) of llm.context_window, or a token count.
+    context_budget: float = Field(default=0.75, gt=0)
+    # Caps, in tokens, of the system prompt's parts (0: no cap beyond the budget).
+    memory_tokens: int = Field(default=6_000, ge=0)
+    summary_tokens: int = Field(default=2_000, ge=0)
+    extra_prompt_tokens: int = Field(default=2_000, ge=0)
+    # The same tool with the same arguments this many times in a row ends the tool calls.
+    max_repeated_tool_calls: int = Field(default=3, ge=1, le=100)
+    # Seconds of tool calling per turn before the model is asked for a final answer.
+    max_turn_seconds: float = Field(default=600.0, gt=0)
+
+    @field_validator("context_budget")
+    @classmethod
+    def _budget(cls, value: float) -> float:
+        if value > 1 and value != int(value):
+            raise ValueError("must be a fraction (0 < x <= 1) or a whole number of tokens")
+        return value
 
 
 class StorageSettings(Section):
@@ -120,7 +149,7 @@ class GatewaySettings(Section):
         return self
 
 
-def _check_target(value: str) -> str:
+def check_target(value: str) -> str:
     if value and not _TARGET_RE.match(value):
         raise ValueError(
             "must look like 'matrix:!room:server' or 'email:user@example.org' "
@@ -151,7 +180,7 @@ class HeartbeatSettings(Section):
     @field_validator("target")
     @classmethod
     def _target(cls, value: str) -> str:
-        return _check_target(value)
+        return check_target(value)
 
 
 class CronSettings(Section):

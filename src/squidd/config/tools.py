@@ -169,6 +169,12 @@ class PolicySettings(Section):
 class ToolsSettings(Section):
     search_history_limit: int = Field(default=10, gt=0, le=100)
     search_history_across_sessions: bool = False
+    # A tool result longer than this enters the history cut, with the whole text saved
+    # under <data dir>/tool-results/ and a note saying how to read the rest.
+    max_result_chars: int = Field(default=16_000, ge=1_000, le=10_000_000)
+    # Tools (names or globs) whose schemas are sent only after the model asks for them
+    # with `load_tools`: rarely used or large tool sets cost no tokens until needed.
+    on_demand: list[str] = Field(default_factory=lambda: ["cron_*"])
     files: FilesSettings = Field(default_factory=FilesSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
     web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)

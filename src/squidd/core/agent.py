@@ -3,7 +3,8 @@
 `run()` reads the session's history window once, looks there for a reply already given to
 the same message, builds the messages from it through the MemoryManager, streams the
 model's answer, runs the tool calls it asks for (per-call `extra_tools` first, then the
-registry), loops until the model answers without tools or the round limit is hit, and
+registry), loops until the model answers without tools or a loop breaker (core/loop_guard.py:
+rounds, repeated calls, time) asks it for a final answer without tools, and
 appends the whole turn to the session's history once, at the end. A tool that fails or
 gets bad arguments becomes an error result the model sees; it never escapes the loop.
 """
@@ -17,6 +18,9 @@ from typing import Any
 
 import structlog
 
+from squidd.core.budget import fit_history, shrink_tool_results
+from squidd.core.estimator import messages_chars, tools_chars
+from squidd.core.loop_guard import LoopGuard
 from squidd.core.memory import MemoryManager
 from squidd.core.models import (
     LLMEvent,
@@ -25,18 +29,22 @@ from squidd.core.models import (
     TextDelta,
     ToolCall,
     ToolCallsReady,
+    ToolDefinition,
     ToolResult,
+    Usage,
     utcnow,
 )
-from squidd.core.ports import LLMPort, PromptSource, Tool, ToolPolicy
+from squidd.core.on_demand import LoadTools, on_demand
+from squidd.core.ports import LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry, definition_of
-from squidd.errors import ToolError
+from squidd.core.usage import UsageSink
+from squidd.errors import LLMContextOverflowError, ToolError
 
 log = structlog.get_logger()
 
 OnEvent = Callable[[LLMEvent], Awaitable[None]]
 
-_MAX_TOOL_RESULT_CHARS = 32_000
+DEFAULT_MAX_RESULT_CHARS = 16_000
 
 
 def _now_iso() -> str:
@@ -57,6 +65,13 @@ def _decode_arguments(call: ToolCall) -> dict[str, Any]:
     return value
 
 
+def _purpose(channel: str, round_number: int) -> str:
+    """What a model call is for, as the usage ledger files it."""
+    if channel in ("heartbeat", "cron"):
+        return channel
+    return "turn" if round_number == 1 else "tool_step"
+
+
 class AgentLoop:
     def __init__(
         self,
@@ -66,13 +81,27 @@ class AgentLoop:
         registry: ToolRegistry,
         prompt: PromptSource,
         max_tool_rounds: int = 20,
+        max_repeated_tool_calls: int = 3,
+        max_turn_seconds: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_demand: Sequence[str] = (),
         policy: ToolPolicy | None = None,
+        usage: UsageSink | None = None,
+        results: ResultStore | None = None,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
         self._llm = llm
+        self._usage = usage
+        self._results = results
+        self._max_result_chars = max_result_chars
         self._memory = memory
         self._registry = registry
         self._prompt = prompt
         self._max_tool_rounds = max_tool_rounds
+        self._max_repeated_tool_calls = max_repeated_tool_calls
+        self._max_turn_seconds = max_turn_seconds
+        self._clock = clock
+        self._on_demand = tuple(on_demand)
         self._policy = policy
 
     def _tools_for(
@@ -92,6 +121,21 @@ class AgentLoop:
             }
         return tools
 
+    def _offer(self, tools: dict[str, Tool]) -> list[ToolDefinition]:
+        """The schemas sent: all tools but the on-demand ones, which `load_tools` stands
+        in for (and adds to this same list when the model asks); see core/on_demand.py."""
+        later = [tool for name, tool in tools.items() if on_demand(name, self._on_demand)]
+        definitions = [
+            definition_of(tool)
+            for name, tool in tools.items()
+            if not on_demand(name, self._on_demand)
+        ]
+        if later:
+            loader = LoadTools(later, definitions.append)
+            tools[loader.name] = loader
+            definitions.append(definition_of(loader))
+        return definitions
+
     async def run(
         self,
         session: SessionId,
@@ -103,8 +147,14 @@ class AgentLoop:
         on_event: OnEvent | None = None,
         turn_id: str | None = None,
         max_tool_rounds: int | None = None,
+        purpose: str | None = None,
+        extra_parts: Sequence[str] = (),
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
+
+        `purpose` files every model call of the turn under it in the usage ledger (a
+        sub-agent passes "sub_agent"); by default it follows the channel and the round.
+        `extra_parts` join the system prompt under their own cap (a skills index).
 
         `turn_id` names the inbound message answered (stable across redeliveries): when the
         history already holds a finished turn for it, that reply is returned as it is.
@@ -121,26 +171,72 @@ class AgentLoop:
                 return previous
         model = llm if llm is not None else self._llm
         tools = self._tools_for(session, channel, extra_tools or ())
-        definitions = [definition_of(tool) for tool in tools.values()]
+        definitions = self._offer(tools)
 
+        estimator = self._memory.estimator
+        reserved = estimator.tokens(tools_chars(definitions))
         base_prompt = await self._prompt.system_prompt()
         context = await self._memory.build_messages(
-            session, base_prompt, user_message, window=window
+            session,
+            base_prompt,
+            user_message,
+            window=window,
+            reserved_tokens=reserved,
+            extra_parts=extra_parts,
         )
         turn: list[Message] = [
             Message(role="user", content=user_message, ts=_now_iso(), turn=turn_id)
         ]
 
+        guard = LoopGuard(
+            # A sub-agent's step cap may lower the limit for its turn, never raise it.
+            max_rounds=min(max_tool_rounds or self._max_tool_rounds, self._max_tool_rounds),
+            max_repeats=self._max_repeated_tool_calls,
+            max_seconds=self._max_turn_seconds,
+            clock=self._clock,
+        )
         rounds = 0
-        limit = min(max_tool_rounds or self._max_tool_rounds, self._max_tool_rounds)
         reply: str | None = None
+        stopped: str | None = None
+        retried = False
         try:
-            while rounds < limit:
+            while True:
                 rounds += 1
-                text, calls = await self._complete(
-                    model, [*context, *turn[1:]], definitions, on_event
-                )
-                if not calls:
+                request = self._fit_request(context, turn[1:], reserved, retried)
+                offered = definitions
+                if stopped is not None:
+                    # Told why, and asked for its answer: no tools are offered any more.
+                    request.append(Message(role="user", content=guard.final_prompt(stopped)))
+                    offered = []
+                try:
+                    text, calls = await self._complete(
+                        model,
+                        request,
+                        offered,
+                        on_event,
+                        session,
+                        purpose or _purpose(channel, rounds),
+                    )
+                except LLMContextOverflowError:
+                    budget = self._memory.budget
+                    if retried or budget is None:
+                        raise
+                    # Consolidate or trim, then try once more in the same turn.
+                    retried = True
+                    chars = messages_chars(request) + tools_chars(offered)
+                    estimator.overflowed(chars, budget.context_window)
+                    log.warning("context_overflow_retry", session=session, chars=chars)
+                    context = await self._memory.build_messages(
+                        session,
+                        base_prompt,
+                        user_message,
+                        reserved_tokens=reserved,
+                        extra_parts=extra_parts,
+                        tight=True,
+                    )
+                    rounds -= 1
+                    continue
+                if not calls or stopped is not None:
                     reply = text.strip()
                     break
                 turn.append(
@@ -148,9 +244,7 @@ class AgentLoop:
                 )
                 for call in calls:
                     result = await self._dispatch(call, tools)
-                    content = result.content
-                    if len(content) > _MAX_TOOL_RESULT_CHARS:
-                        content = content[:_MAX_TOOL_RESULT_CHARS] + "\n[truncated]"
+                    content = await self._cap_result(session, call, result.content)
                     if result.is_error:
                         content = f"Error: {content}"
                     turn.append(
@@ -162,6 +256,10 @@ class AgentLoop:
                             ts=_now_iso(),
                         )
                     )
+                guard.note(calls)
+                stopped = guard.reason()
+                if stopped is not None:
+                    log.warning("tool_calls_stopped", session=session, reason=stopped)
         except Exception as exc:  # kept the user message, then re-raised: nothing is lost
             await self._persist(session, turn[:1])
             log.warning(
@@ -173,11 +271,8 @@ class AgentLoop:
             )
             raise
 
-        if reply is None:
-            reply = (
-                f"I stopped after {limit} rounds of tool calls without "
-                "finishing. Tell me how to continue, or narrow the request."
-            )
+        if not reply and stopped is not None:
+            reply = f"I stopped calling tools without finishing: {stopped}"
         if not reply:
             reply = "(I have no answer to that.)"
         turn.append(Message(role="assistant", content=reply, ts=_now_iso()))
@@ -201,20 +296,80 @@ class AgentLoop:
         messages: list[Message],
         definitions: list[Any],
         on_event: OnEvent | None,
+        session: SessionId,
+        purpose: str,
     ) -> tuple[str, tuple[ToolCall, ...]]:
         parts: list[str] = []
         calls: tuple[ToolCall, ...] = ()
+        chars = messages_chars(messages) + tools_chars(definitions)
         async for event in model.chat(messages, definitions):
             if isinstance(event, TextDelta):
                 parts.append(event.text)
             elif isinstance(event, ToolCallsReady):
                 calls = event.calls
+            elif isinstance(event, Usage):
+                # The provider's count calibrates the estimate for the next requests.
+                self._memory.estimator.observe(event.model, chars, event.prompt_tokens)
+                await self._record(session, purpose, event)
+                continue
             else:  # StreamRestart: what streamed so far is void
                 parts.clear()
                 calls = ()
             if on_event is not None:
                 await on_event(event)
         return "".join(parts), calls
+
+    def _fit_request(
+        self, context: list[Message], steps: list[Message], reserved: int, tight: bool
+    ) -> list[Message]:
+        """The request for this round within the budget: first this turn's older tool
+        results shrink (the newest round stays whole), then older history makes room."""
+        budget = self._memory.budget
+        if budget is None or not steps:
+            return [*context, *steps]
+        limit = budget.fit_tokens(tight=tight)
+        estimator = self._memory.estimator
+        if estimator.messages([*context, *steps]) + reserved <= limit:
+            return [*context, *steps]
+        last_round = max(i for i, m in enumerate(steps) if m.role == "assistant")
+        steps = shrink_tool_results(steps, last_round)
+        if estimator.messages([*context, *steps]) + reserved <= limit:
+            return [*context, *steps]
+        system, history, user = context[0], context[1:-1], context[-1]
+        available = limit - reserved - estimator.messages([system, user, *steps])
+        history = fit_history(history, max(0, available), estimator)
+        while history and history[0].role != "user":
+            history = history[1:]
+        return [system, *history, user, *steps]
+
+    async def _cap_result(self, session: SessionId, call: ToolCall, content: str) -> str:
+        """`content` as it enters the history: cut to `max_result_chars`, the whole text
+        kept in a file that the note names (so the model can read on with read_file)."""
+        cap = self._max_result_chars
+        if len(content) <= cap:
+            return content
+        head = content[:cap]
+        if self._results is None:
+            return f"{head}\n[result cut: {len(content)} characters in all, the first {cap} shown]"
+        name = await self._results.save(session, call.id, content)
+        log.info("tool_result_saved", tool=call.name, chars=len(content), file=name)
+        return (
+            f"{head}\n[result cut: {len(content)} characters in all, the first {cap} shown. "
+            f"The whole text is in the file {name}; read more with read_file "
+            f'(path="{name}", offset={cap}, limit={cap}).]'
+        )
+
+    async def _record(self, session: SessionId, purpose: str, usage: Usage) -> None:
+        if self._usage is None:
+            return
+        await self._usage.record(
+            session=session,
+            model=usage.model,
+            purpose=purpose,
+            prompt=usage.prompt_tokens,
+            completion=usage.completion_tokens,
+            cached=usage.cached_tokens,
+        )
 
     async def _dispatch(self, call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
         tool = tools.get(call.name)

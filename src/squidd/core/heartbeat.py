@@ -1,8 +1,11 @@
 """Heartbeat: every interval, inside active hours, the workspace checklist goes to the agent.
 
 A checklist without open items (only headings, prose, comments or ticked boxes) costs no
-model call; the agent answers `HEARTBEAT_OK` when nothing needs the owner, and that reply
-is kept quiet. Beats missed while the machine slept are not caught up.
+model call; so does a beat when nothing changed since the last run (the same checklist
+text and no other turn since, as `activity()` counts them): the answer could only repeat.
+The agent answers `HEARTBEAT_OK` when nothing needs the owner, and that reply is kept
+quiet. Time-bound tasks belong in cron, which runs whether or not anything changed.
+Beats missed while the machine slept are not caught up.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ class Heartbeat:
         read_checklist: Callable[[], Awaitable[str]],
         fire: Callable[[str, datetime], Awaitable[None]],
         clock: Clock,
+        activity: Callable[[], int] | None = None,
     ) -> None:
         self._interval = interval
         self._hours = active_hours
@@ -92,6 +96,8 @@ class Heartbeat:
         self._read = read_checklist
         self._fire = fire
         self._clock = clock
+        self._activity = activity
+        self._last_run: tuple[str, int] | None = None
         self.next_beat: datetime | None = None
 
     async def run(
@@ -119,6 +125,11 @@ class Heartbeat:
         if not has_open_items(checklist):
             log.info("heartbeat_skipped", reason="no open items in HEARTBEAT.md")
             return False
+        seen = (checklist, self._activity() if self._activity is not None else -1)
+        if self._activity is not None and seen == self._last_run:
+            log.info("heartbeat_skipped", reason="nothing changed since the last run")
+            return False
+        self._last_run = seen
         log.info("heartbeat_run")
         await self._fire(HEARTBEAT_PROMPT.format(ok=HEARTBEAT_OK, checklist=checklist), when)
         return True

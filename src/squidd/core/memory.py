@@ -11,6 +11,12 @@ It follows the memory design documents:
 * a warning in the system prompt one turn before consolidation, and a verbatim window of
   `keep_recent_ratio * consolidation_threshold` messages kept after consolidating.
 
+Beside the seeds' message threshold, with a `PromptBudget` (core/budget.py) consolidation
+also triggers when the window's estimated tokens exceed what history may use (the design
+documents' TODO), keeping `keep_recent_ratio` of that in tokens; the warning then also
+fires when one more turn like the last would cross it. The cursor means what it always
+meant: the number of messages folded into the summary.
+
 System prompt order: base prompt, `## Your Memory`, `## Conversation Summary`, warning.
 A turn reads the session's window once (`load_window`) and hands that same window to
 `finished_reply` and `build_messages`, so its cost is one read of the window.
@@ -23,8 +29,24 @@ from collections.abc import Sequence
 
 import structlog
 
-from squidd.core.models import HistoryWindow, Message, SessionId, TextDelta, ToolCallsReady
+from squidd.core.budget import (
+    PromptBudget,
+    cap_text,
+    fit_history,
+    last_turn_tokens,
+    newest_within,
+)
+from squidd.core.estimator import TokenEstimator
+from squidd.core.models import (
+    HistoryWindow,
+    Message,
+    SessionId,
+    TextDelta,
+    ToolCallsReady,
+    Usage,
+)
 from squidd.core.ports import LLMPort, MemoryStore
+from squidd.core.usage import UsageSink
 
 log = structlog.get_logger()
 
@@ -92,6 +114,9 @@ class MemoryManager:
         llm: LLMPort | None = None,
         consolidation_threshold: int = 100,
         keep_recent_ratio: float = 0.2,
+        usage: UsageSink | None = None,
+        budget: PromptBudget | None = None,
+        estimator: TokenEstimator | None = None,
     ) -> None:
         if consolidation_threshold <= 0:
             raise ValueError("consolidation_threshold must be > 0")
@@ -99,8 +124,16 @@ class MemoryManager:
             raise ValueError("keep_recent_ratio must be between 0 and 1 (exclusive)")
         self._storage = storage
         self._llm = llm
+        self._usage = usage
+        self._budget = budget
+        self.estimator = estimator or TokenEstimator()
+        self._keep_recent_ratio = keep_recent_ratio
         self._consolidation_threshold = consolidation_threshold
         self._keep_recent = max(1, int(consolidation_threshold * keep_recent_ratio))
+
+    @property
+    def budget(self) -> PromptBudget | None:
+        return self._budget
 
     @property
     def keep_recent(self) -> int:
@@ -117,33 +150,97 @@ class MemoryManager:
         user_message: str,
         *,
         window: HistoryWindow | None = None,
+        reserved_tokens: int = 0,
+        extra_parts: Sequence[str] = (),
+        tight: bool = False,
     ) -> list[Message]:
-        """[system + memory + summary + warning] + recent history + the new user message.
+        """[system + memory + summary + extra parts + warning] + history + the new message.
 
         `window` is the session's window when the turn already read it (else it is read).
+        With a `PromptBudget`, the parts are capped, consolidation also triggers when the
+        unconsolidated window's tokens exceed what history may use, and the history sent
+        is the newest that fits; `reserved_tokens` (the tool schemas) count against it.
+        `tight` (a retry after the provider said the context was too long) consolidates
+        whatever it can and halves the budget.
         """
         if window is None:
             window = await self.load_window(session_id)
         recent = window.messages
-        if len(recent) > self._consolidation_threshold and self._llm is not None:
-            recent = await self._consolidate(session_id, window)
-
         global_memory = await self._storage.load_global_memory()
         session_summary = await self._storage.load_session_summary(session_id)
 
-        full_system = system_prompt
-        if global_memory.strip():
-            full_system += f"\n\n## Your Memory\n\n{global_memory.strip()}"
-        if session_summary.strip():
-            full_system += f"\n\n## Conversation Summary\n\n{session_summary.strip()}"
-        if len(recent) >= self._consolidation_threshold - 2:
+        def system_text(summary: str) -> str:
+            return self._system(system_prompt, global_memory, summary, extra_parts)
+
+        available = self._history_tokens(
+            system_text(session_summary), user_message, reserved_tokens, tight
+        )
+        window_tokens = self.estimator.messages(recent)
+        over_tokens = available is not None and window_tokens > available
+        if (
+            len(recent) > self._consolidation_threshold or over_tokens or tight
+        ) and self._llm is not None:
+            keep_tokens = None
+            if available is not None:
+                # A retry after an overflow keeps only the last turn verbatim.
+                keep_tokens = 0 if tight else int(available * self._keep_recent_ratio)
+            consolidated = await self._consolidate(session_id, window, keep_tokens=keep_tokens)
+            if consolidated is not recent:
+                recent = consolidated
+                session_summary = await self._storage.load_session_summary(session_id)
+                available = self._history_tokens(
+                    system_text(session_summary), user_message, reserved_tokens, tight
+                )
+                window_tokens = self.estimator.messages(recent)
+
+        full_system = system_text(session_summary)
+        warn = len(recent) >= self._consolidation_threshold - 2
+        if available is not None:
+            # One more turn like the last one would cross the token trigger.
+            warn = warn or window_tokens + last_turn_tokens(recent, self.estimator) > available
+        if warn:
             full_system += CONSOLIDATION_WARNING
 
+        history = _drop_to_first_user(recent)
+        if available is not None:
+            history = _drop_to_first_user(fit_history(history, available, self.estimator))
         return [
             Message(role="system", content=full_system),
-            *_drop_to_first_user(recent),
+            *history,
             Message(role="user", content=user_message),
         ]
+
+    def _system(self, base: str, memory: str, summary: str, extra_parts: Sequence[str]) -> str:
+        budget = self._budget
+        text = base
+        if memory.strip():
+            memory = memory.strip()
+            if budget is not None:
+                memory = cap_text(memory, budget.memory_tokens, self.estimator)
+            text += f"\n\n## Your Memory\n\n{memory}"
+        if summary.strip():
+            summary = summary.strip()
+            if budget is not None:
+                summary = cap_text(summary, budget.summary_tokens, self.estimator)
+            text += f"\n\n## Conversation Summary\n\n{summary}"
+        extra = "\n\n".join(part.strip() for part in extra_parts if part.strip())
+        if extra:
+            if budget is not None:
+                extra = cap_text(extra, budget.extra_tokens, self.estimator)
+            text += f"\n\n{extra}"
+        return text
+
+    def _history_tokens(
+        self, system: str, user_message: str, reserved: int, tight: bool
+    ) -> int | None:
+        """Tokens left for history under the budget; None without a budget."""
+        if self._budget is None:
+            return None
+        total = self._budget.fit_tokens(tight=tight)
+        fixed = self.estimator.messages(
+            [Message(role="system", content=system), Message(role="user", content=user_message)]
+        )
+        return max(0, total - fixed - reserved)
 
     def finished_reply(self, window: HistoryWindow, turn: str) -> str | None:
         """The final reply of turn `turn` if the session's `window` already holds it whole.
@@ -170,14 +267,22 @@ class MemoryManager:
         """Append a finished turn (user message, tool traffic, reply) to the history."""
         await self._storage.append_messages(session_id, messages)
 
-    async def _consolidate(self, session_id: SessionId, window: HistoryWindow) -> list[Message]:
+    async def _consolidate(
+        self, session_id: SessionId, window: HistoryWindow, *, keep_tokens: int | None = None
+    ) -> list[Message]:
         """Summarise `window.messages` except the recent ones; advance the cursor.
 
+        The recent ones are `keep_recent` messages, or fewer when `keep_tokens` is given
+        and they hold more tokens than that (`keep_recent_ratio` of the token trigger).
         Returns the messages to keep verbatim. On any failure the window stays as it was
         (the next turn tries again): nothing is lost.
         """
         messages = window.messages
-        split = _turn_start(messages, len(messages) - self._keep_recent)
+        keep = self._keep_recent
+        if keep_tokens is not None:
+            keep = max(1, min(keep, newest_within(messages, keep_tokens, self.estimator)))
+        keep = min(keep, len(messages)) or 1
+        split = _turn_start(messages, max(0, len(messages) - keep))
         to_summarize, recent = messages[:split], messages[split:]
         if not to_summarize:
             return messages
@@ -197,14 +302,16 @@ class MemoryManager:
             [
                 Message(role="system", content=_CONSOLIDATION_SYSTEM),
                 Message(role="user", content=_CONSOLIDATION_PROMPT.format(history=history_text)),
-            ]
+            ],
+            session=session_id,
+            purpose="consolidation",
         )
         if summary is None:
             return messages
 
         existing = await self._storage.load_session_summary(session_id)
         updated = f"{existing.strip()}\n\n{summary}" if existing.strip() else summary
-        updated = await self._maybe_meta_consolidate(updated)
+        updated = await self._maybe_meta_consolidate(updated, session=session_id)
         # Summary first, cursor second: a crash in between re-summarises (duplicate text),
         # the other order could lose the summarised messages.
         await self._storage.save_session_summary(session_id, updated)
@@ -218,8 +325,12 @@ class MemoryManager:
         )
         return recent
 
-    async def _call_llm(self, messages: list[Message]) -> str | None:
-        """The model's text answer to `messages`, or None on any failure or an empty answer."""
+    async def _call_llm(
+        self, messages: list[Message], *, session: str = "", purpose: str = "consolidation"
+    ) -> str | None:
+        """The model's text answer to `messages`, or None on any failure or an empty answer.
+
+        The call's reported usage goes to the ledger under `session` and `purpose`."""
         llm = self._llm
         if llm is None:
             return None
@@ -230,6 +341,16 @@ class MemoryManager:
                     chunks.append(event.text)
                 elif isinstance(event, ToolCallsReady):
                     continue
+                elif isinstance(event, Usage):
+                    if self._usage is not None:
+                        await self._usage.record(
+                            session=session,
+                            model=event.model,
+                            purpose=purpose,
+                            prompt=event.prompt_tokens,
+                            completion=event.completion_tokens,
+                            cached=event.cached_tokens,
+                        )
                 else:  # StreamRestart: a fallback model starts over
                     chunks.clear()
         except Exception as exc:  # noqa: BLE001 - consolidation must never break a turn
@@ -238,7 +359,7 @@ class MemoryManager:
         result = "".join(chunks).strip()
         return result or None
 
-    async def _maybe_meta_consolidate(self, summary: str) -> str:
+    async def _maybe_meta_consolidate(self, summary: str, *, session: str = "") -> str:
         """Compress a summary longer than 600 words; keep it as it is if that fails."""
         if len(summary.split()) <= META_SUMMARY_WORD_LIMIT:
             return summary
@@ -249,7 +370,9 @@ class MemoryManager:
             [
                 Message(role="system", content=_META_CONSOLIDATION_SYSTEM),
                 Message(role="user", content=prompt),
-            ]
+            ],
+            session=session,
+            purpose="meta_consolidation",
         )
         if result is None:
             log.warning("meta_consolidation_skipped", words=len(summary.split()))

@@ -165,7 +165,21 @@ class StreamRestart:
     reason: str
 
 
-LLMEvent = TextDelta | ToolCallsReady | StreamRestart
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What the provider counted for one model call, sent at the end of its stream.
+
+    Providers that report nothing simply never send it; consumers then keep their estimate.
+    `cached_tokens` is the part of `prompt_tokens` served from the provider's prompt cache.
+    """
+
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+
+LLMEvent = TextDelta | ToolCallsReady | StreamRestart | Usage
 
 
 # --- what channels exchange with the router --------------------------------------------------

@@ -57,6 +57,14 @@ class Tool(Protocol):
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult: ...
 
 
+class ResultStore(Protocol):
+    """Keeps the whole text of a tool result that enters the history cut."""
+
+    async def save(self, session: str, call_id: str, text: str) -> str:
+        """Store `text`; return the name `read_file` reads it by."""
+        ...
+
+
 class ToolPolicy(Protocol):
     """Decides which tools a turn may see, by tool name, channel and session."""
 

@@ -30,6 +30,8 @@ from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
+from squidd.gateway.caps import NOTICE_CHANNEL, DailyCaps
+from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.status import StatusServer, socket_path
@@ -84,6 +86,12 @@ class Daemon:
             max_concurrent_turns=gw.max_concurrent_turns,
             delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
         )
+        self.caps = DailyCaps(
+            settings.limits,
+            runtime.usage,
+            prices_of(settings),
+            submit=self.router.submit,
+        )
         self.scheduled = ScheduledRuns(
             self.router,
             PendingRunsDir(data_dir),
@@ -110,6 +118,7 @@ class Daemon:
                 read_checklist=self.scheduled.read_checklist,
                 fire=self.scheduled.fire_heartbeat,
                 clock=self.clock,
+                activity=lambda: self.turns_done,
             )
         self.mcp = McpHub(settings.mcp)
         self.status_server = StatusServer(socket_path(settings), self.snapshot)
@@ -119,6 +128,7 @@ class Daemon:
         self._stopping = False
         self._tg: TaskGroup | None = None
         self.ready = anyio.Event()
+        self.turns_done = 0
 
     # --- turns -----------------------------------------------------------------------------
 
@@ -137,6 +147,14 @@ class Daemon:
         return [*tools, *self.mcp.tools()]
 
     async def _run_turn(self, inbound: Inbound) -> str:
+        if inbound.channel == NOTICE_CHANNEL:
+            return inbound.text  # the owner's daily-cap notice: no model call
+        refusal = await self.caps.refusal(inbound)
+        if refusal is not None:
+            return refusal
+        if inbound.channel != "heartbeat":
+            # Anything but the heartbeat itself counts as a change the heartbeat should see.
+            self.turns_done += 1
         if inbound.channel == SUBAGENT_CHANNEL:
             return await self.subagents.run_background_turn(inbound)
         return await self.runtime.agent.run(
@@ -148,6 +166,9 @@ class Daemon:
         )
 
     # --- status ----------------------------------------------------------------------------
+
+    async def usage_today(self) -> dict[str, Any]:
+        return await usage_today(self.runtime.settings, self.runtime.usage)
 
     async def snapshot(self) -> dict[str, Any]:
         children = [
@@ -165,6 +186,8 @@ class Daemon:
             "turns": self.router.stats(),
             "outbox": await self.outbox.count(),
             "mcp": self.mcp.snapshot(),
+            "usage_today": await self.usage_today(),
+            "limits": [state.to_dict() for state in await self.caps.states()],
             "cron": self.scheduler.next_runs() if self.scheduler else None,
             "heartbeat": (
                 self.heartbeat.next_beat.isoformat()
@@ -208,6 +231,7 @@ class Daemon:
             await tg.start(self.status_server.serve)
             await self.handled.load()
             await tg.start(self.router.run)
+            await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()
             for name, channel in self.channels.items():
                 await tg.start(self.supervisor.supervise, name, self._child(channel))

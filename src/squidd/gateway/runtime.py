@@ -11,6 +11,7 @@ import httpx2
 
 from squidd.config import Settings
 from squidd.core.agent import AgentLoop
+from squidd.core.budget import PromptBudget
 from squidd.core.memory import MemoryManager
 from squidd.core.models import HistoryHit, SessionId
 from squidd.core.ports import PromptSource, Tool, ToolPolicy
@@ -18,6 +19,8 @@ from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
 from squidd.secrets import known_secrets
 from squidd.store.jsonl import JsonlStore
+from squidd.store.tool_results import ToolResultFiles
+from squidd.store.usage import UsageLedger
 from squidd.tools.files import file_tools
 from squidd.tools.memory_write import MemoryWriteTool
 from squidd.tools.policy import ConfiguredToolPolicy
@@ -58,6 +61,7 @@ class Runtime:
     registry: ToolRegistry
     prompt: PromptSource
     agent: AgentLoop
+    usage: UsageLedger
     policy: ToolPolicy | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -115,11 +119,25 @@ def build_prompt(settings: Settings, skills: SkillCatalog | None = None) -> Prom
     return prompt if skills is None else PromptWithSkills(prompt, skills)
 
 
+def build_budget(settings: Settings) -> PromptBudget:
+    agents = settings.agents
+    return PromptBudget(
+        context_window=settings.llm.context_window,
+        context_budget=agents.context_budget,
+        memory_tokens=agents.memory_tokens,
+        summary_tokens=agents.summary_tokens,
+        extra_tokens=agents.extra_prompt_tokens,
+    )
+
+
 def build_registry(
     settings: Settings, store: JsonlStore, skills: SkillCatalog | None = None
 ) -> ToolRegistry:
     tools = settings.tools
-    registry = ToolRegistry(file_tools(settings.workspace_dir, tools.files))
+    results_dir = ToolResultFiles(settings.storage.data_dir).directory
+    registry = ToolRegistry(
+        file_tools(settings.workspace_dir, tools.files, results_dir=results_dir)
+    )
     if skills is not None:
         registry.register(ReadSkillTool(skills))
     if tools.search_history_across_sessions:
@@ -147,9 +165,12 @@ def build_policy(settings: Settings) -> ToolPolicy | None:
 def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None = None) -> Runtime:
     store = JsonlStore(settings.storage.data_dir, workspace_dir=settings.workspace_dir)
     llm = OpenAILLM(settings.llm, http_client=http_client)
+    usage = UsageLedger(settings.storage.data_dir, timezone=settings.limits.timezone)
     memory = MemoryManager(
         storage=store,
         llm=llm,
+        usage=usage,
+        budget=build_budget(settings),
         consolidation_threshold=settings.agents.consolidation_threshold,
         keep_recent_ratio=settings.agents.keep_recent_ratio,
     )
@@ -164,7 +185,13 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         registry=registry,
         prompt=prompt,
         max_tool_rounds=settings.agents.max_tool_rounds,
+        max_repeated_tool_calls=settings.agents.max_repeated_tool_calls,
+        max_turn_seconds=settings.agents.max_turn_seconds,
+        on_demand=settings.tools.on_demand,
         policy=policy,
+        usage=usage,
+        results=ToolResultFiles(settings.storage.data_dir),
+        max_result_chars=settings.tools.max_result_chars,
     )
     return Runtime(
         settings=settings,
@@ -174,5 +201,6 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         registry=registry,
         prompt=prompt,
         agent=agent,
+        usage=usage,
         policy=policy,
     )

@@ -5,8 +5,10 @@ It streams, assembles tool calls from their deltas (the first delta of a call as
 every delta are handled the same way), retries 429/5xx/timeouts/connection errors and
 broken streams (an error event after a 200, a garbled event) with capped exponential
 backoff and jitter (honouring `Retry-After`), then falls back through an ordered list of
-models. When a failure strikes after text was already streamed, it emits
-`StreamRestart` before starting over, so no text reaches the user twice.
+models. It asks for `stream_options.include_usage` and yields the provider's count as a
+`Usage` event at the end of the response (providers that send none yield none). When a
+failure strikes after text was already streamed, it emits `StreamRestart` before starting
+over, so no text reaches the user twice.
 
 openai's own errors are translated here into `squidd.errors` types; no message carries the
 API key.
@@ -35,8 +37,9 @@ from squidd.core.models import (
     ToolCall,
     ToolCallsReady,
     ToolDefinition,
+    Usage,
 )
-from squidd.errors import LLMRejectedError, LLMUnavailableError
+from squidd.errors import LLMContextOverflowError, LLMRejectedError, LLMUnavailableError
 from squidd.text import clean_text
 
 log = structlog.get_logger()
@@ -91,6 +94,16 @@ def to_openai_tool(tool: ToolDefinition) -> dict[str, Any]:
             "parameters": dict(tool.parameters),
         },
     }
+
+
+_OVERFLOW_HINTS = ("context_length_exceeded", "maximum context length", "context length")
+
+
+def _is_context_overflow(exc: openai.APIStatusError) -> bool:
+    if exc.status_code not in (400, 413, 422):
+        return False
+    text = f"{exc.code or ''} {exc.message}".lower()
+    return any(hint in text for hint in _OVERFLOW_HINTS)
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -202,12 +215,19 @@ class OpenAILLM:
         if self._settings.max_tokens is not None:
             options["max_tokens"] = self._settings.max_tokens
         slots: dict[int, _CallSlot] = {}
+        usage: Usage | None = None
         try:
             request: Any = messages  # plain dicts in the wire format of the typed params
             stream = await self._client.chat.completions.create(
-                model=model, messages=request, stream=True, **options
+                model=model,
+                messages=request,
+                stream=True,
+                stream_options={"include_usage": True},
+                **options,
             )
             async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = _usage_of(model, chunk.usage)
                 if not chunk.choices:
                     continue
                 delta = chunk.choices[0].delta
@@ -234,6 +254,11 @@ class OpenAILLM:
             ) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
+            if _is_context_overflow(exc):
+                # No retry and no fallback model helps: the caller must send less.
+                raise LLMContextOverflowError(
+                    f"the request is longer than model {model}'s context window"
+                ) from None
             if status in _RETRY_STATUSES or status >= 500:
                 raise _Retry(f"HTTP {status}", _retry_after(exc)) from None
             if status in _NEXT_MODEL_STATUSES:
@@ -261,3 +286,17 @@ class OpenAILLM:
                 for _, slot in sorted(slots.items())
             )
             yield ToolCallsReady(calls)
+        if usage is not None:
+            yield usage
+
+
+def _usage_of(model: str, reported: Any) -> Usage:
+    """The stream's `usage` object as a `Usage`; missing numbers count as 0."""
+    details = getattr(reported, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return Usage(
+        model=model,
+        prompt_tokens=int(getattr(reported, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(reported, "completion_tokens", 0) or 0),
+        cached_tokens=int(cached or 0),
+    )

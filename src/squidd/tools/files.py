@@ -165,6 +165,20 @@ def _atomic_replace(jail: WorkspaceJail, real: Path, shown: str, data: bytes) ->
     return created
 
 
+_RESULT_READ_CAP = 16 * 1024 * 1024
+
+
+def _int_arg(
+    arguments: Mapping[str, Any], name: str, default: int | None, *, minimum: int
+) -> int | None:
+    value = arguments.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ToolError(f"argument {name!r} must be a whole number >= {minimum}")
+    return value
+
+
 class _FileTool:
     """Shared plumbing: argument errors and refusals become error results for the model."""
 
@@ -191,21 +205,51 @@ class _FileTool:
 
 class ReadFileTool(_FileTool):
     name = "read_file"
-    description = "Read a UTF-8 text file of the workspace. Paths are relative to the workspace."
+    description = (
+        "Read a UTF-8 text file of the workspace (paths relative to it), or a saved long "
+        "tool result (tool-results/...). offset and limit, in characters, read a part."
+    )
     parameters: Mapping[str, Any] = {
         "type": "object",
-        "properties": {"path": {"type": "string", "description": "e.g. notes/todo.md"}},
+        "properties": {
+            "path": {"type": "string", "description": "e.g. notes/todo.md"},
+            "offset": {"type": "integer", "minimum": 0, "description": "first character"},
+            "limit": {"type": "integer", "minimum": 1, "description": "characters to read"},
+        },
         "required": ["path"],
         "additionalProperties": False,
     }
 
+    def __init__(
+        self,
+        workspace: Path,
+        settings: FilesSettings | None = None,
+        *,
+        results_dir: Path | None = None,
+    ) -> None:
+        super().__init__(workspace, settings)
+        # Saved tool results are read-only and live beside the workspace, not in it.
+        self._results = WorkspaceJail(results_dir) if results_dir is not None else None
+
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
         path = _string_arg(arguments, "path")
-        return partial(self._read, path)
+        offset = _int_arg(arguments, "offset", 0, minimum=0) or 0
+        limit = _int_arg(arguments, "limit", None, minimum=1)
+        return partial(self._read, path, offset, limit)
 
-    def _read(self, path: str) -> str:
-        _, _, text = _read_text(self._jail, path, self._settings.max_read_bytes)
-        return text if text else "(empty file)"
+    def _read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
+        prefix = "tool-results/"
+        if self._results is not None and path.startswith(prefix):
+            cap = max(self._settings.max_read_bytes, _RESULT_READ_CAP)
+            _, _, text = _read_text(self._results, path.removeprefix(prefix), cap)
+        else:
+            _, _, text = _read_text(self._jail, path, self._settings.max_read_bytes)
+        if offset == 0 and limit is None:
+            return text if text else "(empty file)"
+        end = len(text) if limit is None else min(len(text), offset + limit)
+        part = text[offset:end]
+        more = f"; continue with offset={end}" if end < len(text) else "; end of file"
+        return f"[characters {offset}-{end} of {len(text)}{more}]\n{part}"
 
 
 class WriteFileTool(_FileTool):
@@ -337,10 +381,12 @@ class ListDirTool(_FileTool):
         return f"{entry.name}  (special file)"
 
 
-def file_tools(workspace: Path, settings: FilesSettings | None = None) -> list[_FileTool]:
-    """The four workspace tools, sharing one jail."""
+def file_tools(
+    workspace: Path, settings: FilesSettings | None = None, *, results_dir: Path | None = None
+) -> list[_FileTool]:
+    """The four workspace tools; read_file also reads saved tool results in `results_dir`."""
     return [
-        ReadFileTool(workspace, settings),
+        ReadFileTool(workspace, settings, results_dir=results_dir),
         WriteFileTool(workspace, settings),
         EditFileTool(workspace, settings),
         ListDirTool(workspace, settings),

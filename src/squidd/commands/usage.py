@@ -1,0 +1,74 @@
+"""`squidd usage`: what the model calls cost, read from the usage ledger.
+
+Default: today's totals (local day of `limits.timezone`), then one line per session. With
+`--by session|model|purpose|day` one line per group instead; `--since YYYY-MM-DD` (or
+`7d` for the last seven days) widens the range from today. Token numbers are plain
+integers; money appears when `[llm.prices]` prices the models. Reading compacts the days
+that are over (one line per session, model and purpose), as the daemon does at start.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import date, timedelta
+
+import anyio
+
+from squidd.config import Settings
+from squidd.core.usage import GroupBy, Price, Totals, UsageRecord, group, totals
+from squidd.gateway.costs import prices_of
+from squidd.store.usage import UsageLedger
+
+
+def parse_since(text: str, today: date) -> date:
+    """`2026-11-01`, or `Nd` for the last N days including today."""
+    text = text.strip()
+    if text.endswith("d") and text[:-1].isdigit():
+        return today - timedelta(days=max(0, int(text[:-1]) - 1))
+    return date.fromisoformat(text)
+
+
+def _line(name: str, t: Totals, priced: bool) -> str:
+    money = f"  cost {t.cost:.4f}" if priced else ""
+    return (
+        f"{name:<32} calls {t.calls:>6}  input {t.prompt_tokens:>10}  "
+        f"cached {t.cached_tokens:>10}  output {t.completion_tokens:>9}  "
+        f"total {t.total_tokens:>10}{money}"
+    )
+
+
+def format_usage(
+    records: Sequence[UsageRecord],
+    prices: Mapping[str, Price],
+    *,
+    by: GroupBy = "session",
+    title: str,
+) -> str:
+    priced = bool(prices)
+    lines = [_line(title, totals(records, prices), priced)]
+    groups = group(records, by, prices)
+    if groups:
+        lines.append(f"by {by}:")
+        lines.extend(_line(f"  {name or '-'}", t, priced) for name, t in groups.items())
+    return "\n".join(lines)
+
+
+async def _usage(settings: Settings, by: GroupBy, since: str | None) -> str:
+    ledger = UsageLedger(settings.storage.data_dir, timezone=settings.limits.timezone)
+    await ledger.compact_past_days()
+    today = date.fromisoformat(ledger.today())
+    start = parse_since(since, today) if since else today
+    records = await ledger.read(start)
+    title = "today" if start == today else f"since {start.isoformat()}"
+    return format_usage(records, prices_of(settings), by=by, title=title)
+
+
+def usage_command(settings: Settings, *, by: GroupBy = "session", since: str | None = None) -> int:
+    try:
+        text = anyio.run(_usage, settings, by, since)
+    except ValueError:
+        print(f"usage: --since must be YYYY-MM-DD or Nd (e.g. 7d), not {since!r}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0

@@ -1,0 +1,174 @@
+"""Usage records: what each model call cost, by session, model and purpose, and the sums.
+
+Every model call's reported usage becomes one `UsageRecord` (a turn's first call, each
+further tool step, a consolidation, a meta-consolidation, a heartbeat or cron run). The
+ledger (`squidd.store.usage`) keeps them per local day; this module only adds them up and
+prices them, so `squidd usage`, `squidd status` and the daily caps agree on one arithmetic.
+Prices are per million tokens; cached prompt tokens use the cached price when one is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Purpose = Literal[
+    "turn", "tool_step", "consolidation", "meta_consolidation", "heartbeat", "cron", "sub_agent"
+]
+PURPOSES: tuple[str, ...] = (
+    "turn",
+    "tool_step",
+    "consolidation",
+    "meta_consolidation",
+    "heartbeat",
+    "cron",
+    "sub_agent",
+)
+GroupBy = Literal["session", "model", "purpose", "day"]
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Money per million tokens; `cached_input` defaults to the input price."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cached_input: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One model call (or, once a day is compacted, the sum of several: `calls`)."""
+
+    day: str
+    session: str
+    model: str
+    purpose: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    calls: int = 1
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.day, self.session, self.model, self.purpose)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "day": self.day,
+            "session": self.session,
+            "model": self.model,
+            "purpose": self.purpose,
+            "prompt": self.prompt_tokens,
+            "completion": self.completion_tokens,
+            "cached": self.cached_tokens,
+            "calls": self.calls,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UsageRecord:
+        return cls(
+            day=str(data["day"]),
+            session=str(data["session"]),
+            model=str(data["model"]),
+            purpose=str(data["purpose"]),
+            prompt_tokens=int(data["prompt"]),
+            completion_tokens=int(data["completion"]),
+            cached_tokens=int(data.get("cached", 0)),
+            calls=int(data.get("calls", 1)),
+        )
+
+
+class UsageSink(Protocol):
+    """Where the core reports a model call's usage (the ledger, or a test double)."""
+
+    async def record(
+        self, *, session: str, model: str, purpose: str, prompt: int, completion: int, cached: int
+    ) -> None: ...
+
+
+@dataclass(slots=True)
+class Totals:
+    """Summed usage (and money, when prices are known) of some records."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, record: UsageRecord, prices: Mapping[str, Price]) -> None:
+        self.calls += record.calls
+        self.prompt_tokens += record.prompt_tokens
+        self.completion_tokens += record.completion_tokens
+        self.cached_tokens += record.cached_tokens
+        self.cost += cost_of(record, prices)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "total_tokens": self.total_tokens,
+            "cost": round(self.cost, 6),
+        }
+
+
+def cost_of(record: UsageRecord, prices: Mapping[str, Price]) -> float:
+    price = prices.get(record.model)
+    if price is None:
+        return 0.0
+    cached = min(record.cached_tokens, record.prompt_tokens)
+    cached_price = price.input if price.cached_input is None else price.cached_input
+    fresh = record.prompt_tokens - cached
+    money = fresh * price.input + cached * cached_price + record.completion_tokens * price.output
+    return money / 1_000_000
+
+
+def compact(records: Iterable[UsageRecord]) -> list[UsageRecord]:
+    """One record per (day, session, model, purpose), summed; order of first appearance."""
+    sums: dict[tuple[str, str, str, str], UsageRecord] = {}
+    for record in records:
+        key = record.key()
+        seen = sums.get(key)
+        if seen is None:
+            sums[key] = record
+            continue
+        sums[key] = UsageRecord(
+            day=record.day,
+            session=record.session,
+            model=record.model,
+            purpose=record.purpose,
+            prompt_tokens=seen.prompt_tokens + record.prompt_tokens,
+            completion_tokens=seen.completion_tokens + record.completion_tokens,
+            cached_tokens=seen.cached_tokens + record.cached_tokens,
+            calls=seen.calls + record.calls,
+        )
+    return list(sums.values())
+
+
+def totals(records: Iterable[UsageRecord], prices: Mapping[str, Price]) -> Totals:
+    result = Totals()
+    for record in records:
+        result.add(record, prices)
+    return result
+
+
+def group(
+    records: Iterable[UsageRecord], by: GroupBy, prices: Mapping[str, Price]
+) -> dict[str, Totals]:
+    """Totals per session, model, purpose or day, largest token count first."""
+    groups: dict[str, Totals] = {}
+    for record in records:
+        name = getattr(record, by)
+        groups.setdefault(name, Totals()).add(record, prices)
+    return dict(sorted(groups.items(), key=lambda item: (-item[1].total_tokens, item[0])))

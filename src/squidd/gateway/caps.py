@@ -1,0 +1,146 @@
+"""Daily caps (`[limits]`): refuse a turn whose scope already used its budget today.
+
+Scopes: the whole daemon (tokens, money), the turn's session (tokens), the heartbeat and
+cron (tokens each). A turn is refused when what its scope used today (local day of
+`limits.timezone`, from the usage ledger) is at or over the cap; the turn's own cost is
+not predicted. A refused turn gets `limits.refusal_text` without a model call (the
+heartbeat gets its quiet reply, so nothing is sent every beat). The owner is told once per
+day on `limits.notify_target`: the notice goes through the router like any reply, as the
+run `limits@<day>` of the pseudo-channel "limits", whose handled id keeps it to one a day
+across restarts too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from squidd.config.limits import LimitsSettings
+from squidd.core.models import Destination, Inbound, SessionId
+from squidd.core.usage import Price, UsageRecord, totals
+from squidd.store.usage import UsageLedger
+
+log = structlog.get_logger()
+
+NOTICE_CHANNEL = "limits"
+
+
+@dataclass(frozen=True, slots=True)
+class CapState:
+    scope: str
+    used: float
+    cap: float
+
+    @property
+    def reached(self) -> bool:
+        return self.used >= self.cap
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope, "used": self.used, "cap": self.cap, "reached": self.reached}
+
+
+def _tokens(records: list[UsageRecord]) -> int:
+    return sum(r.total_tokens for r in records)
+
+
+class DailyCaps:
+    """Checks a turn against `[limits]` and tells the owner once a day."""
+
+    def __init__(
+        self,
+        settings: LimitsSettings,
+        ledger: UsageLedger,
+        prices: dict[str, Price],
+        *,
+        submit: Callable[[Inbound], Awaitable[None]] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._ledger = ledger
+        self._prices = prices
+        self._submit = submit
+        self._notified: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        s = self._settings
+        caps = (
+            s.daily_tokens,
+            s.session_daily_tokens,
+            s.daily_cost,
+            s.heartbeat_daily_tokens,
+            s.cron_daily_tokens,
+        )
+        return any(cap is not None for cap in caps)
+
+    async def states(self, inbound: Inbound | None = None) -> list[CapState]:
+        """The caps that apply (to `inbound`, or all daemon-wide ones) and today's use."""
+        s = self._settings
+        if not self.enabled:
+            return []
+        records = await self._ledger.today_records()
+        found: list[CapState] = []
+        if s.daily_tokens is not None:
+            found.append(CapState("daily_tokens", _tokens(records), s.daily_tokens))
+        if s.daily_cost is not None:
+            cost = round(totals(records, self._prices).cost, 6)
+            found.append(CapState("daily_cost", cost, s.daily_cost))
+        heartbeat = [r for r in records if r.session == "heartbeat" or r.purpose == "heartbeat"]
+        cron = [r for r in records if r.purpose == "cron"]
+        if s.heartbeat_daily_tokens is not None and (
+            inbound is None or inbound.channel == "heartbeat"
+        ):
+            found.append(
+                CapState("heartbeat_daily_tokens", _tokens(heartbeat), s.heartbeat_daily_tokens)
+            )
+        if s.cron_daily_tokens is not None and (inbound is None or inbound.channel == "cron"):
+            found.append(CapState("cron_daily_tokens", _tokens(cron), s.cron_daily_tokens))
+        if s.session_daily_tokens is not None and inbound is not None:
+            mine = [r for r in records if r.session == inbound.session_id]
+            found.append(CapState("session_daily_tokens", _tokens(mine), s.session_daily_tokens))
+        return found
+
+    async def refusal(self, inbound: Inbound) -> str | None:
+        """The fixed reply when `inbound`'s scope is over its cap today, else None."""
+        reached = [state for state in await self.states(inbound) if state.reached]
+        if not reached:
+            return None
+        first = reached[0]
+        log.warning(
+            "turn_refused_daily_cap",
+            session=inbound.session_id,
+            channel=inbound.channel,
+            scope=first.scope,
+            used=first.used,
+            cap=first.cap,
+        )
+        await self._notify(first)
+        if inbound.quiet_reply is not None:
+            return inbound.quiet_reply
+        return self._settings.refusal_text
+
+    async def _notify(self, state: CapState) -> None:
+        day = self._ledger.today()
+        if self._notified == day:
+            return
+        self._notified = day
+        target = Destination.parse(self._settings.notify_target)
+        if target is None or self._submit is None:
+            return
+        text = (
+            f"squidd reached its daily cap {state.scope} ({state.used:g} of {state.cap:g}) "
+            f"on {day}; turns in that scope get a fixed reply until midnight "
+            f"({self._settings.timezone}). `squidd usage` shows where it went."
+        )
+        await self._submit(
+            Inbound(
+                channel=NOTICE_CHANNEL,
+                source_id=f"limits@{day}",
+                session_id=SessionId(NOTICE_CHANNEL),
+                sender="",
+                text=text,
+                reply_to=target,
+            )
+        )

@@ -1,0 +1,126 @@
+"""The usage ledger: every model call's reported tokens, one JSON line per call, per day.
+
+Files live in `<data dir>/usage/YYYY-MM-DD.jsonl`, the day being the local date in the
+configured timezone (so "today" and the daily caps turn over at local midnight). Lines are
+only ever appended (under a lock, whole lines); a day that is over is compacted once into
+one line per (session, model, purpose) with a `calls` count, written atomically, so a year
+of history stays a few hundred lines a day at most. Reading sums lines, so a compacted and
+an uncompacted day read the same. Today's totals are kept in memory as well (loaded once),
+because the caps ask for them on every turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import anyio
+import structlog
+
+from squidd.core.usage import UsageRecord, compact
+from squidd.fs import append_lines_locked, atomic_write_text
+
+log = structlog.get_logger()
+
+
+def _read_day(path: Path) -> list[UsageRecord]:
+    records: list[UsageRecord] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return records
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(UsageRecord.from_dict(json.loads(line)))
+        except (ValueError, KeyError, TypeError):
+            log.warning("usage_line_unreadable", file=path.name, line=number)
+    return records
+
+
+class UsageLedger:
+    """Append-only usage records by local day; a `UsageSink` for the core."""
+
+    def __init__(
+        self, data_dir: Path, *, timezone: str = "UTC", now: Callable[[], datetime] | None = None
+    ) -> None:
+        self._dir = data_dir / "usage"
+        self._tz = ZoneInfo(timezone)
+        self._now = now
+        self._today: str | None = None
+        self._today_records: list[UsageRecord] = []
+
+    def today(self) -> str:
+        moment = self._now() if self._now is not None else datetime.now(UTC)
+        return moment.astimezone(self._tz).date().isoformat()
+
+    def _path(self, day: str) -> Path:
+        return self._dir / f"{day}.jsonl"
+
+    async def record(
+        self, *, session: str, model: str, purpose: str, prompt: int, completion: int, cached: int
+    ) -> None:
+        day = self.today()
+        record = UsageRecord(day, session, model, purpose, prompt, completion, cached)
+        await self._load_today(day)
+        line = json.dumps(record.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        await anyio.Path(self._dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+        await anyio.to_thread.run_sync(lambda: append_lines_locked(self._path(day), [line]))
+        self._today_records.append(record)
+
+    async def _load_today(self, day: str) -> None:
+        if self._today == day:
+            return
+        records = await anyio.to_thread.run_sync(_read_day, self._path(day))
+        self._today, self._today_records = day, records
+
+    async def today_records(self) -> list[UsageRecord]:
+        """Everything recorded today (local day): what the caps and `status` look at."""
+        await self._load_today(self.today())
+        return list(self._today_records)
+
+    async def read(self, since: date | None = None) -> list[UsageRecord]:
+        """All records from `since` (a local day, inclusive) on; everything when None."""
+        return await anyio.to_thread.run_sync(self._read_all, since)
+
+    def _read_all(self, since: date | None) -> list[UsageRecord]:
+        if not self._dir.is_dir():
+            return []
+        records: list[UsageRecord] = []
+        for path in sorted(self._dir.glob("*.jsonl")):
+            try:
+                day = date.fromisoformat(path.stem)
+            except ValueError:
+                continue
+            if since is None or day >= since:
+                records.extend(_read_day(path))
+        return records
+
+    async def compact_past_days(self) -> int:
+        """Rewrite every finished day as one line per key; returns the days compacted."""
+        return await anyio.to_thread.run_sync(self._compact_past, self.today())
+
+    def _compact_past(self, today: str) -> int:
+        if not self._dir.is_dir():
+            return 0
+        done = 0
+        for path in sorted(self._dir.glob("*.jsonl")):
+            if path.stem >= today:
+                continue
+            records = _read_day(path)
+            merged = compact(records)
+            if len(merged) == len(records):
+                continue
+            text = "".join(
+                json.dumps(r.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+                for r in merged
+            )
+            atomic_write_text(path, text)
+            done += 1
+        if done:
+            log.info("usage_compacted", days=done)
+        return done

@@ -1,0 +1,67 @@
+"""`squidd usage` on the command line: today's totals, then one line per session (or per
+model, purpose, day), read from the ledger the daemon writes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+import structlog
+
+from squidd.cli import main
+from squidd.store.usage import UsageLedger
+
+
+@pytest.fixture(autouse=True)
+def _logging_back_to_defaults() -> Iterator[None]:
+    """`main` points the logs at the captured stdout, which closes after the test."""
+    yield
+    structlog.reset_defaults()
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "squidd_handler", False)]:
+        root.removeHandler(handler)
+
+
+def _config(tmp_path: Path) -> Path:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[storage]\ndata_dir = "{tmp_path / "data"}"\n'
+        '[llm.prices]\n"m1" = { input = 2.0, output = 8.0 }\n'
+    )
+    return config
+
+
+async def _fill(data: Path) -> None:
+    ledger = UsageLedger(data)
+    await ledger.record(
+        session="room-a", model="m1", purpose="turn", prompt=1000, completion=50, cached=0
+    )
+    await ledger.record(
+        session="room-a", model="m1", purpose="tool_step", prompt=3000, completion=20, cached=0
+    )
+    await ledger.record(
+        session="heartbeat", model="m2", purpose="heartbeat", prompt=500, completion=5, cached=0
+    )
+
+
+def test_usage_today_then_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path)
+    anyio.run(_fill, tmp_path / "data")
+    assert main(["usage", "--config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("today") and "total       4575" in lines[0]
+    assert "cost 0.0086" in lines[0]  # 4000 * 2 + 70 * 8 per million; m2 has no price
+    assert lines[1] == "by session:"
+    assert lines[2].split()[0] == "room-a" and lines[3].split()[0] == "heartbeat"
+
+    assert main(["usage", "--by", "purpose", "--since", "7d", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("since ")
+    assert [line.split()[0] for line in out.splitlines()[2:]] == ["tool_step", "turn", "heartbeat"]
+
+
+def test_usage_rejects_a_bad_since(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["usage", "--since", "last week", "--config", str(_config(tmp_path))]) == 2
