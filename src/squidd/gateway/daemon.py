@@ -170,6 +170,7 @@ class Daemon:
             "turns": self.router.stats(),
             "outbox": await self.outbox.count(),
             "mcp": self.mcp.snapshot(),
+            "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
             "heartbeat": (
                 self.heartbeat.next_beat.isoformat()

@@ -18,7 +18,9 @@ daemon at once; beyond them `spawn` is refused with a log line, the turn goes on
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 import structlog
@@ -93,6 +95,23 @@ class SubAgents:
 
     def running(self) -> int:
         return len(self._active)
+
+    def snapshot(self) -> dict[str, Any]:
+        """For `squidd status`: the sub-agents running per parent session, and the caps."""
+        settings = self._settings
+        per_session = Counter(self._active.values())
+        return {
+            "enabled": settings.enabled,
+            "running": len(self._active),
+            "per_session": dict(sorted(per_session.items())),
+            "caps": {
+                "max_per_session": settings.max_per_session,
+                "max_running": settings.max_running,
+                "max_depth": settings.max_depth if settings.allow_nested else 1,
+                "timeout_s": settings.timeout_s,
+                "max_tool_rounds": settings.max_tool_rounds,
+            },
+        }
 
     # --- running -----------------------------------------------------------------------------
     async def _run(
