@@ -1,5 +1,7 @@
 """A background sub-agent through `squidd run` as a process: the daemon is killed while the
-sub-agent works, and after the restart its report reaches the conversation exactly once."""
+sub-agent works, and after the restart its report reaches the conversation exactly once: as
+a turn of the conversation's own session, so the parent agent answers from it and knows of
+it on the next turn."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
     daemons: list[Daemon],  # noqa: F811 -- the fixture imported above
 ) -> None:
     sub_requests = 0
+    report_turns: list[list[dict[str, Any]]] = []
     lock = threading.Lock()
 
     def respond(request: dict[str, Any]) -> Reply:
@@ -47,6 +50,9 @@ def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
             return Reply("never delivered", delay=30) if first else Reply("Squids have 3 hearts.")
         if messages[-1]["role"] == "tool":
             return Reply("On it; a sub-agent is digging.")
+        if str(messages[-1]["content"]).startswith(f"Sub-agent report ({TASK}):"):
+            report_turns.append(messages)
+            return Reply("Your researcher says squids have 3 hearts.")
         return Reply(tool_calls=[("spawn", {"task": TASK, "wait": False})])
 
     fake_llm.responder = respond
@@ -74,11 +80,25 @@ def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
     third = Daemon(tmp_path, config)  # a later start answers nothing again
     daemons.append(third)
     third.wait_for_notify("READY=1")
-    fake_llm.responder = lambda request: Reply("fine")
+    later: list[list[dict[str, Any]]] = []
+
+    def respond_later(request: dict[str, Any]) -> Reply:
+        later.append(request["messages"])
+        return Reply("fine")
+
+    fake_llm.responder = respond_later
     drop_message(data, "m2", "later")
     wait_until(lambda: any(r["text"] == "fine" for r in all_replies(data)))
     reports = [r for r in all_replies(data) if "3 hearts" in r["text"]]
     assert len(reports) == 1
     assert reports[0]["target"] == "tester"
-    assert reports[0]["text"].startswith(f"Sub-agent report ({TASK}):")
+    assert reports[0]["text"] == "Your researcher says squids have 3 hearts."
     assert sub_requests == 2
+    # The report was a turn of the conversation itself: its history was there ...
+    assert len(report_turns) == 1
+    assert any(m["content"] == "research squids for me" for m in report_turns[0])
+    assert "Squids have 3 hearts." in report_turns[0][-1]["content"]
+    # ... and the next turn of the conversation sees the report and the answer to it.
+    history = [str(m["content"]) for m in later[0]]
+    assert any(c.startswith(f"Sub-agent report ({TASK}):") for c in history)
+    assert "Your researcher says squids have 3 hearts." in history

@@ -3,8 +3,8 @@
 Reads the JSON document the daemon serves on its status socket (gateway/status.py) and
 prints what a user asks when something seems wrong: uptime, each channel's state, last
 traffic, each MCP server's state, tool count and last error, turns in flight and queued,
-the next cron runs. When no daemon answers it says so
-and exits 1.
+the sub-agents running (per parent session) and their caps, the next cron runs. When no
+daemon answers it says so and exits 1.
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
         f"{turns.get('sessions', 0)} active sessions; "
         f"{data.get('outbox', 0)} replies waiting for delivery"
     )
+    lines.extend(_subagent_lines(data.get("subagents")))
     cron = data.get("cron")
     if cron is None:
         lines.append("cron: off")
@@ -117,6 +118,23 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
     heartbeat = data.get("heartbeat")
     lines.append(f"heartbeat: next {heartbeat}" if heartbeat else "heartbeat: off")
     return "\n".join(lines)
+
+
+def _subagent_lines(subagents: dict[str, Any] | None) -> list[str]:
+    if subagents is None:  # a daemon from before sub-agents
+        return []
+    if not subagents.get("enabled", True):
+        return ["sub-agents: off"]
+    caps = subagents.get("caps", {})
+    lines = [
+        f"sub-agents: {subagents.get('running', 0)} running "
+        f"(caps: {caps.get('max_per_session')} per session, "
+        f"{caps.get('max_running')} in the daemon, depth {caps.get('max_depth')}, "
+        f"{float(caps.get('timeout_s', 0)):g} s, {caps.get('max_tool_rounds')} tool rounds each)"
+    ]
+    for session, count in (subagents.get("per_session") or {}).items():
+        lines.append(f"  {session}: {count} running")
+    return lines
 
 
 def status_command(settings: Settings) -> int:

@@ -43,7 +43,7 @@ from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.mcp import McpHub
-from squidd.tools.spawn import SUBAGENT_CHANNEL
+from squidd.tools.spawn import REPORT_CHANNEL, SUBAGENT_CHANNEL
 
 log = structlog.get_logger()
 
@@ -132,7 +132,7 @@ class Daemon:
 
     # --- turns -----------------------------------------------------------------------------
 
-    def tools_for(self, inbound: Inbound) -> list[Tool]:
+    def tools_for(self, inbound: Inbound, channel: str | None = None) -> list[Tool]:
         notify = self.scheduler.notify_changed if self.scheduler else (lambda: None)
         tools = session_tools(
             self.runtime,
@@ -141,7 +141,7 @@ class Daemon:
             jobs=self.jobs,
             on_cron_change=notify,
             subagents=self.subagents,
-            channel=inbound.channel,
+            channel=channel or inbound.channel,
         )
         # The MCP tools of the servers up right now (the policy filters them per channel).
         return [*tools, *self.mcp.tools()]
@@ -157,11 +157,16 @@ class Daemon:
             self.turns_done += 1
         if inbound.channel == SUBAGENT_CHANNEL:
             return await self.subagents.run_background_turn(inbound)
+        # A sub-agent's report is a turn of its conversation, under the conversation's own
+        # channel (carried in the run's source id), so it gets that channel's tools.
+        channel = inbound.channel
+        if channel == REPORT_CHANNEL:
+            channel = inbound.source_id.rsplit(":", 1)[0]
         return await self.runtime.agent.run(
             inbound.session_id,
             inbound.text,
-            inbound.channel,
-            extra_tools=self.tools_for(inbound),
+            channel,
+            extra_tools=self.tools_for(inbound, channel),
             turn_id=f"{inbound.channel}:{inbound.source_id}",
         )
 
@@ -188,6 +193,7 @@ class Daemon:
             "mcp": self.mcp.snapshot(),
             "usage_today": await self.usage_today(),
             "limits": [state.to_dict() for state in await self.caps.states()],
+            "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
             "heartbeat": (
                 self.heartbeat.next_beat.isoformat()

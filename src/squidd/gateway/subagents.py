@@ -3,10 +3,14 @@
 A waiting sub-agent runs inside the parent's tool call (so cancelling the parent's turn
 cancels it). A background one is a durable run like a cron firing: written to
 `<data dir>/gateway/runs/` (store/pending_runs.py) and handed to the router as an inbound
-on channel `subagent`, answered to the parent conversation's reply address, and removed
-once the router acknowledged it; after a crash `ScheduledRuns.resume` hands it on again and
-the router's handled record keeps it from being answered twice. Its source id carries the
-root conversation's channel (`<channel>:<id>`), so the restricted policy survives a
+on channel `subagent`, and removed once the router acknowledged it; after a crash
+`ScheduledRuns.resume` hands it on again and the router's handled record keeps it from
+being run twice (a finished sub-agent turn is reused, not redone). Its report is not sent
+to the user directly: it becomes a second durable run, on channel `subagent_report` in the
+conversation's own session, so the conversation's agent answers the user from it and the
+exchange lands in that session's history through a normal turn (history is written only
+by turns). Both runs share the source id, which carries the root conversation's channel
+(`<channel>:<id>`), so the restricted policy and the conversation's tools survive a
 restart. Caps: `max_per_session` sub-agents of one conversation and `max_running` in the
 daemon at once; beyond them `spawn` is refused with a log line, the turn goes on.
 """
@@ -14,7 +18,9 @@ daemon at once; beyond them `spawn` is refused with a log line, the turn goes on
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 import structlog
@@ -26,6 +32,7 @@ from squidd.errors import ToolError
 from squidd.gateway.runtime import Runtime
 from squidd.tools.search_history import SearchHistoryTool
 from squidd.tools.spawn import (
+    REPORT_CHANNEL,
     SUB_MARK,
     SUBAGENT_CHANNEL,
     SpawnTool,
@@ -36,6 +43,12 @@ from squidd.tools.spawn import (
 log = structlog.get_logger()
 
 Fire = Callable[[PendingRun], Awaitable[None]]
+
+REPORT_NOTE = "(A sub-agent you started in the background finished; tell the user what it found.)"
+
+HANDED_ON = "SUBAGENT_REPORT_HANDED_ON"
+"""What a background sub-agent's own run answers once its report run is on disk: the
+router delivers nothing for it (its `quiet_reply`)."""
 
 
 class SubAgents:
@@ -83,6 +96,23 @@ class SubAgents:
     def running(self) -> int:
         return len(self._active)
 
+    def snapshot(self) -> dict[str, Any]:
+        """For `squidd status`: the sub-agents running per parent session, and the caps."""
+        settings = self._settings
+        per_session = Counter(self._active.values())
+        return {
+            "enabled": settings.enabled,
+            "running": len(self._active),
+            "per_session": dict(sorted(per_session.items())),
+            "caps": {
+                "max_per_session": settings.max_per_session,
+                "max_running": settings.max_running,
+                "max_depth": settings.max_depth if settings.allow_nested else 1,
+                "timeout_s": settings.timeout_s,
+                "max_tool_rounds": settings.max_tool_rounds,
+            },
+        }
+
     # --- running -----------------------------------------------------------------------------
     async def _run(
         self, sub: SessionId, root_channel: str, task: str, reply_to: str, turn_id: str | None
@@ -97,6 +127,7 @@ class SubAgents:
                 extra_tools=self._sub_tools(sub, root_channel, reply_to),
                 turn_id=turn_id,
                 max_tool_rounds=settings.max_tool_rounds,
+                purpose="sub_agent",
             )
         log.info("subagent_finished", session=sub, chars=len(report))
         return report
@@ -125,6 +156,7 @@ class SubAgents:
             session_id=sub,
             text=task,
             target=reply_to,
+            quiet_reply=HANDED_ON,
         )
         try:
             await self._fire(run)
@@ -135,7 +167,8 @@ class SubAgents:
         return sub
 
     async def run_background_turn(self, inbound: Inbound) -> str:
-        """The router's turn for a background sub-agent: its report, to be delivered once."""
+        """The router's turn for a background sub-agent: its report is handed on, durably, as
+        a run of the conversation's session (see the module docstring)."""
         sub = inbound.session_id
         root_channel = inbound.source_id.rsplit(":", 1)[0]
         self._active.setdefault(sub, root_of(sub))  # a run resumed after a restart
@@ -151,4 +184,17 @@ class SubAgents:
             self._active.pop(sub, None)
         task = " ".join(inbound.text.split())
         task = task if len(task) <= 80 else task[:79] + "…"
-        return f"Sub-agent report ({task}):\n\n{report}"
+        text = f"Sub-agent report ({task}):\n\n{report}"
+        if inbound.quiet_reply != HANDED_ON or self._fire is None:
+            return text  # a run queued by an older version: its report is the answer
+        await self._fire(
+            PendingRun(
+                channel=REPORT_CHANNEL,
+                source_id=inbound.source_id,
+                session_id=root_of(sub),
+                text=f"{text}\n\n{REPORT_NOTE}",
+                target=reply_to,
+            )
+        )
+        log.info("subagent_report_queued", session=sub, parent=root_of(sub))
+        return HANDED_ON

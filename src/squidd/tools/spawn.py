@@ -25,6 +25,8 @@ log = structlog.get_logger()
 
 SUB_MARK = "/sub:"
 SUBAGENT_CHANNEL = "subagent"
+REPORT_CHANNEL = "subagent_report"
+"""The run that hands a background sub-agent's report to its conversation as a turn."""
 _MAX_TASK_CHARS = 8000
 
 
