@@ -4,7 +4,8 @@ It runs in a background thread (so a daemon under test, in this process or a chi
 process, can reach it), answers `POST /v1/chat/completions` streamed or not, and records
 every request. Replies come from a queue of scripted replies, else from a responder
 function, else a default echo. Each reply is a `Reply`: text, tool calls, an HTTP error
-status to return instead, or a delay before answering.
+status to return instead, a delay before answering (the model's latency), or the token
+usage to report.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class Reply:
     delay: float = 0.0
     # Break the stream after this many content characters (simulates a dropped connection).
     cut_after: int | None = None
+    # The usage the server reports (prompt/completion/total tokens); None: a token each.
+    usage: dict[str, int] | None = None
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -241,5 +244,5 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if reply.tool_calls else "stop",
             }
         ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "usage": reply.usage or {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
