@@ -24,6 +24,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +35,7 @@ from tests.support.fake_llm import FakeLLM, Reply, Responder, echo_responder
 
 START_TIMEOUT_S = 60.0
 TURN_TIMEOUT_S = 120.0
+RECENT_PROMPTS = 100
 
 
 def household_responder(request: dict[str, Any]) -> Reply:
@@ -52,16 +54,21 @@ def household_responder(request: dict[str, Any]) -> Reply:
 
 class QuietLLM(FakeLLM):
     """The scripted server without its request record (it would grow with every turn); it
-    keeps only the size of the last turn's prompt, to show that it stays flat."""
+    keeps only the sizes of the last turns' prompts (characters), to show they stay flat."""
 
     last_prompt_chars = 0
     turn_prompts = 0
+
+    def __init__(self, responder: Responder) -> None:
+        super().__init__(responder=responder)
+        self.recent_prompt_chars: deque[int] = deque(maxlen=RECENT_PROMPTS)
 
     def next_reply(self, request: dict[str, Any]) -> Reply:
         messages = request.get("messages") or []
         if "memory consolidation" not in str(messages[0].get("content") if messages else ""):
             self.last_prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
             self.turn_prompts += 1
+            self.recent_prompt_chars.append(self.last_prompt_chars)
         return self.responder(request)
 
 
