@@ -17,22 +17,25 @@ The child is stopped by its own PID (SIGTERM, then SIGKILL) and its data dir rem
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from tests.support.daemon import daemon_env, squidd_argv
-from tests.support.fake_llm import FakeLLM, Reply, echo_responder
+from tests.support.fake_llm import FakeLLM, Reply, Responder, echo_responder
 
 START_TIMEOUT_S = 60.0
 TURN_TIMEOUT_S = 120.0
+RECENT_PROMPTS = 100
 
 
 def household_responder(request: dict[str, Any]) -> Reply:
@@ -51,14 +54,21 @@ def household_responder(request: dict[str, Any]) -> Reply:
 
 class QuietLLM(FakeLLM):
     """The scripted server without its request record (it would grow with every turn); it
-    keeps only the size of the last turn's prompt, to show that it stays flat."""
+    keeps only the sizes of the last turns' prompts (characters), to show they stay flat."""
 
     last_prompt_chars = 0
+    turn_prompts = 0
+
+    def __init__(self, responder: Responder) -> None:
+        super().__init__(responder=responder)
+        self.recent_prompt_chars: deque[int] = deque(maxlen=RECENT_PROMPTS)
 
     def next_reply(self, request: dict[str, Any]) -> Reply:
         messages = request.get("messages") or []
         if "memory consolidation" not in str(messages[0].get("content") if messages else ""):
             self.last_prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
+            self.turn_prompts += 1
+            self.recent_prompt_chars.append(self.last_prompt_chars)
         return self.responder(request)
 
 
@@ -70,7 +80,12 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def write_config(root: Path, llm_url: str, *, log_level: str = "info") -> Path:
+def write_config(
+    root: Path, llm_url: str, *, log_level: str = "info", gateway: str = "", channels: bool = True
+) -> Path:
+    """A config for the bench: the scripted model, a data dir under root, and (with
+    `channels`) the load channel; `gateway` adds lines to the [gateway] section."""
+    extra = 'extra_channels = ["bench.load_channel:create_channel"]' if channels else ""
     config = root / "config.toml"
     config.write_text(
         f"""
@@ -87,7 +102,8 @@ format = "json"
 level = "{log_level}"
 
 [gateway]
-extra_channels = ["bench.load_channel:create_channel"]
+{extra}
+{gateway}
 """
     )
     return config
@@ -103,13 +119,16 @@ class LoadedDaemon:
         trace_frames: int = 0,
         keep_dir: bool = False,
         base_dir: str | None = None,
+        gateway: str = "",
+        responder: Responder | None = None,
     ) -> None:
+        self._gateway = gateway
         self._log_level = log_level
         self._trace_frames = trace_frames
         self._keep = keep_dir
         self._base_dir = base_dir
         self.root = Path()
-        self.llm = QuietLLM(responder=household_responder)
+        self.llm = QuietLLM(responder=responder or household_responder)
         self.proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._buffer = b""
@@ -121,7 +140,9 @@ class LoadedDaemon:
     def __enter__(self) -> LoadedDaemon:
         self.root = Path(tempfile.mkdtemp(prefix="squidd-bench-", dir=self._base_dir))
         self.llm.start()
-        config = write_config(self.root, self.llm.base_url, log_level=self._log_level)
+        config = write_config(
+            self.root, self.llm.base_url, log_level=self._log_level, gateway=self._gateway
+        )
         extra = {"PYTHONTRACEMALLOC": str(self._trace_frames)} if self._trace_frames else {}
         self._log = (self.root / "daemon.log").open("wb")
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and argv
@@ -195,6 +216,12 @@ class LoadedDaemon:
         line, _, self._buffer = self._buffer.partition(b"\n")
         result: dict[str, Any] = json.loads(line)
         return result
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the daemon process so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / ticks
 
     def round(self, sessions: Sequence[str], text: str = "how is the weather") -> None:
         """One message to each session; returns when every one is acknowledged."""

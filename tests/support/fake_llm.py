@@ -4,7 +4,8 @@ It runs in a background thread (so a daemon under test, in this process or a chi
 process, can reach it), answers `POST /v1/chat/completions` streamed or not, and records
 every request. Replies come from a queue of scripted replies, else from a responder
 function, else a default echo. Each reply is a `Reply`: text, tool calls, an HTTP error
-status to return instead, or a delay before answering.
+status to return instead, a delay before answering (the model's latency), or the token
+usage to report.
 """
 
 from __future__ import annotations
@@ -222,19 +223,13 @@ def _stream_events(reply: Reply, model: str) -> Iterator[bytes]:
             yield _chunk(cid, model, {"tool_calls": [frag]})
     yield _chunk(cid, model, {}, finish="tool_calls" if reply.tool_calls else "stop")
     if reply.usage is not None:
-        prompt, completion, cached = reply.usage
         obj = {
             "id": cid,
             "object": "chat.completion.chunk",
             "created": int(time.time()),
             "model": model,
             "choices": [],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": cached},
-            },
+            "usage": _usage(reply.usage),
         }
         yield b"data: " + json.dumps(obj).encode() + b"\n\n"
     yield b"data: [DONE]\n\n"
@@ -267,5 +262,16 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if reply.tool_calls else "stop",
             }
         ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "usage": _usage(reply.usage or (1, 1, 0)),
+    }
+
+
+def _usage(usage: tuple[int, int, int]) -> dict[str, Any]:
+    """A `usage` object as OpenAI reports it, from (prompt, completion, cached) tokens."""
+    prompt, completion, cached = usage
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
     }

@@ -10,6 +10,12 @@ models. It asks for `stream_options.include_usage` and yields the provider's cou
 failure strikes after text was already streamed, it emits `StreamRestart` before starting
 over, so no text reaches the user twice.
 
+The request goes out through the client's own `post` with a body already in the wire format
+(`to_openai_message`/`to_openai_tool` build it), not through `chat.completions.create`: that
+method walks every message and tool schema through the SDK's typed-parameter transformation
+on each call, which cost more CPU than the rest of a turn. `post` keeps what `create` gives:
+the client's auth, timeouts, error types and the typed `AsyncStream[ChatCompletionChunk]`.
+
 openai's own errors are translated here into `squidd.errors` types; no message carries the
 API key.
 """
@@ -25,7 +31,9 @@ import anyio
 import httpx2
 import openai
 import structlog
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChoiceDelta
 
 from squidd.config.sections import LLMSettings
 from squidd.core.backoff import Backoff
@@ -207,30 +215,38 @@ class OpenAILLM:
     async def _stream_once(
         self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> AsyncIterator[LLMEvent]:
-        options: dict[str, Any] = {}
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            # The usage of the call arrives in a last chunk; providers that do not know the
+            # option ignore it (the estimate then stands).
+            "stream_options": {"include_usage": True},
+        }
         if tools:
-            options["tools"] = tools
+            body["tools"] = tools
         if self._settings.temperature is not None:
-            options["temperature"] = self._settings.temperature
+            body["temperature"] = self._settings.temperature
         if self._settings.max_tokens is not None:
-            options["max_tokens"] = self._settings.max_tokens
+            body["max_tokens"] = self._settings.max_tokens
         slots: dict[int, _CallSlot] = {}
         usage: Usage | None = None
         try:
-            request: Any = messages  # plain dicts in the wire format of the typed params
-            stream = await self._client.chat.completions.create(
-                model=model,
-                messages=request,
+            stream = await self._client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
+                options={"security": {"bearer_auth": True}},
                 stream=True,
-                stream_options={"include_usage": True},
-                **options,
+                stream_cls=AsyncStream[ChatCompletionChunk],
             )
             async for chunk in stream:
                 if chunk.usage is not None:
                     usage = _usage_of(model, chunk.usage)
                 if not chunk.choices:
                     continue
-                delta = chunk.choices[0].delta
+                # The SDK builds chunks without validating them: a server may leave it out.
+                delta: ChoiceDelta | None = chunk.choices[0].delta
                 if delta is None:
                     continue
                 if delta.content:

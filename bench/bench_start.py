@@ -1,0 +1,110 @@
+"""P4: how long `squidd run` takes from spawn to READY=1, and its idle resident set.
+
+The daemon is started with `$NOTIFY_SOCKET` pointing at a datagram socket of ours, as
+systemd would; the clock stops at the READY=1 it sends once every channel has started. Two
+set-ups: no channel at all, and Matrix + email against the local test servers (Synapse,
+Dovecot + Postfix from tests/servers, started through the same code the tests use). The
+idle RSS is read a second after READY=1. Each figure is the median of several starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.daemon_load import rss_kib
+from tests.support.config import write_daemon_config
+from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.fake_llm import FakeLLM
+
+API_KEY = "sk-bench-start-0000"
+
+
+def start_to_ready(config: Path, root: Path) -> tuple[float, int]:
+    """Seconds from spawning `squidd run` to its READY=1, and its RSS (KiB) once idle."""
+    address = str(root / f"notify-{uuid.uuid4().hex[:6]}.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.bind(address)
+        notify.settimeout(60)
+        started = time.monotonic()
+        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and argv
+            squidd_argv(config, "run"),
+            env=daemon_env(NOTIFY_SOCKET=address),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            while b"READY=1" not in notify.recv(4096):
+                pass
+            elapsed = time.monotonic() - started
+            time.sleep(1.0)  # idle: what start-up left behind, not its peak
+            return elapsed, rss_kib(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+            os.unlink(address)
+
+
+def _median_start(config: Path, root: Path, repeats: int) -> tuple[float, float]:
+    runs = [start_to_ready(config, root) for _ in range(repeats)]
+    return statistics.median(t for t, _ in runs), statistics.median(k for _, k in runs) / 1024
+
+
+@contextmanager
+def channel_servers() -> Iterator[Mapping[str, dict[str, Any]]]:
+    """Synapse and Dovecot + Postfix on loopback, and the [matrix]/[email] sections of a bot
+    on each; everything is stopped by PID and removed afterwards."""
+    from tests.channels.email.mailbox import bot_email_section, start_servers, stop_servers
+    from tests.servers.synapse.server import SynapseServer, default_data_root
+
+    hs_root = Path(tempfile.mkdtemp(prefix="squidd-bench-hs-", dir=default_data_root()))
+    mail_root = Path(tempfile.mkdtemp(prefix="squidd-bench-mail-", dir="/tmp"))
+    mail_root.chmod(0o755)
+    synapse = SynapseServer(hs_root / "hs")
+    try:
+        synapse.start()
+        mail = start_servers(mail_root)
+        bot = synapse.register(f"bench-{uuid.uuid4().hex[:8]}")
+        yield {
+            "matrix": {
+                "enabled": True,
+                "homeserver": synapse.url,
+                "user_id": bot.user_id,
+                "password": bot.password,
+                "allowed_users": [f"@owner:{bot.user_id.split(':', 1)[1]}"],
+            },
+            "email": bot_email_section(mail, mail.take_bot()),
+        }
+    finally:
+        stop_servers(mail_root)
+        synapse.stop()
+        shutil.rmtree(hs_root, ignore_errors=True)
+        shutil.rmtree(mail_root, ignore_errors=True)
+
+
+def measure(quick: bool, *, with_channels: bool) -> tuple[float, float]:
+    """Median (seconds to READY=1, idle RSS in MiB)."""
+    repeats = 1 if quick else 5
+    with FakeLLM() as llm, tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        if not with_channels:
+            config = write_daemon_config(
+                root, llm.base_url, api_key=API_KEY, logging={"level": "info"}
+            )
+            return _median_start(config, root, repeats)
+        with channel_servers() as sections:
+            config = write_daemon_config(
+                root, llm.base_url, api_key=API_KEY, logging={"level": "info"}, **sections
+            )
+            start_to_ready(config, root)  # the first start creates the device and its keys
+            return _median_start(config, root, repeats)

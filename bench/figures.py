@@ -1,0 +1,222 @@
+"""The figures `bench/run.py` measures, each one entry in `ENTRIES`, with its target.
+
+An entry is a name and a function `measure(quick) -> list[Row]`; a row is one figure of the
+table (its value, unit, target and whether it meets it). A later figure (a token budget, a
+"hello" turn's tokens, MCP overhead, search latency, attachment RSS) plugs in as one more
+entry. Every figure is a median over repeats, and a comparison is a ratio of two figures
+measured in the same run, because the machine is shared and absolute times are noisy.
+`quick` shrinks every workload to check that the benchmark still runs; its figures are not
+held to the targets.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from bench import bench_build_messages as p1
+from bench import bench_start
+from bench.daemon_load import LoadedDaemon, household_responder
+from tests.support.fake_llm import Reply
+
+
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    value: float
+    unit: str
+    target: str
+    ok: bool | None  # None: reported, no target
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    measure: Callable[[bool], list[Row]]
+
+
+def shm_dir() -> str | None:
+    shm = Path("/dev/shm")  # noqa: S108 - mkdtemp makes a private directory under it
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+def delayed(latency: float) -> Callable[[dict[str, Any]], Reply]:
+    def respond(request: dict[str, Any]) -> Reply:
+        reply = household_responder(request)
+        reply.delay = latency
+        return reply
+
+    return respond
+
+
+# --- P1 -------------------------------------------------------------------------------------
+
+
+def measure_p1(quick: bool) -> list[Row]:
+    rounds = 5 if quick else 200
+    sizes = (100, 100_000)
+
+    async def run() -> dict[int, float]:
+        with tempfile.TemporaryDirectory() as tmp:
+            setups = {n: await p1.prepare(Path(tmp) / str(n), n) for n in sizes}
+            samples: dict[int, list[float]] = {n: [] for n in sizes}
+            for round_no in range(rounds + 10):
+                for n in sizes:  # interleaved: load drift hits both sizes alike
+                    elapsed = await p1.time_one(*setups[n])
+                    if round_no >= 10:
+                        samples[n].append(elapsed)
+            return {n: statistics.median(samples[n]) for n in sizes}
+
+    medians = anyio.run(run)
+    ratio = medians[100_000] / medians[100]
+    big_ms = medians[100_000] * 1000
+    return [
+        Row(
+            "P1 work before the model call, 100k / 100 messages", ratio, "x", "<= 1.1", ratio <= 1.1
+        ),
+        Row("P1 work before the model call at 100k messages", big_ms, "ms", "<= 5", big_ms <= 5),
+    ]
+
+
+# --- P2 -------------------------------------------------------------------------------------
+
+
+def _burst(cap: int | None, sessions: int, repeats: int, latency: float) -> float:
+    gateway = f"max_concurrent_turns = {cap}" if cap else ""
+    names = [f"p2-{i:04d}" for i in range(sessions)]
+    with LoadedDaemon(gateway=gateway, responder=delayed(latency), base_dir=shm_dir()) as d:
+        d.round(names[:2])  # warm: imports, the client's connection pool
+        walls = []
+        for _ in range(repeats):
+            started = time.monotonic()
+            d.round(names)
+            walls.append((time.monotonic() - started) / latency)
+    return statistics.median(walls)
+
+
+def measure_p2(quick: bool) -> list[Row]:
+    sessions, latency = (20, 0.1) if quick else (200, 0.5)
+    raised = _burst(1000 if not quick else 200, sessions, 1 if quick else 3, latency)
+    default = _burst(None, sessions, 1, latency)
+    return [
+        Row(
+            f"P2 {sessions} sessions x 1 at {latency} s, cap raised: wall / latency",
+            raised,
+            "x",
+            "<= 1.5",
+            raised <= 1.5,
+        ),
+        Row("P2 the same at the default cap (8): wall / latency", default, "x", "", None),
+    ]
+
+
+# --- P3 -------------------------------------------------------------------------------------
+
+
+def measure_p3(quick: bool) -> list[Row]:
+    sessions, warm, repeats, rounds = (5, 1, 1, 2) if quick else (50, 4, 5, 4)
+    names = [f"p3-{i:04d}" for i in range(sessions)]
+    cpu_ms: list[float] = []
+    rates: list[float] = []
+    with LoadedDaemon(base_dir=shm_dir()) as d:
+        d.rounds(names, warm)
+        for _ in range(repeats):
+            cpu0, t0, n0 = d.cpu_seconds(), time.monotonic(), d.turns
+            d.rounds(names, rounds)
+            turns = d.turns - n0
+            cpu_ms.append((d.cpu_seconds() - cpu0) * 1000 / turns)
+            rates.append(turns / (time.monotonic() - t0))
+    cpu, rate = statistics.median(cpu_ms), statistics.median(rates)
+    return [
+        Row("P3 daemon CPU per turn, latency 0", cpu, "ms", "<= 2", cpu <= 2),
+        Row(
+            f"P3 throughput, {sessions} sessions at latency 0", rate, "msg/s", ">= 200", rate >= 200
+        ),
+    ]
+
+
+# --- P4 -------------------------------------------------------------------------------------
+
+
+def measure_p4(quick: bool) -> list[Row]:
+    ready, idle = bench_start.measure(quick, with_channels=False)
+    rows = [
+        Row("P4 start -> READY=1, no channel", ready, "s", "<= 0.6", ready <= 0.6),
+        Row("P4 idle RSS, no channel", idle, "MiB", "", None),
+    ]
+    if quick:
+        return rows  # the servers' start-up is the tests' business; --quick checks the bench
+    ready, idle = bench_start.measure(quick, with_channels=True)
+    return [
+        *rows,
+        Row("P4 start -> READY=1, Matrix + email", ready, "s", "<= 1.0", ready <= 1.0),
+        Row("P4 idle RSS, Matrix + email", idle, "MiB", "<= 70", idle <= 70),
+    ]
+
+
+# --- P5 -------------------------------------------------------------------------------------
+
+
+def measure_p5(quick: bool) -> list[Row]:
+    """The largest prompt of the 100 turns up to turn 200 and up to turn 2,000: a single turn
+    would land anywhere on the saw-tooth between two consolidations, the window's peak
+    does not."""
+    early, late = (100, 300) if quick else (200, 2000)
+    peak: dict[int, int] = {}
+    with LoadedDaemon(base_dir=shm_dir()) as d:
+        for mark in (early, late):
+            d.rounds(["p5"], mark - d.turns)
+            peak[mark] = max(d.llm.recent_prompt_chars)
+    ratio = peak[late] / peak[early]
+    return [
+        Row(
+            f"P5 peak prompt, turns to {late} / to {early}, one session",
+            ratio,
+            "x",
+            "<= 1.2",
+            ratio <= 1.2,
+        ),
+        Row(
+            f"P5 peak prompt tokens by turn {late} (chars / 4)", peak[late] / 4, "tokens", "", None
+        ),
+    ]
+
+
+# --- P6 -------------------------------------------------------------------------------------
+
+
+def measure_p6(quick: bool) -> list[Row]:
+    sessions, warm, total = (20, 2, 6) if quick else (200, 10, 100)
+    names = [f"p6-{i:04d}" for i in range(sessions)]
+    with LoadedDaemon(base_dir=shm_dir()) as d:
+        d.rounds(names, warm)
+        first = d.rss_kib()
+        d.rounds(names, total - warm)
+        growth = (d.rss_kib() - first) / 1024
+    return [
+        Row(
+            f"P6 RSS growth, turns {sessions * warm} -> {sessions * total} over {sessions} "
+            "sessions",
+            growth,
+            "MiB",
+            "<= 5",
+            growth <= 5,
+        ),
+    ]
+
+
+ENTRIES: list[Entry] = [
+    Entry("P1", measure_p1),
+    Entry("P2", measure_p2),
+    Entry("P3", measure_p3),
+    Entry("P4", measure_p4),
+    Entry("P5", measure_p5),
+    Entry("P6", measure_p6),
+]
