@@ -202,6 +202,59 @@ class Destination:
         return f"{self.channel}:{self.target}"
 
 
+AttachmentKind = Literal["image", "file", "audio", "video"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file that came with a message: a reference to it, never its bytes.
+
+    `path` is where the media store kept it (under `<data dir>/media/<session>/`, named by
+    its content hash), None when it was not kept (over the size cap, a type not allowed);
+    `note` then says why ("too large", "type not allowed"). `name` is the sender's file name,
+    cleaned for display only: it never becomes a path. History stores exactly these fields.
+    """
+
+    kind: AttachmentKind
+    name: str
+    mime: str
+    size: int
+    sha256: str = ""
+    path: str | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "name": self.name,
+            "mime": self.mime,
+            "size": self.size,
+        }
+        if self.sha256:
+            data["sha256"] = self.sha256
+        if self.path is not None:
+            data["path"] = self.path
+        if self.note:
+            data["note"] = self.note
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Attachment:
+        kind = data.get("kind")
+        if kind not in ("image", "file", "audio", "video"):
+            raise ValueError(f"unknown attachment kind: {kind!r}")
+        path = data.get("path")
+        return cls(
+            kind=kind,
+            name=str(data.get("name", "")),
+            mime=str(data.get("mime", "")),
+            size=int(data.get("size", 0)),
+            sha256=str(data.get("sha256", "")),
+            path=None if path is None else str(path),
+            note=str(data.get("note", "")),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Inbound:
     """A message that arrived on a channel (or a scheduled run fired by the gateway).
@@ -219,7 +272,8 @@ class Inbound:
     not delivered: the heartbeat's HEARTBEAT_OK), `thread_root` (the thread the answer joins)
     and `subject` (the conversation's subject, for channels that have one). `meta` is private
     to the channel that made the message (email References, Matrix room flags); nothing but
-    that channel reads it.
+    that channel reads it. `attachments` are the files that came with it, as references
+    into the media store (see `Attachment`).
     """
 
     channel: str
@@ -235,6 +289,7 @@ class Inbound:
     ack: AckHook = _no_ack
     received_at: datetime = field(default_factory=utcnow)
     on_undeliverable: UndeliverableHook | None = None
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def destination(self) -> Destination | None:
