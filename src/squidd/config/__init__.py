@@ -22,6 +22,7 @@ from pydantic_settings import (
 
 from squidd.config.email import EmailSettings
 from squidd.config.matrix import MatrixSettings
+from squidd.config.media import MediaSettings, TranscriptionSettings
 from squidd.config.sections import (
     AgentSettings,
     CronSettings,
@@ -57,6 +58,8 @@ class Settings(BaseSettings):
     matrix: MatrixSettings = Field(default_factory=MatrixSettings)
     email: EmailSettings = Field(default_factory=EmailSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
+    media: MediaSettings = Field(default_factory=MediaSettings)
+    transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
 
     @classmethod
     def settings_customise_sources(

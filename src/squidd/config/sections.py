@@ -45,6 +45,8 @@ class LLMSettings(Section):
     retry_max_delay_s: float = Field(default=30.0, ge=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0)
+    vision: bool = False
+    """The model reads images: image attachments are sent as image content parts."""
 
     @field_validator("base_url")
     @classmethod
