@@ -19,6 +19,7 @@ import structlog
 
 from squidd.core.memory import MemoryManager
 from squidd.core.models import (
+    Attachment,
     LLMEvent,
     Message,
     SessionId,
@@ -28,7 +29,7 @@ from squidd.core.models import (
     ToolResult,
     utcnow,
 )
-from squidd.core.ports import LLMPort, PromptSource, Tool, ToolPolicy
+from squidd.core.ports import AttachmentReader, LLMPort, PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry, definition_of
 from squidd.errors import ToolError
 
@@ -67,6 +68,7 @@ class AgentLoop:
         prompt: PromptSource,
         max_tool_rounds: int = 20,
         policy: ToolPolicy | None = None,
+        attachments: AttachmentReader | None = None,
     ) -> None:
         self._llm = llm
         self._memory = memory
@@ -74,6 +76,7 @@ class AgentLoop:
         self._prompt = prompt
         self._max_tool_rounds = max_tool_rounds
         self._policy = policy
+        self._attachments = attachments
 
     def _tools_for(
         self, session: SessionId, channel: str, extra_tools: Sequence[Tool]
@@ -102,8 +105,13 @@ class AgentLoop:
         extra_tools: Sequence[Tool] | None = None,
         on_event: OnEvent | None = None,
         turn_id: str | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
+
+        `attachments` (references into the media store) are read for the model by the
+        attachment reader (images, extracted text, transcripts) for this turn; the history
+        keeps the references and the short notes, not the files' content.
 
         `turn_id` names the inbound message answered (stable across redeliveries): when the
         history already holds a finished turn for it, that reply is returned as it is.
@@ -125,8 +133,20 @@ class AgentLoop:
         context = await self._memory.build_messages(
             session, base_prompt, user_message, window=window
         )
+        kept_text = user_message
+        if attachments and self._attachments is not None:
+            read = await self._attachments.read(attachments)
+            kept_text = "\n\n".join(t for t in (user_message, read.kept) if t)
+            full_text = "\n\n".join(t for t in (user_message, read.text) if t)
+            context[-1] = Message(role="user", content=full_text, images=read.images)
         turn: list[Message] = [
-            Message(role="user", content=user_message, ts=_now_iso(), turn=turn_id)
+            Message(
+                role="user",
+                content=kept_text,
+                ts=_now_iso(),
+                turn=turn_id,
+                attachments=tuple(attachments),
+            )
         ]
 
         rounds = 0

@@ -133,6 +133,7 @@ class Daemon:
             inbound.channel,
             extra_tools=self.tools_for(inbound),
             turn_id=f"{inbound.channel}:{inbound.source_id}",
+            attachments=inbound.attachments,
         )
 
     # --- status ----------------------------------------------------------------------------

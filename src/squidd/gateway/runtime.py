@@ -15,6 +15,7 @@ from squidd.core.models import SessionId
 from squidd.core.ports import PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
+from squidd.media.reader import MediaReader
 from squidd.secrets import known_secrets
 from squidd.store.jsonl import JsonlStore
 from squidd.tools.files import file_tools
@@ -115,6 +116,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         prompt=prompt,
         max_tool_rounds=settings.agents.max_tool_rounds,
         policy=policy,
+        attachments=MediaReader(settings.media, vision=settings.llm.vision, transcriber=None),
     )
     return Runtime(
         settings=settings,
