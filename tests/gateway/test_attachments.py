@@ -12,8 +12,9 @@ import pytest
 from squidd.store.media import MediaStore
 from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM
-from tests.support.media_files import jpeg_with_exif, pdf_with_text
+from tests.support.media_files import jpeg_with_exif, pdf_with_text, wav_tone
 from tests.support.memory_channel import MemoryChannel
+from tests.support.transcription_server import TranscriptionServer
 
 pytestmark = pytest.mark.anyio
 
@@ -67,3 +68,31 @@ async def test_image_and_pdf_reach_the_model_and_history_keeps_references(
     stored = jsonl.read_text()
     assert image.sha256 in stored and str(pdf.path) in stored
     assert "base64" not in stored and "Quarterly" not in stored and len(stored) < 3000
+
+
+async def test_a_voice_note_reaches_the_model_as_its_transcript(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    with TranscriptionServer(text="please water the plants") as whisper:
+        settings = make_settings(
+            data, fake_llm.base_url, transcription={"base_url": whisper.base_url}
+        )
+        store = MediaStore(data, lifetime_s=3600)
+        voice = await store.save(
+            "room",
+            kind="audio",
+            name="voice.ogg",
+            mime="audio/ogg",
+            chunks=once(wav_tone()),
+            max_bytes=10**7,
+        )
+        channel = MemoryChannel("memory")
+        fake_llm.push("will do")
+        async with running_daemon(settings, [channel]):
+            channel.inject("[voice note]", session="room", attachments=(voice,))
+            await channel.wait_for(1, what="acked")
+    text = user_content(fake_llm.chat_requests[0])
+    assert "[voice note, transcribed]: please water the plants" in text
+    [jsonl] = (data / "sessions").rglob("*.jsonl")
+    assert "please water the plants" in jsonl.read_text()  # the transcript is kept

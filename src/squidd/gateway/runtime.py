@@ -15,6 +15,7 @@ from squidd.core.models import SessionId
 from squidd.core.ports import PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
+from squidd.llm.transcription import WhisperTranscriber
 from squidd.media.reader import MediaReader
 from squidd.secrets import known_secrets
 from squidd.store.jsonl import JsonlStore
@@ -71,6 +72,9 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.llm.aclose()
+        transcriber = self.extra.get("transcriber")
+        if isinstance(transcriber, WhisperTranscriber):
+            await transcriber.aclose()
 
 
 def build_prompt(settings: Settings) -> PromptSource:
@@ -108,6 +112,9 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
     )
     registry = build_registry(settings)
     prompt = build_prompt(settings)
+    transcriber = (
+        WhisperTranscriber(settings.transcription) if settings.transcription.base_url else None
+    )
     policy = build_policy(settings)
     agent = AgentLoop(
         llm=llm,
@@ -116,7 +123,9 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         prompt=prompt,
         max_tool_rounds=settings.agents.max_tool_rounds,
         policy=policy,
-        attachments=MediaReader(settings.media, vision=settings.llm.vision, transcriber=None),
+        attachments=MediaReader(
+            settings.media, vision=settings.llm.vision, transcriber=transcriber
+        ),
     )
     return Runtime(
         settings=settings,
@@ -127,4 +136,5 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         prompt=prompt,
         agent=agent,
         policy=policy,
+        extra={"transcriber": transcriber} if transcriber else {},
     )
