@@ -7,7 +7,7 @@ dozen methods is a sign that logic leaked out of the core.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -19,6 +19,7 @@ from anyio.abc import TaskStatus
 from squidd.core.cron import CronJob
 from squidd.core.models import (
     Attachment,
+    AttachmentKind,
     HistoryHit,
     HistoryWindow,
     Inbound,
@@ -208,3 +209,18 @@ class Transcriber(Protocol):
     async def transcribe(self, path: Path, mime: str) -> str:
         """The transcript; raises `TranscriptionError` when there is none."""
         ...
+
+
+class MediaSink(Protocol):
+    """Where a channel streams the files that come with messages (the media store)."""
+
+    async def save(
+        self,
+        session_id: str,
+        *,
+        kind: AttachmentKind,
+        name: str,
+        mime: str,
+        chunks: AsyncIterable[bytes],
+        max_bytes: int,
+    ) -> Attachment: ...

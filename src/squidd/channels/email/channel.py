@@ -32,7 +32,7 @@ from squidd.channels.email.tls import make_tls_context
 from squidd.config.email import EmailSettings
 from squidd.core.backoff import Backoff, Failures
 from squidd.core.models import Outbound
-from squidd.core.ports import ChannelState, Inbox
+from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import PermanentError, TransientError
 
 __all__ = ["EmailChannel"]
@@ -52,9 +52,11 @@ class EmailChannel:
         data_dir: Path,
         *,
         clock: Callable[[], float] = time.monotonic,
+        media: MediaSink | None = None,
     ) -> None:
         self._settings = settings
         self._clock = clock
+        self._media = media
         self._tls = make_tls_context(settings.ca_file)
         self._smtp = SmtpSender(settings, self._tls)
         state = StateFile(state_path(data_dir, settings.address.lower(), settings.folder))
