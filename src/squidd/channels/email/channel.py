@@ -63,7 +63,7 @@ class EmailChannel:
         # UIDs handed to the router by this process and not acknowledged yet.
         delivered: set[int] = set()
         self._acks = Acknowledger(settings, self._tls, state, delivered)
-        self._receiver = Receiver(settings, state, self._acks, delivered, clock=clock)
+        self._receiver = Receiver(settings, state, self._acks, delivered, clock=clock, media=media)
         self._backoff = Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s)
 
     @property
