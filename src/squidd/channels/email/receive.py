@@ -254,6 +254,7 @@ class Receiver:
         if size > self._settings.max_size_bytes:
             text = oversize_notice(headers, size, self._settings.max_size_bytes)
             body: MailText | None = None
+            attachments: tuple[Attachment, ...] = ()
         else:
             raw = await folder.fetch_message(uid)
             if raw is None:
