@@ -29,8 +29,6 @@ class MediaSettings(Section):
     """Longest side of an image sent to the model (re-encoded, EXIF dropped)."""
     text_max_chars: int = Field(default=20_000, gt=0)
     """Text extracted from a text file or a PDF, at most."""
-    max_upload_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
-    """Largest file send_file will send (a homeserver's m.upload.size lowers it)."""
 
 
 class TranscriptionSettings(Section):
