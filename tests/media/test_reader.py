@@ -79,7 +79,7 @@ async def test_a_broken_pdf_or_image_is_said_not_raised(tmp_path: Path) -> None:
     assert "cannot read the PDF" in content.text and "not a readable image" in content.text
 
 
-async def test_other_files_are_references_the_file_tools_can_open(tmp_path: Path) -> None:
+async def test_other_files_are_references_to_the_stored_file(tmp_path: Path) -> None:
     att = stored(tmp_path, "a.bin", b"\x00\x01", mime="application/octet-stream")
     content = await reader().read([att])
     assert str(att.path) in content.text and content.images == ()

@@ -2,7 +2,7 @@
 
 Images become image parts (`data:` URLs, when the model has vision), text files and PDFs
 their extracted text up to a cap, voice notes their transcript (marked as such; a failure
-is said plainly), and anything else a reference the file tools can open (the stored path).
+is said plainly), and anything else a reference (its stored path and type).
 A file over the cap or no longer kept is named with its type and size and why. The
 history keeps the references, the notes and the transcripts; never extracted text.
 """
@@ -79,7 +79,7 @@ class MediaReader:
             elif is_text(att.mime, path):
                 text, cut = await anyio.to_thread.run_sync(self._text, path)
             else:
-                return f"{ref} (open it with read_file if it is text)", ref, ""
+                return f"{ref} (its content is not shown)", ref, ""
         except (DocumentError, OSError) as exc:
             log.info("attachment_unreadable", kind=att.kind, error=str(exc))
             return f"{ref}: {exc}", ref, ""
