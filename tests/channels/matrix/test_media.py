@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 from nio import UploadResponse
 
-from squidd.config.media import MediaSettings
+from squidd.config.media import MediaSettings, TranscriptionSettings
+from squidd.llm.transcription import WhisperTranscriber
 from squidd.media.reader import MediaReader
 from squidd.store.media import MediaStore
 from tests.channels.matrix.conftest import Human, bot_settings, run_channel, wait_until
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.media_files import jpeg_with_exif, pdf_with_text
+from tests.support.media_files import jpeg_with_exif, pdf_with_text, wav_tone
+from tests.support.transcription_server import TranscriptionServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -129,3 +131,37 @@ async def test_an_oversize_file_is_only_named(
     assert not (data_dir / "media").exists() or not any((data_dir / "media").rglob("*.*"))
     seen = await MediaReader(MediaSettings(), vision=True, transcriber=None).read([att])
     assert "big.bin" in seen.text and "too large" in seen.text
+
+
+async def test_a_voice_note_reaches_the_model_as_its_transcript(
+    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+) -> None:
+    alice = await make_human("alice")
+    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    store = MediaStore(data_dir, lifetime_s=3600)
+    voice = wav_tone()
+    async with run_channel(settings, data_dir, media=store) as (_channel, inbox):
+        room = await alice.create_room([bot.user_id], encrypted=True, direct=True)
+        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+        await alice.sync()
+        await send_file(
+            alice,
+            room,
+            voice,
+            msgtype="m.audio",
+            name="voice.wav",
+            mime="audio/wav",
+            encrypted=True,
+        )
+        await wait_until(lambda: len(inbox.received) == 1, "the voice note")
+    [inbound] = inbox.received
+    assert inbound.text == "[voice note]"
+    with TranscriptionServer(text="call the plumber tomorrow") as whisper:
+        transcriber = WhisperTranscriber(TranscriptionSettings(base_url=whisper.base_url))
+        try:
+            reader = MediaReader(MediaSettings(), vision=True, transcriber=transcriber)
+            seen = await reader.read(inbound.attachments)
+        finally:
+            await transcriber.aclose()
+    assert seen.text == "[voice note, transcribed]: call the plumber tomorrow"
+    assert whisper.heard[0].file_bytes == voice  # decrypted before it was transcribed
