@@ -22,7 +22,7 @@ KERNEL_MODULES = {
     "squidd.fs",
     "squidd.text",
 }
-ADAPTERS = {"store", "tools", "llm"}
+ADAPTERS = {"store", "tools", "llm", "media"}
 
 # layer -> the layers it may import (its own is always allowed). Channels are one layer
 # each (`channels.matrix`, `channels.email`, ...), matched by the "channels.*" row.
@@ -33,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "llm": {KERNEL, "config", "core"},
     "store": {KERNEL, "config", "core"},
     "tools": {KERNEL, "config", "core"},
+    "media": {KERNEL, "config", "core"},
     "channels": set(),  # the package's __init__ only
     "channels.*": {KERNEL, "config", "core"},
     "workspace": {KERNEL, "config", "core"},
@@ -43,7 +44,16 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 # Libraries that belong to one adapter: the core and the kernel never touch them.
-ADAPTER_LIBRARIES = ("openai", "nio", "aioimaplib", "aiosmtplib", "httpx2", "httpcore2")
+ADAPTER_LIBRARIES = (
+    "openai",
+    "nio",
+    "aioimaplib",
+    "aiosmtplib",
+    "httpx2",
+    "httpcore2",
+    "PIL",
+    "pypdf",
+)
 
 
 def layer_of(module: str) -> str:

@@ -62,6 +62,10 @@ class ToolError(SquiddError):
     """A tool refused or failed; its message is shown to the model as the tool result."""
 
 
+class TranscriptionError(SquiddError):
+    """A voice note could not be transcribed (no endpoint, endpoint down, refused)."""
+
+
 EXIT_OK = 0
 """Process exit code: done, or stopped by SIGTERM/SIGINT."""
 EXIT_FAILURE = 1

@@ -142,3 +142,34 @@ def append_lines_locked(path: Path, lines: Sequence[str], *, fsync: bool = True)
         raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from exc
     finally:
         os.close(fd)
+
+
+_EXT = re.compile(r"\.([a-z0-9]{1,8})$")
+_DISPLAY_MAX = 120
+
+
+def safe_extension(raw_name: str) -> str:
+    """The extension of an untrusted file name (".pdf"), or "" when it has no sane one.
+
+    Only `[a-z0-9]{1,8}` after the last dot survives: the result can be appended to a name
+    the caller made without ever adding a separator, a dot-dot or a NUL.
+    """
+    match = _EXT.search(raw_name.strip().lower())
+    return f".{match.group(1)}" if match else ""
+
+
+def display_name(raw_name: str) -> str:
+    """An untrusted file name made fit to show (never to open): one line, no NUL, bounded.
+
+    Path separators are kept out (the last component only), control characters become
+    spaces and the result is cut to a readable length, keeping the extension.
+    """
+    base = raw_name.replace("\\", "/").rsplit("/", 1)[-1]
+    cleaned = "".join(" " if ord(ch) < 32 or ord(ch) == 127 else ch for ch in base).strip()
+    cleaned = cleaned.encode("utf-8", "replace").decode("utf-8")
+    if cleaned in ("", ".", ".."):
+        return "file"
+    if len(cleaned) <= _DISPLAY_MAX:
+        return cleaned
+    ext = safe_extension(cleaned)
+    return cleaned[: _DISPLAY_MAX - len(ext) - 1] + "…" + ext

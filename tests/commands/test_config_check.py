@@ -62,3 +62,24 @@ def test_config_check_names_the_spawn_and_skills_keys(tmp_path: Path) -> None:
         "tools.search_history_across_sessions",
     ):
         assert key in out, out
+
+
+def test_config_check_names_each_bad_attachment_key(tmp_path: Path) -> None:
+    """The attachment keys are validated with their key paths."""
+    text = (
+        '[llm]\nvision = "maybe"\n'
+        "[media]\nmax_download_bytes = 0\nimage_max_px = 10\n"
+        '[transcription]\nbase_url = "ftp://x"\n'
+        '[email]\nallowed_attachment_types = ["pdf"]\nmax_attachments = -1\n'
+    )
+    result = squidd("config", "check", "--config", str(write(tmp_path, text)))
+    assert result.returncode == 2
+    for key in (
+        "llm.vision",
+        "media.max_download_bytes",
+        "media.image_max_px",
+        "transcription.base_url",
+        "email.allowed_attachment_types",
+        "email.max_attachments",
+    ):
+        assert key in result.stderr, key

@@ -3,6 +3,7 @@ concurrency and ordering, supervision, durable acknowledgement, apologies."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -239,3 +240,19 @@ async def test_a_second_daemon_on_the_same_data_dir_changes_nothing(
         await runtime.aclose()
     assert info.group_contains(DaemonAlreadyRunningError)
     assert handled.read_bytes() == before
+
+
+async def test_media_older_than_the_lifetime_is_removed_by_the_daemon(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    settings = make_settings(data, fake_llm.base_url, media={"lifetime_hours": 1})
+    room = data / "media" / "room-0123"
+    room.mkdir(parents=True)
+    old, fresh = room / "old.png", room / "fresh.png"
+    old.write_bytes(b"old")
+    fresh.write_bytes(b"fresh")
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    async with running_daemon(settings, [MemoryChannel("memory")]):
+        assert sorted(p.name for p in room.iterdir()) == ["fresh.png"]

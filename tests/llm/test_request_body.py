@@ -48,6 +48,7 @@ async def test_body_is_what_the_typed_create_would_send() -> None:
         {
             "model": "main-model",
             "stream": True,
+            "stream_options": {"include_usage": True},
             "messages": [to_openai_message(m) for m in CONVERSATION],
             "tools": [to_openai_tool(t) for t in TOOLS],
             "temperature": 0.2,

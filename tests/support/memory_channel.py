@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskStatus
 
-from squidd.core.models import Inbound, Outbound, SessionId
+from squidd.core.models import Attachment, Inbound, Outbound, SessionId
 from squidd.core.ports import ChannelState, Inbox
 from squidd.errors import DeliveryError, PermanentError, TransientError
 
@@ -48,7 +48,13 @@ class MemoryChannel:
         self._changed = anyio.Event()
 
     def inject(
-        self, text: str, *, session: str = "s1", source_id: str | None = None, sender: str = "u"
+        self,
+        text: str,
+        *,
+        session: str = "s1",
+        source_id: str | None = None,
+        sender: str = "u",
+        attachments: tuple[Attachment, ...] = (),
     ) -> Inbound:
         sid = source_id or f"{self.name}-{next(self._ids)}"
 
@@ -63,6 +69,7 @@ class MemoryChannel:
             sender=sender,
             text=text,
             ack=ack,
+            attachments=attachments,
         )
         self._pending.append(inbound)
         self._notify()

@@ -20,6 +20,7 @@ from squidd.gateway.channels import build_channels
 from squidd.gateway.daemon import Daemon
 from squidd.gateway.runtime import build_runtime
 from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, socket_path
+from squidd.store.media import MediaStore
 
 log = structlog.get_logger()
 
@@ -46,7 +47,10 @@ def _prepare(settings: Settings) -> list[str]:
 def run_command(settings: Settings) -> int:
     problems = _prepare(settings)
     try:
-        channels = build_channels(settings)
+        media = MediaStore(
+            settings.storage.data_dir, lifetime_s=settings.media.lifetime_hours * 3600
+        )
+        channels = build_channels(settings, media=media)
         runtime = build_runtime(settings)
     except ConfigError as exc:
         problems.extend(exc.problems)

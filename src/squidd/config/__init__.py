@@ -24,6 +24,7 @@ from squidd.config.email import EmailSettings
 from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
 from squidd.config.mcp import McpSettings
+from squidd.config.media import MediaSettings, TranscriptionSettings
 from squidd.config.sections import (
     AgentSettings,
     CronSettings,
@@ -61,6 +62,8 @@ class Settings(BaseSettings):
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    media: MediaSettings = Field(default_factory=MediaSettings)
+    transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -7,6 +7,7 @@ vouches for its sender (`Authentication-Results` with DMARC or aligned DKIM pass
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -73,6 +74,22 @@ class EmailSettings(Section):
     """`reply`: the assistant is told the mail was too large (not its content) and answers;
     `skip`: the mail is left unread and logged."""
     max_text_chars: int = Field(default=20_000, gt=0)
+    allowed_attachment_types: list[str] = Field(default_factory=list)
+    """MIME types (`application/pdf`, `image/*`) whose attachments are stored and read;
+    the rest are only listed by name, type and size. Empty: none is read."""
+    max_attachments: int = Field(default=5, ge=0, le=100)
+    max_attachment_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+
+    @field_validator("allowed_attachment_types")
+    @classmethod
+    def _mime_patterns(cls, value: list[str]) -> list[str]:
+        value = [item.strip().lower() for item in value]
+        for item in value:
+            if not re.fullmatch(r"[a-z0-9][a-z0-9.+-]*/(\*|[a-z0-9][a-z0-9.+-]*)", item):
+                raise ValueError(
+                    f"{item!r} must be a MIME type such as 'application/pdf' or 'image/*'"
+                )
+        return value
 
     # --- who is answered -----------------------------------------------------------------
     allowed_senders: list[str] = Field(default_factory=list)

@@ -57,6 +57,8 @@ class LLMSettings(Section):
     context_window: int = Field(default=128_000, ge=1024)
     # Money per million tokens, by model name (`squidd usage`, `limits.daily_cost`).
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    vision: bool = False
+    """The model reads images: image attachments are sent as image content parts."""
 
     @field_validator("base_url")
     @classmethod

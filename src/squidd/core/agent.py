@@ -23,6 +23,7 @@ from squidd.core.estimator import messages_chars, tools_chars
 from squidd.core.loop_guard import LoopGuard
 from squidd.core.memory import MemoryManager
 from squidd.core.models import (
+    Attachment,
     LLMEvent,
     Message,
     SessionId,
@@ -35,7 +36,14 @@ from squidd.core.models import (
     utcnow,
 )
 from squidd.core.on_demand import LoadTools, on_demand
-from squidd.core.ports import LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
+from squidd.core.ports import (
+    AttachmentReader,
+    LLMPort,
+    PromptSource,
+    ResultStore,
+    Tool,
+    ToolPolicy,
+)
 from squidd.core.tools import ToolRegistry, definition_of
 from squidd.core.usage import UsageSink
 from squidd.errors import LLMContextOverflowError, ToolError
@@ -89,6 +97,7 @@ class AgentLoop:
         usage: UsageSink | None = None,
         results: ResultStore | None = None,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        attachments: AttachmentReader | None = None,
     ) -> None:
         self._llm = llm
         self._usage = usage
@@ -103,6 +112,7 @@ class AgentLoop:
         self._clock = clock
         self._on_demand = tuple(on_demand)
         self._policy = policy
+        self._attachments = attachments
 
     def _tools_for(
         self, session: SessionId, channel: str, extra_tools: Sequence[Tool]
@@ -149,12 +159,16 @@ class AgentLoop:
         max_tool_rounds: int | None = None,
         purpose: str | None = None,
         extra_parts: Sequence[str] = (),
+        attachments: Sequence[Attachment] = (),
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
 
         `purpose` files every model call of the turn under it in the usage ledger (a
         sub-agent passes "sub_agent"); by default it follows the channel and the round.
         `extra_parts` join the system prompt under their own cap (a skills index).
+        `attachments` (references into the media store) are read for the model by the
+        attachment reader (images, extracted text, transcripts) for this turn; the history
+        keeps the references and the short notes, not the files' content.
 
         `turn_id` names the inbound message answered (stable across redeliveries): when the
         history already holds a finished turn for it, that reply is returned as it is.
@@ -184,8 +198,23 @@ class AgentLoop:
             reserved_tokens=reserved,
             extra_parts=extra_parts,
         )
+        kept_text = user_message
+        # What the model sees of this turn's message: with attachments, their content too.
+        asked: Message | None = None
+        if attachments and self._attachments is not None:
+            read = await self._attachments.read(attachments)
+            kept_text = "\n\n".join(t for t in (user_message, read.kept) if t)
+            full_text = "\n\n".join(t for t in (user_message, read.text) if t)
+            asked = Message(role="user", content=full_text, images=read.images)
+            context[-1] = asked
         turn: list[Message] = [
-            Message(role="user", content=user_message, ts=_now_iso(), turn=turn_id)
+            Message(
+                role="user",
+                content=kept_text,
+                ts=_now_iso(),
+                turn=turn_id,
+                attachments=tuple(attachments),
+            )
         ]
 
         guard = LoopGuard(
@@ -234,6 +263,8 @@ class AgentLoop:
                         extra_parts=extra_parts,
                         tight=True,
                     )
+                    if asked is not None:
+                        context[-1] = asked
                     rounds -= 1
                     continue
                 if not calls or stopped is not None:

@@ -21,6 +21,59 @@ SessionId = NewType("SessionId", str)
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+AttachmentKind = Literal["image", "file", "audio", "video"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file that came with a message: a reference to it, never its bytes.
+
+    `path` is where the media store kept it (under `<data dir>/media/<session>/`, named by
+    its content hash), None when it was not kept (over the size cap, a type not allowed);
+    `note` then says why ("too large", "type not allowed"). `name` is the sender's file name,
+    cleaned for display only: it never becomes a path. History stores exactly these fields.
+    """
+
+    kind: AttachmentKind
+    name: str
+    mime: str
+    size: int
+    sha256: str = ""
+    path: str | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "name": self.name,
+            "mime": self.mime,
+            "size": self.size,
+        }
+        if self.sha256:
+            data["sha256"] = self.sha256
+        if self.path is not None:
+            data["path"] = self.path
+        if self.note:
+            data["note"] = self.note
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Attachment:
+        kind = data.get("kind")
+        if kind not in ("image", "file", "audio", "video"):
+            raise ValueError(f"unknown attachment kind: {kind!r}")
+        path = data.get("path")
+        return cls(
+            kind=kind,
+            name=str(data.get("name", "")),
+            mime=str(data.get("mime", "")),
+            size=int(data.get("size", 0)),
+            sha256=str(data.get("sha256", "")),
+            path=None if path is None else str(path),
+            note=str(data.get("note", "")),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One function call requested by the model; `arguments` is the raw JSON text it sent."""
@@ -50,6 +103,10 @@ class Message:
     turn: str | None = None
     """On a turn's user message: the id of the inbound message it answers (channel and
     source id), so a redelivery can find a turn that already finished."""
+    attachments: tuple[Attachment, ...] = ()
+    """On a user message: the files that came with it, as references (stored)."""
+    images: tuple[str, ...] = field(default=(), compare=False)
+    """On the current user message only: images as `data:` URLs for the model (never stored)."""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -63,6 +120,8 @@ class Message:
             data["ts"] = self.ts
         if self.turn is not None:
             data["turn"] = self.turn
+        if self.attachments:  # references only; `images` (data: URLs) are never stored
+            data["attachments"] = [a.to_dict() for a in self.attachments]
         return data
 
     def to_json(self) -> str:
@@ -89,6 +148,7 @@ class Message:
             name=None if name is None else str(name),
             ts=None if ts is None else str(ts),
             turn=None if turn is None else str(turn),
+            attachments=tuple(Attachment.from_dict(a) for a in data.get("attachments") or ()),
         )
 
 
@@ -238,7 +298,8 @@ class Inbound:
     not delivered: the heartbeat's HEARTBEAT_OK), `thread_root` (the thread the answer joins)
     and `subject` (the conversation's subject, for channels that have one). `meta` is private
     to the channel that made the message (email References, Matrix room flags); nothing but
-    that channel reads it.
+    that channel reads it. `attachments` are the files that came with it, as references
+    into the media store (see `Attachment`).
     """
 
     channel: str
@@ -254,6 +315,7 @@ class Inbound:
     ack: AckHook = _no_ack
     received_at: datetime = field(default_factory=utcnow)
     on_undeliverable: UndeliverableHook | None = None
+    attachments: tuple[Attachment, ...] = ()
 
     def cleaned(self) -> Inbound:
         """This message with valid text only (`squidd.text.clean_text`) in every string that

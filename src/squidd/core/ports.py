@@ -7,15 +7,19 @@ dozen methods is a sign that logic leaked out of the core.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol
 
 from anyio.abc import TaskStatus
 
 from squidd.core.cron import CronJob
 from squidd.core.models import (
+    Attachment,
+    AttachmentKind,
     HistoryHit,
     HistoryWindow,
     Inbound,
@@ -185,3 +189,46 @@ class JobStore(Protocol):
     async def version(self) -> object:
         """Changes whenever the stored jobs changed (cheap; checked every poll)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentContent:
+    """What the model gets for a message's attachments.
+
+    `text` is added to the user message for this turn (extracted text, transcripts, notes);
+    `kept` is the part of it the history keeps (transcripts and short notes, never a
+    file's extracted text: the history stores references); `images` are `data:` URLs.
+    """
+
+    text: str = ""
+    kept: str = ""
+    images: tuple[str, ...] = ()
+
+
+class AttachmentReader(Protocol):
+    """Turns attachment references into content for the model (images, text, transcripts)."""
+
+    async def read(self, attachments: Sequence[Attachment]) -> AttachmentContent: ...
+
+
+class Transcriber(Protocol):
+    """Speech to text (an OpenAI-compatible `/audio/transcriptions` endpoint)."""
+
+    async def transcribe(self, path: Path, mime: str) -> str:
+        """The transcript; raises `TranscriptionError` when there is none."""
+        ...
+
+
+class MediaSink(Protocol):
+    """Where a channel streams the files that come with messages (the media store)."""
+
+    async def save(
+        self,
+        session_id: str,
+        *,
+        kind: AttachmentKind,
+        name: str,
+        mime: str,
+        chunks: AsyncIterable[bytes],
+        max_bytes: int,
+    ) -> Attachment: ...

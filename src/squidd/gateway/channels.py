@@ -7,14 +7,15 @@ how the tests plug in their loopback channels.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 
 from squidd.config import Settings
-from squidd.core.ports import Channel
+from squidd.core.ports import Channel, MediaSink
 from squidd.errors import ConfigError
 
-ChannelFactory = Callable[[Settings], Channel]
+ChannelFactory = Callable[..., Channel]  # (settings) -> Channel; built-ins also take media=
 
 
 def _factory(spec: str) -> ChannelFactory:
@@ -26,8 +27,9 @@ def _factory(spec: str) -> ChannelFactory:
     return factory  # type: ignore[no-any-return]
 
 
-def build_channels(settings: Settings) -> list[Channel]:
-    """The enabled channels; adapters are imported only when enabled."""
+def build_channels(settings: Settings, *, media: MediaSink | None = None) -> list[Channel]:
+    """The enabled channels; adapters are imported only when enabled. The built-in ones get
+    the media store for the files that come with messages."""
     factories: list[tuple[str, ChannelFactory]] = []
     specs = [
         *(["squidd.channels.matrix:create_channel"] if settings.matrix.enabled else []),
@@ -35,7 +37,7 @@ def build_channels(settings: Settings) -> list[Channel]:
     ]
     problems: list[str] = []
     for spec in specs:
-        factories.append((spec, _factory(spec)))
+        factories.append((spec, functools.partial(_factory(spec), media=media)))
     for spec in settings.gateway.extra_channels:
         try:
             factories.append((spec, _factory(spec)))

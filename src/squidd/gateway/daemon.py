@@ -40,6 +40,7 @@ from squidd.gateway.systemd import Notifier, watchdog, watchdog_interval_s
 from squidd.gateway.turn_tools import reply_address, session_tools
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
+from squidd.store.media import MediaStore
 from squidd.store.outbox import OutboxDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.mcp import McpHub
@@ -77,6 +78,7 @@ class Daemon:
         self.handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
         self.outbox = OutboxDir(data_dir)
         self.jobs = JobsFile(data_dir)
+        self.media = MediaStore(data_dir, lifetime_s=settings.media.lifetime_hours * 3600)
         self.router = Router(
             run_turn=self._run_turn,
             channels=self.channels,
@@ -168,6 +170,7 @@ class Daemon:
             channel,
             extra_tools=self.tools_for(inbound, channel),
             turn_id=f"{inbound.channel}:{inbound.source_id}",
+            attachments=inbound.attachments,
         )
 
     # --- status ----------------------------------------------------------------------------
@@ -219,6 +222,15 @@ class Daemon:
             await anyio.sleep(every_s)
             self.notifier.status(self._summary())
 
+    async def _sweep_media(self) -> None:
+        """Media older than `media.lifetime_hours` is removed, checked every sweep interval."""
+        while True:
+            await anyio.sleep(self.settings.media.sweep_interval_s)
+            try:
+                await self.media.sweep()
+            except OSError as exc:
+                log.warning("media_sweep_failed", error=str(exc))
+
     # --- life cycle ------------------------------------------------------------------------
 
     def _child(self, channel: Channel) -> ChildFn:
@@ -239,6 +251,7 @@ class Daemon:
             await tg.start(self.router.run)
             await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()
+            await self.media.sweep()
             for name, channel in self.channels.items():
                 await tg.start(self.supervisor.supervise, name, self._child(channel))
             if self.scheduler is not None:
@@ -263,6 +276,7 @@ class Daemon:
             if interval is not None:
                 tg.start_soon(watchdog, self.notifier, interval)
             tg.start_soon(self._status_lines)
+            tg.start_soon(self._sweep_media)
         log.info("daemon_stopped")
         self.notifier.close()
         return EXIT_OK

@@ -17,6 +17,8 @@ from squidd.core.models import HistoryHit, SessionId
 from squidd.core.ports import PromptSource, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
+from squidd.llm.transcription import WhisperTranscriber
+from squidd.media.reader import MediaReader
 from squidd.secrets import known_secrets
 from squidd.store.jsonl import JsonlStore
 from squidd.store.tool_results import ToolResultFiles
@@ -82,6 +84,9 @@ class Runtime:
             closer = getattr(tool, "aclose", None)
             if closer is not None:
                 await closer()
+        transcriber = self.extra.get("transcriber")
+        if isinstance(transcriber, WhisperTranscriber):
+            await transcriber.aclose()
 
 
 class PromptWithSkills:
@@ -177,6 +182,9 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
     skills = build_skills(settings)
     registry = build_registry(settings, store, skills)
     prompt = build_prompt(settings, skills)
+    transcriber = (
+        WhisperTranscriber(settings.transcription) if settings.transcription.base_url else None
+    )
     # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
     policy = SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools))
     agent = AgentLoop(
@@ -192,6 +200,9 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         usage=usage,
         results=ToolResultFiles(settings.storage.data_dir),
         max_result_chars=settings.tools.max_result_chars,
+        attachments=MediaReader(
+            settings.media, vision=settings.llm.vision, transcriber=transcriber
+        ),
     )
     return Runtime(
         settings=settings,
@@ -203,4 +214,5 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         agent=agent,
         usage=usage,
         policy=policy,
+        extra={"transcriber": transcriber} if transcriber else {},
     )

@@ -90,6 +90,11 @@ def to_openai_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         data["tool_call_id"] = message.tool_call_id
         data["content"] = content or ""
+    if message.images:  # image content parts: inline data: URLs the model can read
+        data["content"] = [
+            {"type": "text", "text": content or ""},
+            *({"type": "image_url", "image_url": {"url": url}} for url in message.images),
+        ]
     return data
 
 

@@ -38,7 +38,7 @@ from nio.events import TypingNoticeEvent
 from squidd.channels.matrix import MatrixChannel
 from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
-from squidd.core.ports import ChannelState
+from squidd.core.ports import ChannelState, MediaSink
 from tests.servers.synapse.server import SynapseServer, User, default_data_root
 
 _STARTED = pytest.StashKey[float]()
@@ -327,9 +327,14 @@ class AnsweringInbox:
 
 @asynccontextmanager
 async def run_channel(
-    settings: MatrixSettings, data_dir: Path, responder: Responder = echo
+    settings: MatrixSettings,
+    data_dir: Path,
+    responder: Responder = echo,
+    *,
+    media: MediaSink | None = None,
+    max_download_bytes: int = 8 * 1024 * 1024,
 ) -> AsyncIterator[tuple[MatrixChannel, AnsweringInbox]]:
-    channel = MatrixChannel(settings, data_dir)
+    channel = MatrixChannel(settings, data_dir, media=media, max_download_bytes=max_download_bytes)
     async with anyio.create_task_group() as tg:
         inbox = AnsweringInbox(channel, tg, responder)
         with anyio.fail_after(60):

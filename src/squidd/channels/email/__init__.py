@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from squidd.channels.email.channel import EmailChannel
 from squidd.config import Settings
-from squidd.core.ports import Channel
+from squidd.core.ports import Channel, MediaSink
 
 __all__ = ["EmailChannel", "create_channel"]
 
 
-def create_channel(settings: Settings) -> Channel:
+def create_channel(settings: Settings, *, media: MediaSink | None = None) -> Channel:
     """The email channel for `settings.email`, keeping its state under the data dir."""
-    return EmailChannel(settings.email, settings.storage.data_dir)
+    return EmailChannel(settings.email, settings.storage.data_dir, media=media)

@@ -25,7 +25,7 @@ import html2text
 from squidd.channels.email.headers import CONTROL_RE, header_block, raw_text
 from squidd.channels.email.quoting import trim_reply
 
-__all__ = ["Attachment", "MailText", "extract_text", "human_size"]
+__all__ = ["Attachment", "MailText", "extract_text", "human_size", "listed_name"]
 
 _BOUNDARY_LINE_RE = re.compile(rb"^--([!-~]{1,200}?)[ \t]*\r?$", re.M)
 _CONTENT_TYPE_RE = re.compile(rb"(?im)^content-type:[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*")
@@ -51,6 +51,11 @@ class MailText:
     attachments: tuple[Attachment, ...]
     from_html: bool
     truncated: bool
+
+
+def listed_name(name: str) -> str:
+    """The name an attachment is listed under (what `extract_text` shows)."""
+    return _clean_name(name)
 
 
 def _clean_name(name: str) -> str:

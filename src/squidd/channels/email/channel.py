@@ -32,7 +32,7 @@ from squidd.channels.email.tls import make_tls_context
 from squidd.config.email import EmailSettings
 from squidd.core.backoff import Backoff, Failures
 from squidd.core.models import Outbound
-from squidd.core.ports import ChannelState, Inbox
+from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import PermanentError, TransientError
 
 __all__ = ["EmailChannel"]
@@ -52,16 +52,18 @@ class EmailChannel:
         data_dir: Path,
         *,
         clock: Callable[[], float] = time.monotonic,
+        media: MediaSink | None = None,
     ) -> None:
         self._settings = settings
         self._clock = clock
+        self._media = media
         self._tls = make_tls_context(settings.ca_file)
         self._smtp = SmtpSender(settings, self._tls)
         state = StateFile(state_path(data_dir, settings.address.lower(), settings.folder))
         # UIDs handed to the router by this process and not acknowledged yet.
         delivered: set[int] = set()
         self._acks = Acknowledger(settings, self._tls, state, delivered)
-        self._receiver = Receiver(settings, state, self._acks, delivered, clock=clock)
+        self._receiver = Receiver(settings, state, self._acks, delivered, clock=clock, media=media)
         self._backoff = Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s)
 
     @property

@@ -1,6 +1,7 @@
 """What the model is handed for one mail: the `Inbound`, its prompt text and its meta.
 
-The prompt text is the subject, the body text and a list of attachments (never opened); a
+The prompt text is the subject, the body text and a list of the attachments not opened
+(the allowed ones are stored and travel as `Inbound.attachments`); a
 mail over the size cap is not read at all, and the model is told to say so instead. The
 inbound's `meta` is private to this channel: its keys are written here, and `thread_of`
 reads back what the reply to that mail threads on.
@@ -8,24 +9,33 @@ reads back what the reply to that mail threads on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from squidd.channels.email.body import MailText, human_size
 from squidd.channels.email.compose import ThreadContext
 from squidd.channels.email.headers import MailHeaders
-from squidd.core.models import AckHook, Inbound, SessionId, UndeliverableHook
+from squidd.core.models import AckHook, Attachment, Inbound, SessionId, UndeliverableHook
 
 __all__ = ["make_inbound", "oversize_notice", "prompt_text", "thread_of"]
 
 
-def prompt_text(headers: MailHeaders, body: MailText) -> str:
-    """The subject, the body text and the attachments by name, type and size."""
+def prompt_text(
+    headers: MailHeaders, body: MailText, *, opened: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The subject, the body text and the attachments by name, type and size. `opened`
+    ((name, type) as listed) were stored and reach the model themselves: not listed."""
     parts = [f"Subject: {headers.subject}" if headers.subject else "(no subject)", ""]
     parts.append(body.text or "(no text)")
-    if body.attachments:
-        listed = "; ".join(
-            f"{a.name} ({a.content_type}, {human_size(a.size)})" for a in body.attachments
-        )
+    skip = list(opened)
+    rest = []
+    for a in body.attachments:
+        if (a.name, a.content_type) in skip:
+            skip.remove((a.name, a.content_type))
+        else:
+            rest.append(a)
+    if rest:
+        listed = "; ".join(f"{a.name} ({a.content_type}, {human_size(a.size)})" for a in rest)
         parts += ["", f"[Attachments, not opened: {listed}]"]
     return "\n".join(parts)
 
@@ -50,6 +60,7 @@ def make_inbound(
     folder: str,
     ack: AckHook,
     on_undeliverable: UndeliverableHook,
+    attachments: tuple[Attachment, ...] = (),
 ) -> Inbound:
     """The Inbound of one accepted mail; `body` is None when it was too large to read."""
     meta: dict[str, Any] = {
@@ -78,6 +89,7 @@ def make_inbound(
         meta=meta,
         ack=ack,
         on_undeliverable=on_undeliverable,
+        attachments=attachments,
     )
 
 

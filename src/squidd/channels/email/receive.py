@@ -23,15 +23,16 @@ import anyio
 import structlog
 
 from squidd.channels.email.ack import Acknowledger
-from squidd.channels.email.body import MailText, extract_text
+from squidd.channels.email.attachments import keep_attachments
+from squidd.channels.email.body import MailText, extract_text, listed_name
 from squidd.channels.email.headers import parse_headers
 from squidd.channels.email.imap import ImapFolder
 from squidd.channels.email.inbound import make_inbound, oversize_notice, prompt_text
 from squidd.channels.email.policy import Gate, RateLimiter
 from squidd.channels.email.state import StateFile
 from squidd.config.email import EmailSettings
-from squidd.core.models import Inbound
-from squidd.core.ports import Inbox
+from squidd.core.models import Attachment, Inbound
+from squidd.core.ports import Inbox, MediaSink
 from squidd.errors import PermanentError, TransientError
 
 __all__ = ["Receiver"]
@@ -63,8 +64,10 @@ class Receiver:
         delivered: set[int],
         *,
         clock: Callable[[], float] = time.monotonic,
+        media: MediaSink | None = None,
     ) -> None:
         self._settings = settings
+        self._media = media
         self._state = state
         self._state_loaded = False
         self._acks = acks
@@ -251,6 +254,7 @@ class Receiver:
         if size > self._settings.max_size_bytes:
             text = oversize_notice(headers, size, self._settings.max_size_bytes)
             body: MailText | None = None
+            attachments: tuple[Attachment, ...] = ()
         else:
             raw = await folder.fetch_message(uid)
             if raw is None:
@@ -258,7 +262,8 @@ class Receiver:
             body = await anyio.to_thread.run_sync(
                 functools.partial(extract_text, raw, max_chars=self._settings.max_text_chars)
             )
-            text = prompt_text(headers, body)
+            attachments, opened = await self._keep_attachments(raw, headers.from_addr)
+            text = prompt_text(headers, body, opened=opened)
         return make_inbound(
             headers,
             text,
@@ -268,7 +273,17 @@ class Receiver:
             folder=self._settings.folder,
             ack=functools.partial(self._acks.ack, folder.uidvalidity, uid),
             on_undeliverable=functools.partial(self._acks.undeliverable, folder.uidvalidity, uid),
+            attachments=attachments,
         )
+
+    async def _keep_attachments(
+        self, raw: bytes, session_id: str
+    ) -> tuple[tuple[Attachment, ...], list[tuple[str, str]]]:
+        """The allowed attachments stored (references) and, as listed, (name, type) of each."""
+        if self._media is None:
+            return (), []
+        kept, found = await keep_attachments(raw, self._settings, self._media, session_id)
+        return kept, [(listed_name(name), ctype) for name, ctype, _ in found]
 
     def _must_wait(self, uid: int, sender: str) -> bool:
         """Over the sender's rate limit, or behind an older mail of theirs that is."""

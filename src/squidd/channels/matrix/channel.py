@@ -29,7 +29,7 @@ from squidd.channels.matrix.undecrypted import Undecrypted
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff
 from squidd.core.models import Outbound
-from squidd.core.ports import ChannelState, Inbox
+from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import DeliveryError
 
 
@@ -42,6 +42,8 @@ class MatrixChannel:
         data_dir: Path,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        media: MediaSink | None = None,
+        max_download_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self._cfg = settings
         self._files = MatrixFiles(data_dir)
@@ -52,6 +54,8 @@ class MatrixChannel:
             typing=self.typing,
             undecrypted=Undecrypted(wait_s=settings.decrypt_wait_s, monotonic=monotonic),
             backoff=Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s),
+            media=media,
+            max_download_bytes=max_download_bytes,
         )
 
     @property

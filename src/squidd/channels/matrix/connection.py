@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -43,7 +43,7 @@ from nio import (
     UnknownEvent,
 )
 
-from squidd.channels.matrix import e2ee, events
+from squidd.channels.matrix import e2ee, events, media
 from squidd.channels.matrix.client import TokenRejectedError, call, translate
 from squidd.channels.matrix.invites import answer_invites
 from squidd.channels.matrix.policy import Policy
@@ -52,7 +52,8 @@ from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff, Failures
-from squidd.core.ports import ChannelState, Inbox
+from squidd.core.models import Inbound
+from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import SquiddError, TransientError
 
 log = structlog.get_logger()
@@ -71,6 +72,8 @@ class Carried:
     backoff: Backoff
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
     invites_seen: set[str] = field(default_factory=set)
+    media: MediaSink | None = None
+    max_download_bytes: int = 0
 
     def remember(self, event_id: str) -> bool:
         """Record an event id; False if it was seen before in this run."""
@@ -336,7 +339,7 @@ class Connection:
             await self._carried.undecrypted.hold(
                 self.client, self.policy, self._ledger, batch, room_id, event
             )
-        elif events.is_text_message(event):
+        elif events.is_text_message(event) or media.is_media_message(event):
             await self._message(batch, room_id, event)
         elif isinstance(event, BadEvent | UnknownBadEvent):
             log.info(
@@ -366,10 +369,29 @@ class Connection:
         )
         if inbound is None:
             return False
+        content = media.media_content(event)
+        if content is not None:
+            inbound = await self._with_media(inbound, content)
         self._ledger.add(batch, event_id)
         self._carried.typing.start(room_id, event_id)
         await self._inbox.put(inbound)
         return True
+
+    async def _with_media(self, inbound: Inbound, content: Mapping[str, Any]) -> Inbound:
+        """The message with its file: fetched into the media store, the caption as text."""
+        caption, _ = media.caption_and_name(content)
+        sink = self._carried.media
+        if sink is None:
+            kind = media.KINDS[str(content["msgtype"])]
+            return replace(inbound, text=caption or f"[{kind}: {inbound.text}] (not downloaded)")
+        attachment = await media.fetch(
+            self.client,
+            content,
+            sink=sink,
+            session_id=inbound.session_id,
+            max_bytes=self._carried.max_download_bytes,
+        )
+        return replace(inbound, text=caption or media.label(attachment), attachments=(attachment,))
 
     async def _ack(self, batch: Batch, room_id: str, event_id: str) -> None:
         await self._carried.typing.stop(room_id, event_id)

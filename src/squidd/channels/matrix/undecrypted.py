@@ -19,6 +19,7 @@ from nio import AsyncClient, MegolmEvent
 from squidd.channels.matrix import e2ee
 from squidd.channels.matrix.client import call, describe
 from squidd.channels.matrix.events import is_text_message
+from squidd.channels.matrix.media import is_media_message
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, SyncLedger
 from squidd.errors import TransientError
@@ -91,7 +92,7 @@ class Undecrypted:
                 del self._held[event_id]
                 log.info("matrix_decrypted_late", room=item.room_id, event_id=event_id)
                 delivered = False
-                if is_text_message(decrypted):
+                if is_text_message(decrypted) or is_media_message(decrypted):
                     delivered = await deliver(item.batch, item.room_id, decrypted)
                 if not delivered:  # else the router's ack of the message settles it
                     await ledger.ack(item.batch, event_id)

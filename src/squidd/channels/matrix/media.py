@@ -1,0 +1,168 @@
+"""Matrix media messages (`m.image`, `m.file`, `m.audio`, `m.video`, plain or encrypted)
+read into an attachment: downloaded in chunks, decrypted on the way, into the media store.
+
+The event's `info.size` over the cap: nothing is downloaded, the assistant gets the name,
+type and size with "too large". Otherwise the content is streamed from the homeserver's
+authenticated media endpoint straight into the media sink (never whole in memory); in an
+encrypted room the event's `file` carries the AES-CTR key and IV and the SHA-256 of the
+ciphertext, which is checked before the file is kept. A caption is the `body` when it is
+not the file name; without one the message text names the file (`[image: cat.png]`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import structlog
+from Crypto.Cipher import AES
+from Crypto.Util import Counter
+from nio import AsyncClient
+
+from squidd.core.models import Attachment, AttachmentKind
+from squidd.core.ports import MediaSink
+from squidd.fs import display_name
+
+log = structlog.get_logger()
+
+KINDS: dict[str, AttachmentKind] = {
+    "m.image": "image",
+    "m.file": "file",
+    "m.audio": "audio",
+    "m.video": "video",
+}
+_MXC = re.compile(r"mxc://([A-Za-z0-9.:\[\]-]{1,255})/([A-Za-z0-9_-]{1,255})")
+_CHUNK = 64 * 1024
+
+
+class MediaError(Exception):
+    """The file could not be fetched or failed its integrity check."""
+
+
+def media_content(event: Any) -> Mapping[str, Any] | None:
+    """The content of a media message (plain or decrypted), else None."""
+    source = getattr(event, "source", None)
+    if not isinstance(source, Mapping) or source.get("type") != "m.room.message":
+        return None
+    content = source.get("content")
+    if not isinstance(content, Mapping) or content.get("msgtype") not in KINDS:
+        return None
+    file = content.get("file")
+    url = file.get("url") if isinstance(file, Mapping) else content.get("url")
+    if not isinstance(url, str) or not isinstance(getattr(event, "sender", None), str):
+        return None
+    return content
+
+
+def is_media_message(event: Any) -> bool:
+    return media_content(event) is not None
+
+
+def label(att: Attachment) -> str:
+    """The text of a media message without a caption: `[image: cat.png]`, `[voice note]`."""
+    return "[voice note]" if att.kind == "audio" else f"[{att.kind}: {att.name}]"
+
+
+def caption_and_name(content: Mapping[str, Any]) -> tuple[str, str]:
+    """(caption or "", file name): `body` is a caption only when a distinct `filename` is set."""
+    body = content.get("body") if isinstance(content.get("body"), str) else ""
+    filename = content.get("filename") if isinstance(content.get("filename"), str) else ""
+    if filename and body and body != filename:
+        return str(body), str(filename)
+    return "", str(filename or body or "file")
+
+
+async def fetch(
+    client: AsyncClient,
+    content: Mapping[str, Any],
+    *,
+    sink: MediaSink,
+    session_id: str,
+    max_bytes: int,
+) -> Attachment:
+    """The attachment for a media message: kept in the sink, or a reference saying why not."""
+    kind = KINDS[str(content["msgtype"])]
+    _, name = caption_and_name(content)
+    info = content.get("info")
+    info = info if isinstance(info, Mapping) else {}
+    mime = str(info["mimetype"]) if isinstance(info.get("mimetype"), str) else ""
+    size = int(info["size"]) if isinstance(info.get("size"), int) else 0
+    if size > max_bytes:
+        log.info("matrix_media_too_large", size=size, max_bytes=max_bytes)
+        return Attachment(kind, display_name(name), mime, size, note="too large")
+    file = content.get("file")
+    url = str(file["url"] if isinstance(file, Mapping) else content["url"])
+    try:
+        chunks = _download(client, url)
+        if isinstance(file, Mapping):
+            chunks = _decrypt(chunks, file)
+        return await sink.save(
+            session_id, kind=kind, name=name, mime=mime, chunks=chunks, max_bytes=max_bytes
+        )
+    except (MediaError, aiohttp.ClientError, TimeoutError) as exc:
+        log.warning("matrix_media_failed", error=str(exc) or type(exc).__name__)
+        return Attachment(kind, display_name(name), mime, size, note="could not be downloaded")
+
+
+async def _download(client: AsyncClient, url: str) -> AsyncIterator[bytes]:
+    match = _MXC.fullmatch(url)
+    if match is None:
+        raise MediaError("not an mxc:// URL")
+    server, media_id = match.groups()
+    session = client.client_session
+    if session is None:
+        raise MediaError("not connected")
+    headers = {"Authorization": f"Bearer {client.access_token}"}
+    base = client.homeserver.rstrip("/")
+    paths = (
+        f"/_matrix/client/v1/media/download/{server}/{media_id}",
+        f"/_matrix/media/v3/download/{server}/{media_id}",  # servers without authenticated media
+    )
+    for path in paths:
+        async with session.get(base + path, headers=headers, ssl=client.ssl) as response:
+            if response.status in (400, 404) and path is paths[0]:
+                continue
+            if response.status != 200:
+                raise MediaError(f"homeserver answered {response.status}")
+            async for chunk in response.content.iter_chunked(_CHUNK):
+                yield chunk
+            return
+
+
+def _b64(value: Any) -> bytes:
+    if not isinstance(value, str):
+        raise MediaError("malformed encryption info")
+    text = value.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4))
+    except ValueError as exc:
+        raise MediaError("malformed encryption info") from exc
+
+
+async def _decrypt(chunks: AsyncIterator[bytes], file: Mapping[str, Any]) -> AsyncIterator[bytes]:
+    """Decrypt an encrypted attachment (AES-256-CTR) chunk by chunk; the ciphertext's
+    SHA-256 must match the event's before the last chunk is let through."""
+    key_info = file.get("key")
+    hashes = file.get("hashes")
+    if not isinstance(key_info, Mapping) or not isinstance(hashes, Mapping):
+        raise MediaError("malformed encryption info")
+    key, iv, expected = _b64(key_info.get("k")), _b64(file.get("iv")), _b64(hashes.get("sha256"))
+    if len(key) != 32 or len(iv) != 16:
+        raise MediaError("malformed encryption info")
+    counter = Counter.new(64, prefix=iv[:8], initial_value=int.from_bytes(iv[8:], "big"))
+    cipher = AES.new(key, AES.MODE_CTR, counter=counter)
+    digest = hashlib.sha256()
+    pending = b""
+    async for chunk in chunks:
+        digest.update(chunk)
+        if pending:
+            yield pending
+        pending = cipher.decrypt(chunk)
+    if digest.digest() != expected:
+        raise MediaError("the file does not match its hash")
+    if pending:
+        yield pending

@@ -1,0 +1,1 @@
+"""Attachments made into content for the model: images (Pillow), documents (pypdf), voice."""

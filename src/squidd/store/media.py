@@ -1,0 +1,127 @@
+"""The media store: files that came with messages, kept per session for a limited time.
+
+`<data dir>/media/<safe session name>/<sha256 of the content><safe extension>`. Nothing of
+the sender's file name reaches the path (only an extension of `[a-z0-9]{1,8}`), so a hostile
+name (`../x`, NUL, 10,000 characters) cannot write outside the store; the same content sent
+twice is one file. Content is streamed to a temporary file beside its final place while it
+is hashed and counted, so a large file is never held in memory; over the size cap the
+partial file is removed and the attachment is a reference with the note "too large".
+`sweep` removes files older than the configured lifetime (the daemon calls it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterable
+from pathlib import Path
+from typing import IO
+
+import anyio
+import structlog
+
+from squidd.core.models import Attachment, AttachmentKind
+from squidd.errors import StorageError
+from squidd.fs import display_name, safe_extension, safe_name
+
+log = structlog.get_logger(__name__)
+
+TOO_LARGE = "too large"
+
+
+class MediaStore:
+    """Stores attachment content under the data dir and removes it after `lifetime_s`."""
+
+    def __init__(self, data_dir: Path, *, lifetime_s: float) -> None:
+        self.root = data_dir / "media"
+        self._lifetime_s = lifetime_s
+
+    def session_dir(self, session_id: str) -> Path:
+        return self.root / safe_name(session_id)
+
+    async def save(
+        self,
+        session_id: str,
+        *,
+        kind: AttachmentKind,
+        name: str,
+        mime: str,
+        chunks: AsyncIterable[bytes],
+        max_bytes: int,
+    ) -> Attachment:
+        """Stream `chunks` into the store; a reference to the kept file, or a "too large" one."""
+        shown = display_name(name)
+        directory = self.session_dir(session_id)
+        handle, tmp = await anyio.to_thread.run_sync(_open_temp, directory)
+        digest = hashlib.sha256()
+        size = 0
+        kept = False
+        try:
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > max_bytes:
+                    break
+                digest.update(chunk)
+                await anyio.to_thread.run_sync(handle.write, chunk)
+            else:
+                kept = True
+            if not kept:
+                log.info("media_too_large", session=session_id, max_bytes=max_bytes)
+                return Attachment(kind, shown, mime, size, note=TOO_LARGE)
+            final = directory / f"{digest.hexdigest()}{safe_extension(name)}"
+            await anyio.to_thread.run_sync(_finish, handle, tmp, final)
+            log.info("media_saved", session=session_id, size=size, kind=kind)
+            return Attachment(kind, shown, mime, size, digest.hexdigest(), str(final))
+        finally:
+            if not handle.closed:
+                handle.close()
+            with contextlib.suppress(FileNotFoundError):
+                await anyio.to_thread.run_sync(os.unlink, tmp)
+
+    async def sweep(self, *, now: float | None = None) -> int:
+        """Remove media older than the lifetime (and emptied session dirs); how many files."""
+        return await anyio.to_thread.run_sync(self._sweep, time.time() if now is None else now)
+
+    def _sweep(self, now: float) -> int:
+        removed = 0
+        if not self.root.is_dir():
+            return 0
+        for session in self.root.iterdir():
+            if not session.is_dir() or session.is_symlink():
+                continue
+            for entry in session.iterdir():
+                try:
+                    if entry.is_file() and now - entry.stat().st_mtime > self._lifetime_s:
+                        entry.unlink()
+                        removed += 1
+                except OSError as exc:
+                    log.warning("media_sweep_failed", path=str(entry), error=str(exc))
+            with contextlib.suppress(OSError):
+                session.rmdir()  # only succeeds when empty
+        if removed:
+            log.info("media_swept", removed=removed)
+        return removed
+
+
+def _open_temp(directory: Path) -> tuple[IO[bytes], str]:
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".incoming-", suffix=".tmp")
+    except OSError as exc:
+        raise StorageError(f"cannot write into {directory}: {exc.strerror or exc}") from exc
+    return os.fdopen(fd, "wb"), tmp
+
+
+def _finish(handle: IO[bytes], tmp: str, final: Path) -> None:
+    """Flush and rename into place; an existing file of the same hash is refreshed instead."""
+    try:
+        handle.flush()
+        os.fsync(handle.fileno())
+        handle.close()
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, final)  # same content, same name: replacing it is harmless
+    except OSError as exc:
+        raise StorageError(f"cannot store {final}: {exc.strerror or exc}") from exc

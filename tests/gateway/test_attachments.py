@@ -1,0 +1,98 @@
+"""Attachments through the daemon: the model gets image parts and extracted text for the
+turn; the history keeps references (path, type, size, hash), never the bytes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from squidd.store.media import MediaStore
+from tests.gateway.conftest import make_settings, running_daemon
+from tests.support.fake_llm import FakeLLM
+from tests.support.media_files import jpeg_with_exif, pdf_with_text, wav_tone
+from tests.support.memory_channel import MemoryChannel
+from tests.support.transcription_server import TranscriptionServer
+
+pytestmark = pytest.mark.anyio
+
+
+async def once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+def user_content(request: dict[str, Any]) -> Any:
+    return [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+
+
+async def test_image_and_pdf_reach_the_model_and_history_keeps_references(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    settings = make_settings(data, fake_llm.base_url, llm={"vision": True})
+    store = MediaStore(data, lifetime_s=3600)
+    image = await store.save(
+        "room",
+        kind="image",
+        name="cat.jpg",
+        mime="image/jpeg",
+        chunks=once(jpeg_with_exif(800, 600)),
+        max_bytes=10**7,
+    )
+    pdf = await store.save(
+        "room",
+        kind="file",
+        name="r.pdf",
+        mime="application/pdf",
+        chunks=once(pdf_with_text("Quarterly figure 8472")),
+        max_bytes=10**7,
+    )
+    channel = MemoryChannel("memory")
+    fake_llm.push("a cat and a report", "again")
+    async with running_daemon(settings, [channel]):
+        channel.inject("what is this?", session="room", attachments=(image, pdf))
+        await channel.wait_for(1, what="acked")
+        channel.inject("and now?", session="room")
+        await channel.wait_for(2, what="acked")
+    first = user_content(fake_llm.chat_requests[0])
+    assert isinstance(first, list) and first[0]["type"] == "text"
+    assert "Quarterly figure 8472" in first[0]["text"] and "what is this?" in first[0]["text"]
+    assert [p["image_url"]["url"][:23] for p in first[1:]] == ["data:image/jpeg;base64,"]
+    # the next turn's history: the references, not the image nor the PDF's text
+    history = fake_llm.chat_requests[1]["messages"]
+    assert all(isinstance(m["content"], str | None) for m in history)
+    assert not any("Quarterly" in (m["content"] or "") for m in history)
+    [jsonl] = (data / "sessions").rglob("*.jsonl")
+    stored = jsonl.read_text()
+    assert image.sha256 in stored and str(pdf.path) in stored
+    assert "base64" not in stored and "Quarterly" not in stored and len(stored) < 3000
+
+
+async def test_a_voice_note_reaches_the_model_as_its_transcript(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    with TranscriptionServer(text="please water the plants") as whisper:
+        settings = make_settings(
+            data, fake_llm.base_url, transcription={"base_url": whisper.base_url}
+        )
+        store = MediaStore(data, lifetime_s=3600)
+        voice = await store.save(
+            "room",
+            kind="audio",
+            name="voice.ogg",
+            mime="audio/ogg",
+            chunks=once(wav_tone()),
+            max_bytes=10**7,
+        )
+        channel = MemoryChannel("memory")
+        fake_llm.push("will do")
+        async with running_daemon(settings, [channel]):
+            channel.inject("[voice note]", session="room", attachments=(voice,))
+            await channel.wait_for(1, what="acked")
+    text = user_content(fake_llm.chat_requests[0])
+    assert "[voice note, transcribed]: please water the plants" in text
+    [jsonl] = (data / "sessions").rglob("*.jsonl")
+    assert "please water the plants" in jsonl.read_text()  # the transcript is kept
