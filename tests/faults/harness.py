@@ -63,7 +63,7 @@ class Counts:
         return line
 
 
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
     """Poll foreign state (files, a log) until `check`; the bound is for a broken run only."""
     deadline = time.monotonic() + timeout
     while not check():
