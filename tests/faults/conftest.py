@@ -1,10 +1,12 @@
 """The fault suite: every test here is marked `faults`, and the counts each scenario
-printed are repeated at the end of the run, where CI output shows them."""
+printed are repeated at the end of the run, where CI output shows them. The real mail
+servers are the email tests' fixture, started once for this package."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.channels.email.conftest import mail_server as mail_server
 from tests.faults.harness import REPORTED
 
 
