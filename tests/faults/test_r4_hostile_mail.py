@@ -62,12 +62,8 @@ def hostile(bot: str) -> list[tuple[str, bool, bytes]]:
     add("nul", True, "Content-Type: text/plain\r\n", b"a\x00b\x00c\r\n")
     add("encoded-word", True, "X-Junk: =?utf-8?b?////?=\r\n", b"hi\r\n")
     add("empty", True, "Content-Type: text/plain\r\n", b"")
-    add(
-        "huge",
-        True,
-        "Content-Type: text/plain\r\n",
-        b"A" * 76 * 1000 + b"\r\n" * 0 + (b"B" * 998 + b"\r\n") * 20_500,
-    )
+    # 20 MB, past the size limit: answered with the limit's short notice.
+    add("huge", True, "Content-Type: text/plain\r\n", (b"B" * 998 + b"\r\n") * 20_500)
     add("spoofed", False, "Content-Type: text/plain\r\n", b"I am alice\r\n", auth=False)
     add("auto-reply", False, "Auto-Submitted: auto-replied\r\n", b"out of office\r\n")
     add("bulk", False, "Precedence: bulk\r\n", b"newsletter\r\n")
@@ -111,6 +107,7 @@ async def test_hostile_mail_is_answered_once_or_left_alone(
             errors = [e for e in events if e.get("level") in ("error", "critical")]
             counts = Counts("R4 mail", extra={"silent_ok": sum(replies[m] == 0 for m in silent)})
             counts.tally(expected, replies)
+            counts.sent = len(cases)
             counts.crashes = (daemon.proc.poll() is not None) + sum(
                 e.get("event") == "turn_crashed" for e in events
             )
