@@ -165,6 +165,9 @@ class FakeLLM:
                     self.wfile.write(b"0\r\n\r\n")
                 except _Cut:
                     self.close_connection = True
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client gave up (its timeout): nothing left to answer.
+                    self.close_connection = True
 
         self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

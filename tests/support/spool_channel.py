@@ -53,7 +53,10 @@ class SpoolChannel:
             for name in names:
                 if name in self._queued:
                     continue
-                data = json.loads(await (incoming / name).read_text(encoding="utf-8"))
+                try:
+                    data = json.loads(await (incoming / name).read_text(encoding="utf-8"))
+                except FileNotFoundError:  # acknowledged (moved) since the listing
+                    continue
                 self._queued.add(name)
                 await inbox.put(self._inbound(name, data))
             await anyio.sleep(self._poll_s)

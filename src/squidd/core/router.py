@@ -18,6 +18,7 @@ Durable acknowledgement, per message:
    dropped and `ack` called, or `on_undeliverable(reason)` for a refused reply, so a refused
    reply is neither retried, nor answered again, nor holding up its session or a shutdown.
 A turn that fails (the model is down after its retries) is answered with a short apology.
+Writes of the outbox and the handled record are retried the same way (a full disk).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from squidd.core.backoff import Backoff
 from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
 from squidd.core.ports import Channel, ChannelState, HandledLog, Outbox
 from squidd.core.supervisor import ChildHealth
-from squidd.errors import LLMError, PermanentError
+from squidd.errors import LLMError, PermanentError, StorageError
 
 log = structlog.get_logger()
 
@@ -292,7 +293,7 @@ class Router:
                 inbound.session_id,
                 subject=inbound.subject,
             )
-            await self._outbox.put(channel, source_id, pending)
+            await self._stored(lambda: self._outbox.put(channel, source_id, pending))
             log.debug("reply_ready", ms=_ms(started))
         # The cap is on turns: delivery retries (a channel that is down) must not keep other
         # sessions from running theirs. The session stays blocked, so its order holds.
@@ -300,12 +301,12 @@ class Router:
         try:
             await self._deliver(inbound, pending)
         except _Refused as refused:
-            await self._handled.add(channel, source_id, failed=True)
-            await self._outbox.remove(channel, source_id)
+            await self._stored(lambda: self._handled.add(channel, source_id, failed=True))
+            await self._stored(lambda: self._outbox.remove(channel, source_id))
             await self._give_up(inbound, refused.reason)
             return
-        await self._handled.add(channel, source_id)
-        await self._outbox.remove(channel, source_id)
+        await self._stored(lambda: self._handled.add(channel, source_id))
+        await self._stored(lambda: self._outbox.remove(channel, source_id))
         await self._ack(inbound)
 
     async def _turn(self, inbound: Inbound) -> str:
@@ -314,6 +315,9 @@ class Router:
         except LLMError as exc:
             log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
             return self._apology
+        except StorageError as exc:  # a full or broken disk: said in the log, not a crash
+            log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
+            return CRASH_APOLOGY
         except Exception:
             log.exception("turn_crashed")
         return CRASH_APOLOGY
@@ -358,8 +362,28 @@ class Router:
             log.info("reply_sent", to=pending.channel, ms=_ms(started), chars=len(pending.text))
             return
 
+    async def _stored(self, write: Callable[[], Awaitable[None]]) -> None:
+        """Run a write of the outbox or the handled record until it succeeds: a reply not
+        kept, or kept but not recorded as sent, is lost or sent twice (a full disk passes)."""
+        failures = 0
+        while True:
+            try:
+                await write()
+            except StorageError as exc:
+                failures += 1
+                delay = self._delivery_backoff.delay(failures)
+                log.error(  # noqa: TRY400 - expected; the reason is enough
+                    "storage_write_failed",
+                    attempt=failures,
+                    retry_in_s=round(delay, 2),
+                    reason=str(exc),
+                )
+                await self._sleep(delay)
+                continue
+            return
+
     async def _finish(self, inbound: Inbound) -> None:
-        await self._handled.add(inbound.channel, inbound.source_id)
+        await self._stored(lambda: self._handled.add(inbound.channel, inbound.source_id))
         await self._ack(inbound)
 
     async def _ack(self, inbound: Inbound) -> None:

@@ -33,7 +33,6 @@ from squidd.fs import (
     append_lines_locked,
     atomic_write_text,
     read_bytes_or_empty,
-    read_text_or_empty,
     safe_name,
 )
 from squidd.store.history_index import HistoryIndex, match_snippet
@@ -83,6 +82,22 @@ def _iter_messages(path: Path, start: int = 0) -> Iterator[_Line]:
                 )
                 continue
             yield _Line(line_offset, end, message)
+
+
+def _read_memory_text(path: Path) -> str:
+    """A summary or MEMORY.md as text. Bytes that are not UTF-8 (a bad editor, a torn disk)
+    become U+FFFD with a warning: one bad byte must not stop every turn that reads the file."""
+    raw = read_bytes_or_empty(path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        log.warning(
+            "memory_file_not_utf8",
+            file=str(path),
+            offset=exc.start,
+            effect="undecodable bytes replaced in what the model sees",
+        )
+        return raw.decode("utf-8", errors="replace")
 
 
 class JsonlStore:
@@ -193,13 +208,13 @@ class JsonlStore:
 
     # --- memory documents -------------------------------------------------------------------
     async def load_global_memory(self) -> str:
-        return await anyio.to_thread.run_sync(read_text_or_empty, self.global_memory_path)
+        return await anyio.to_thread.run_sync(_read_memory_text, self.global_memory_path)
 
     async def save_global_memory(self, content: str) -> None:
         await anyio.to_thread.run_sync(atomic_write_text, self.global_memory_path, content)
 
     async def load_session_summary(self, session_id: SessionId) -> str:
-        return await anyio.to_thread.run_sync(read_text_or_empty, self.summary_path(session_id))
+        return await anyio.to_thread.run_sync(_read_memory_text, self.summary_path(session_id))
 
     async def save_session_summary(self, session_id: SessionId, content: str) -> None:
         path = self.summary_path(session_id)
@@ -215,7 +230,7 @@ class JsonlStore:
         if not terms:
             return []
         hits: list[HistoryHit] = []
-        summary = read_text_or_empty(self.summary_path(session_id))
+        summary = _read_memory_text(self.summary_path(session_id))
         for para_index, paragraph in enumerate(p for p in summary.split("\n\n") if p.strip()):
             snippet = match_snippet(paragraph, terms)
             if snippet is not None:
