@@ -9,7 +9,6 @@ owner-only), and the cut text names that file so the model can page through it w
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import anyio
@@ -26,7 +25,9 @@ class ToolResultFiles:
         self.directory = data_dir / PREFIX
 
     async def save(self, session: str, call_id: str, text: str) -> str:
-        name = f"{safe_name(session)}-{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:64]}.txt"
+        # Both ids through safe_name: a bare character substitution made `a.b` and `a_b`
+        # the same file, so one call's full text could replace another's.
+        name = f"{safe_name(session)}-{safe_name(call_id)}.txt"
         path = self.directory / name
         await anyio.Path(self.directory).mkdir(parents=True, exist_ok=True, mode=0o700)
         await anyio.to_thread.run_sync(atomic_write_text, path, text)
