@@ -62,3 +62,11 @@ def test_config_check_names_the_spawn_and_skills_keys(tmp_path: Path) -> None:
         "tools.search_history_across_sessions",
     ):
         assert key in out, out
+
+
+def test_config_check_names_the_tool_result_retention_key(tmp_path: Path) -> None:
+    result = squidd(
+        "config", "check", "--config", str(write(tmp_path, "[tools]\nresult_retention_days = 0\n"))
+    )
+    assert result.returncode == 2
+    assert "tools.result_retention_days" in result.stderr

@@ -5,6 +5,7 @@ uses a double of this port, so the suite runs over the files only."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -48,3 +49,15 @@ async def test_no_id_leads_out_of_the_directory(tmp_path: Path) -> None:
         name = await store.save(session, call, "t")
         assert (tmp_path / name).resolve().parent == (tmp_path / PREFIX).resolve()
     assert sorted(p.parent.name for p in tmp_path.rglob("*.txt")) == [PREFIX] * 3
+
+
+async def test_sweep_removes_only_results_older_than_the_retention(tmp_path: Path) -> None:
+    store = ToolResultFiles(tmp_path)
+    old = tmp_path / await store.save("s", "old", "old text")
+    new = tmp_path / await store.save("s", "new", "new text")
+    now = new.stat().st_mtime
+    os.utime(old, (now - 10 * 86400, now - 10 * 86400))
+    assert await store.sweep(now, keep_s=5 * 86400) == 1
+    assert not old.exists()
+    assert new.read_text(encoding="utf-8") == "new text"
+    assert await ToolResultFiles(tmp_path / "empty").sweep(now, keep_s=1) == 0

@@ -3,6 +3,7 @@ concurrency and ordering, supervision, durable acknowledgement, apologies."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -239,3 +240,20 @@ async def test_a_second_daemon_on_the_same_data_dir_changes_nothing(
         await runtime.aclose()
     assert info.group_contains(DaemonAlreadyRunningError)
     assert handled.read_bytes() == before
+
+
+async def test_saved_tool_results_past_their_retention_are_swept(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    settings = make_settings(data, fake_llm.base_url, tools={"result_retention_days": 7})
+    results = data / "tool-results"
+    results.mkdir(parents=True)
+    old, fresh = results / "s-old.txt", results / "s-fresh.txt"
+    old.write_text("old")
+    fresh.write_text("fresh")
+    eight_days_ago = time.time() - 8 * 86400
+    os.utime(old, (eight_days_ago, eight_days_ago))
+    async with running_daemon(settings, [MemoryChannel("memory")]):
+        await eventually(lambda: not old.exists())
+        assert fresh.read_text() == "fresh"
