@@ -89,7 +89,11 @@ class AgentLoop:
         usage: UsageSink | None = None,
         results: ResultStore | None = None,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None,
     ) -> None:
+        # `prompt_parts` gives the system prompt parts of every turn that have their own
+        # cap (the skills index); they come before a run's own `extra_parts`.
+        self._prompt_parts = prompt_parts
         self._llm = llm
         self._usage = usage
         self._results = results
@@ -176,6 +180,8 @@ class AgentLoop:
         estimator = self._memory.estimator
         reserved = estimator.tokens(tools_chars(definitions))
         base_prompt = await self._prompt.system_prompt()
+        if self._prompt_parts is not None:
+            extra_parts = [*await self._prompt_parts(), *extra_parts]
         context = await self._memory.build_messages(
             session,
             base_prompt,
