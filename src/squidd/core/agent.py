@@ -37,7 +37,7 @@ from squidd.core.models import (
 from squidd.core.on_demand import LoadTools, on_demand
 from squidd.core.ports import LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
 from squidd.core.tools import ToolRegistry, definition_of
-from squidd.core.usage import UsageSink
+from squidd.core.usage import UsageSink, record_usage
 from squidd.errors import LLMContextOverflowError, ToolError
 
 log = structlog.get_logger()
@@ -316,7 +316,7 @@ class AgentLoop:
             elif isinstance(event, Usage):
                 # The provider's count calibrates the estimate for the next requests.
                 self._memory.estimator.observe(event.model, chars, event.prompt_tokens)
-                await self._record(session, purpose, event)
+                await record_usage(self._usage, session, purpose, event)
                 continue
             else:  # StreamRestart: what streamed so far is void
                 parts.clear()
@@ -363,18 +363,6 @@ class AgentLoop:
             f"{head}\n[result cut: {len(content)} characters in all, the first {cap} shown. "
             f"The whole text is in the file {name}; read more with read_file "
             f'(path="{name}", offset={cap}, limit={cap}).]'
-        )
-
-    async def _record(self, session: SessionId, purpose: str, usage: Usage) -> None:
-        if self._usage is None:
-            return
-        await self._usage.record(
-            session=session,
-            model=usage.model,
-            purpose=purpose,
-            prompt=usage.prompt_tokens,
-            completion=usage.completion_tokens,
-            cached=usage.cached_tokens,
         )
 
     async def _dispatch(self, call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
