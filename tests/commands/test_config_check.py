@@ -83,3 +83,11 @@ def test_config_check_names_each_bad_attachment_key(tmp_path: Path) -> None:
         "email.max_attachments",
     ):
         assert key in result.stderr, key
+
+
+def test_config_check_names_the_tool_result_retention_key(tmp_path: Path) -> None:
+    result = squidd(
+        "config", "check", "--config", str(write(tmp_path, "[tools]\nresult_retention_days = 0\n"))
+    )
+    assert result.returncode == 2
+    assert "tools.result_retention_days" in result.stderr

@@ -256,3 +256,20 @@ async def test_media_older_than_the_lifetime_is_removed_by_the_daemon(
     os.utime(old, (two_hours_ago, two_hours_ago))
     async with running_daemon(settings, [MemoryChannel("memory")]):
         assert sorted(p.name for p in room.iterdir()) == ["fresh.png"]
+
+
+async def test_saved_tool_results_past_their_retention_are_swept(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    settings = make_settings(data, fake_llm.base_url, tools={"result_retention_days": 7})
+    results = data / "tool-results"
+    results.mkdir(parents=True)
+    old, fresh = results / "s-old.txt", results / "s-fresh.txt"
+    old.write_text("old")
+    fresh.write_text("fresh")
+    eight_days_ago = time.time() - 8 * 86400
+    os.utime(old, (eight_days_ago, eight_days_ago))
+    async with running_daemon(settings, [MemoryChannel("memory")]):
+        await eventually(lambda: not old.exists())
+        assert fresh.read_text() == "fresh"

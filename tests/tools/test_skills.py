@@ -7,14 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx2
 import pytest
 from structlog.testing import capture_logs
 
 from squidd.config import Settings
+from squidd.core.models import SessionId
 from squidd.errors import ToolError
-from squidd.gateway.runtime import build_prompt, build_registry, build_skills
+from squidd.gateway.runtime import build_registry, build_runtime, build_skills
 from squidd.store.jsonl import JsonlStore
 from squidd.tools.skills import ReadSkillTool, SkillCatalog
+from tests.support.fake_llm import Reply
+from tests.support.mock_llm import MockLLM
 
 pytestmark = pytest.mark.anyio
 
@@ -117,17 +121,56 @@ async def test_read_skill_returns_the_body_and_files_beside_it(tmp_path: Path) -
         await tool.execute({"name": "nope"})
 
 
+def runtime_settings(tmp_path: Path, **agents: object) -> Settings:
+    return Settings.model_validate(
+        {
+            "storage": {"data_dir": str(tmp_path)},
+            "llm": {"base_url": "http://127.0.0.1:9/v1", "model": "main-model"},
+            "agents": agents,
+            "tools": {"skills": {"max_index_chars": 100_000}},
+        }
+    )
+
+
+async def system_prompts(settings: Settings, turns: int) -> list[str]:
+    mock = MockLLM(default=Reply(content="ok"))
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(mock.handler))
+    runtime = build_runtime(settings, http_client=client)
+    try:
+        for n in range(turns):
+            await runtime.agent.run(SessionId("s"), f"hello {n}", "terminal")
+    finally:
+        await runtime.aclose()
+    return [request["messages"][0]["content"] for request in mock.requests]
+
+
 async def test_the_runtime_puts_the_index_in_the_prompt_and_offers_read_skill(
     tmp_path: Path,
 ) -> None:
-    settings = Settings.model_validate({"storage": {"data_dir": str(tmp_path)}})
+    settings = runtime_settings(tmp_path)
     write_skill(settings.workspace_dir / "skills", "a", "name: recipe\ndescription: Cook.")
+    first, second = await system_prompts(settings, 2)
+    assert first.endswith("- recipe: Cook.")
+    assert second == first  # the same bytes every turn: the provider's prompt cache holds
     catalog = build_skills(settings)
     assert catalog is not None
-    prompt = await build_prompt(settings, catalog).system_prompt()
-    assert prompt.endswith("- recipe: Cook.")
     registry = build_registry(settings, JsonlStore(tmp_path), catalog)
     assert "read_skill" in [d.name for d in registry.definitions()]
+
+
+async def test_the_index_is_held_to_its_own_prompt_cap(tmp_path: Path) -> None:
+    # max_index_chars is set far above the token cap: agents.extra_prompt_tokens decides.
+    settings = runtime_settings(tmp_path, extra_prompt_tokens=200)
+    for n in range(60):
+        write_skill(
+            settings.workspace_dir / "skills",
+            f"s{n:02}",
+            f"name: skill{n:02}\ndescription: {'x' * 80}",
+        )
+    first, second = await system_prompts(settings, 2)
+    assert "skill00" in first
+    assert "skill59" not in first
+    assert second == first
 
 
 def test_init_writes_an_example_skill_that_skills_list_shows(tmp_path: Path) -> None:

@@ -172,6 +172,8 @@ class ToolsSettings(Section):
     # A tool result longer than this enters the history cut, with the whole text saved
     # under <data dir>/tool-results/ and a note saying how to read the rest.
     max_result_chars: int = Field(default=16_000, ge=1_000, le=10_000_000)
+    # Saved full results older than this many days are removed by the daemon.
+    result_retention_days: int = Field(default=30, ge=1, le=3650)
     # Tools (names or globs) whose schemas are sent only after the model asks for them
     # with `load_tools`: rarely used or large tool sets cost no tokens until needed.
     on_demand: list[str] = Field(default_factory=lambda: ["cron_*"])

@@ -45,7 +45,7 @@ from squidd.core.ports import (
     ToolPolicy,
 )
 from squidd.core.tools import ToolRegistry, definition_of
-from squidd.core.usage import UsageSink
+from squidd.core.usage import UsageSink, record_usage
 from squidd.errors import LLMContextOverflowError, ToolError
 
 log = structlog.get_logger()
@@ -98,7 +98,11 @@ class AgentLoop:
         results: ResultStore | None = None,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         attachments: AttachmentReader | None = None,
+        prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None,
     ) -> None:
+        # `prompt_parts` gives the system prompt parts of every turn that have their own
+        # cap (the skills index); they come before a run's own `extra_parts`.
+        self._prompt_parts = prompt_parts
         self._llm = llm
         self._usage = usage
         self._results = results
@@ -190,6 +194,8 @@ class AgentLoop:
         estimator = self._memory.estimator
         reserved = estimator.tokens(tools_chars(definitions))
         base_prompt = await self._prompt.system_prompt()
+        if self._prompt_parts is not None:
+            extra_parts = [*await self._prompt_parts(), *extra_parts]
         context = await self._memory.build_messages(
             session,
             base_prompt,
@@ -341,7 +347,7 @@ class AgentLoop:
             elif isinstance(event, Usage):
                 # The provider's count calibrates the estimate for the next requests.
                 self._memory.estimator.observe(event.model, chars, event.prompt_tokens)
-                await self._record(session, purpose, event)
+                await record_usage(self._usage, session, purpose, event)
                 continue
             else:  # StreamRestart: what streamed so far is void
                 parts.clear()
@@ -388,18 +394,6 @@ class AgentLoop:
             f"{head}\n[result cut: {len(content)} characters in all, the first {cap} shown. "
             f"The whole text is in the file {name}; read more with read_file "
             f'(path="{name}", offset={cap}, limit={cap}).]'
-        )
-
-    async def _record(self, session: SessionId, purpose: str, usage: Usage) -> None:
-        if self._usage is None:
-            return
-        await self._usage.record(
-            session=session,
-            model=usage.model,
-            purpose=purpose,
-            prompt=usage.prompt_tokens,
-            completion=usage.completion_tokens,
-            cached=usage.cached_tokens,
         )
 
     async def _dispatch(self, call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:

@@ -46,7 +46,7 @@ from squidd.core.models import (
     Usage,
 )
 from squidd.core.ports import LLMPort, MemoryStore
-from squidd.core.usage import UsageSink
+from squidd.core.usage import UsageSink, record_usage
 
 log = structlog.get_logger()
 
@@ -342,15 +342,7 @@ class MemoryManager:
                 elif isinstance(event, ToolCallsReady):
                     continue
                 elif isinstance(event, Usage):
-                    if self._usage is not None:
-                        await self._usage.record(
-                            session=session,
-                            model=event.model,
-                            purpose=purpose,
-                            prompt=event.prompt_tokens,
-                            completion=event.completion_tokens,
-                            cached=event.cached_tokens,
-                        )
+                    await record_usage(self._usage, session, purpose, event)
                 else:  # StreamRestart: a fallback model starts over
                     chunks.clear()
         except Exception as exc:  # noqa: BLE001 - consolidation must never break a turn

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from squidd.core.models import Usage
+
 Purpose = Literal[
     "turn", "tool_step", "consolidation", "meta_consolidation", "heartbeat", "cron", "sub_agent"
 ]
@@ -89,6 +91,20 @@ class UsageSink(Protocol):
     async def record(
         self, *, session: str, model: str, purpose: str, prompt: int, completion: int, cached: int
     ) -> None: ...
+
+
+async def record_usage(sink: UsageSink | None, session: str, purpose: str, usage: Usage) -> None:
+    """File one model call's reported `usage` with `sink` (nothing when there is none)."""
+    if sink is None:
+        return
+    await sink.record(
+        session=session,
+        model=usage.model,
+        purpose=purpose,
+        prompt=usage.prompt_tokens,
+        completion=usage.completion_tokens,
+        cached=usage.cached_tokens,
+    )
 
 
 @dataclass(slots=True)

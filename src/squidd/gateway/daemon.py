@@ -43,6 +43,7 @@ from squidd.store.handled import HandledFile
 from squidd.store.media import MediaStore
 from squidd.store.outbox import OutboxDir
 from squidd.store.pending_runs import PendingRunsDir
+from squidd.store.tool_results import ToolResultFiles
 from squidd.tools.mcp import McpHub
 from squidd.tools.spawn import REPORT_CHANNEL, SUBAGENT_CHANNEL
 
@@ -217,6 +218,13 @@ class Daemon:
         stats = self.router.stats()
         return f"{states or 'no channels'}; {stats['in_flight']} turn(s) in flight"
 
+    async def _sweep_tool_results(self, every_s: float = 3600.0) -> None:
+        results = ToolResultFiles(self.settings.storage.data_dir)
+        keep_s = self.settings.tools.result_retention_days * 86400.0
+        while True:
+            await results.sweep(time.time(), keep_s)
+            await anyio.sleep(every_s)
+
     async def _status_lines(self, every_s: float = 30.0) -> None:
         while True:
             await anyio.sleep(every_s)
@@ -277,6 +285,7 @@ class Daemon:
                 tg.start_soon(watchdog, self.notifier, interval)
             tg.start_soon(self._status_lines)
             tg.start_soon(self._sweep_media)
+            tg.start_soon(self._sweep_tool_results)
         log.info("daemon_stopped")
         self.notifier.close()
         return EXIT_OK

@@ -4,6 +4,7 @@ channels, router and scheduler on top (see `squidd.gateway.daemon`)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio.to_thread
@@ -89,20 +90,15 @@ class Runtime:
             await transcriber.aclose()
 
 
-class PromptWithSkills:
-    """The workspace prompt followed by the skills index (stable bytes while nothing changes)."""
+def skills_index_part(catalog: SkillCatalog) -> Callable[[], Awaitable[Sequence[str]]]:
+    """The skills index as a system prompt part of its own, capped by
+    `agents.extra_prompt_tokens` (stable bytes while no skill file changes)."""
 
-    def __init__(self, base: PromptSource, catalog: SkillCatalog) -> None:
-        self._base = base
-        self._catalog = catalog
+    async def parts() -> Sequence[str]:
+        text = await anyio.to_thread.run_sync(catalog.index_text)
+        return [text] if text else []
 
-    async def system_prompt(self) -> str:
-        base = await self._base.system_prompt()
-        skills = await anyio.to_thread.run_sync(self._catalog.index_text)
-        return f"{base}\n\n{skills}" if skills else base
-
-    def invalidate(self) -> None:
-        self._base.invalidate()
+    return parts
 
 
 def build_skills(settings: Settings) -> SkillCatalog | None:
@@ -115,13 +111,12 @@ def build_skills(settings: Settings) -> SkillCatalog | None:
     )
 
 
-def build_prompt(settings: Settings, skills: SkillCatalog | None = None) -> PromptSource:
+def build_prompt(settings: Settings) -> PromptSource:
     # The workspace files (SOUL.md, AGENTS.md, USER.md) make the prompt; the configured or
     # built-in prompt is used while the workspace has none.
-    prompt = WorkspacePrompt(
+    return WorkspacePrompt(
         settings.workspace_dir, fallback=settings.agents.system_prompt or DEFAULT_SYSTEM_PROMPT
     )
-    return prompt if skills is None else PromptWithSkills(prompt, skills)
 
 
 def build_budget(settings: Settings) -> PromptBudget:
@@ -181,7 +176,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
     )
     skills = build_skills(settings)
     registry = build_registry(settings, store, skills)
-    prompt = build_prompt(settings, skills)
+    prompt = build_prompt(settings)
     transcriber = (
         WhisperTranscriber(settings.transcription) if settings.transcription.base_url else None
     )
@@ -203,6 +198,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         attachments=MediaReader(
             settings.media, vision=settings.llm.vision, transcriber=transcriber
         ),
+        prompt_parts=None if skills is None else skills_index_part(skills),
     )
     return Runtime(
         settings=settings,
