@@ -136,7 +136,12 @@ def build_registry(
     tools = settings.tools
     results_dir = ToolResultFiles(settings.storage.data_dir).directory
     registry = ToolRegistry(
-        file_tools(settings.workspace_dir, tools.files, results_dir=results_dir)
+        file_tools(
+            settings.workspace_dir,
+            tools.files,
+            results_dir=results_dir,
+            media_dir=settings.storage.data_dir / "media",
+        )
     )
     if skills is not None:
         registry.register(ReadSkillTool(skills))

@@ -67,7 +67,7 @@ class MediaReader:
         if not await anyio.to_thread.run_sync(path.is_file):
             note = f"{label(att)} ({_details(att)}): no longer kept"
             return note, note, ""
-        ref = f"{label(att)} ({_details(att)}), saved at {path}"
+        ref = f"{label(att)} ({_details(att)}), saved at {path} (read-only; read_file opens it)"
         if att.kind == "audio":
             transcript = await self._transcript(att, path)
             return transcript, transcript, ""

@@ -206,8 +206,9 @@ class _FileTool:
 class ReadFileTool(_FileTool):
     name = "read_file"
     description = (
-        "Read a UTF-8 text file of the workspace (paths relative to it), or a saved long "
-        "tool result (tool-results/...). offset and limit, in characters, read a part."
+        "Read a UTF-8 text file of the workspace (paths relative to it), a saved long "
+        "tool result (tool-results/...) or a received attachment (media/... or its saved "
+        "path; read-only). offset and limit, in characters, read a part."
     )
     parameters: Mapping[str, Any] = {
         "type": "object",
@@ -226,10 +227,14 @@ class ReadFileTool(_FileTool):
         settings: FilesSettings | None = None,
         *,
         results_dir: Path | None = None,
+        media_dir: Path | None = None,
     ) -> None:
         super().__init__(workspace, settings)
-        # Saved tool results are read-only and live beside the workspace, not in it.
+        # Saved tool results and received media are read-only and live beside the
+        # workspace, not in it; each has its own jail with the same guards.
         self._results = WorkspaceJail(results_dir) if results_dir is not None else None
+        self._media = WorkspaceJail(media_dir) if media_dir is not None else None
+        self._media_dir = media_dir
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
         path = _string_arg(arguments, "path")
@@ -242,6 +247,8 @@ class ReadFileTool(_FileTool):
         if self._results is not None and path.startswith(prefix):
             cap = max(self._settings.max_read_bytes, _RESULT_READ_CAP)
             _, _, text = _read_text(self._results, path.removeprefix(prefix), cap)
+        elif self._media is not None and (media := self._media_path(path)) is not None:
+            _, _, text = _read_text(self._media, media, self._settings.max_read_bytes)
         else:
             _, _, text = _read_text(self._jail, path, self._settings.max_read_bytes)
         if offset == 0 and limit is None:
@@ -250,6 +257,17 @@ class ReadFileTool(_FileTool):
         part = text[offset:end]
         more = f"; continue with offset={end}" if end < len(text) else "; end of file"
         return f"[characters {offset}-{end} of {len(text)}{more}]\n{part}"
+
+    def _media_path(self, path: str) -> str | None:
+        """The path inside the media dir when `path` names it (`media/...` or absolute)."""
+        if self._media_dir is None:
+            return None
+        if path.startswith("media/"):
+            return path.removeprefix("media/")
+        bases = (self._media_dir.absolute(), Path(os.path.realpath(self._media_dir)))
+        if os.path.isabs(path) and any(Path(path).is_relative_to(b) for b in bases):
+            return path
+        return None
 
 
 class WriteFileTool(_FileTool):
@@ -382,11 +400,16 @@ class ListDirTool(_FileTool):
 
 
 def file_tools(
-    workspace: Path, settings: FilesSettings | None = None, *, results_dir: Path | None = None
+    workspace: Path,
+    settings: FilesSettings | None = None,
+    *,
+    results_dir: Path | None = None,
+    media_dir: Path | None = None,
 ) -> list[_FileTool]:
-    """The four workspace tools; read_file also reads saved tool results in `results_dir`."""
+    """The four workspace tools; read_file also reads saved tool results in `results_dir`
+    and received media in `media_dir` (both read-only)."""
     return [
-        ReadFileTool(workspace, settings, results_dir=results_dir),
+        ReadFileTool(workspace, settings, results_dir=results_dir, media_dir=media_dir),
         WriteFileTool(workspace, settings),
         EditFileTool(workspace, settings),
         ListDirTool(workspace, settings),
