@@ -212,6 +212,48 @@ def measure_p6(quick: bool) -> list[Row]:
     ]
 
 
+# --- P7 -------------------------------------------------------------------------------------
+
+
+def measure_p7(quick: bool) -> list[Row]:
+    """Input tokens (chars / 4) of a first "hello" turn per channel, default tools."""
+    import contextlib
+    import io
+
+    from bench import bench_p7_hello as p7
+
+    from squidd.commands.init import init_command
+    from squidd.log import configure_logging
+
+    configure_logging("error", "console", known_secrets=[])
+    rows: list[Row] = []
+    saved = os.environ.get("XDG_DATA_HOME")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")
+        config = Path(tmp) / "config.toml"
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                init_command(config)
+            for channel, target in (("matrix", "!room:example.org"), ("email", "o@example.org")):
+                seen = anyio.run(p7.hello, config, channel, target)
+                tokens = float(seen["tokens"])
+                rows.append(
+                    Row(
+                        f"P7 first 'hello' turn input tokens, {channel}",
+                        tokens,
+                        "tokens",
+                        f"<= {p7.TARGET}",
+                        tokens <= p7.TARGET,
+                    )
+                )
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_DATA_HOME", None)
+            else:
+                os.environ["XDG_DATA_HOME"] = saved
+    return rows
+
+
 ENTRIES: list[Entry] = [
     Entry("P1", measure_p1),
     Entry("P2", measure_p2),
@@ -219,4 +261,5 @@ ENTRIES: list[Entry] = [
     Entry("P4", measure_p4),
     Entry("P5", measure_p5),
     Entry("P6", measure_p6),
+    Entry("P7", measure_p7),
 ]
