@@ -254,6 +254,24 @@ def measure_p7(quick: bool) -> list[Row]:
     return rows
 
 
+def measure_p5_budget(quick: bool) -> list[Row]:
+    """The budget issue's P5: every prompt within the budget; tokens per turn bounded."""
+    from bench import bench_p5_budget as p5b
+
+    turns = 100 if quick else 2000
+    got = anyio.run(p5b.measure, turns, 32_000, 5)
+    return [
+        Row("P5 max prompt tokens / budget", got["peak"], "x", "<= 1.0", got["peak"] <= 1.0),
+        Row(
+            f"P5 tokens per turn, 50 up to {turns} / 50 up to {max(50, turns // 10)}",
+            got["growth"],
+            "x",
+            "<= 1.2",
+            got["growth"] <= 1.2,
+        ),
+    ]
+
+
 ENTRIES: list[Entry] = [
     Entry("P1", measure_p1),
     Entry("P2", measure_p2),
@@ -261,5 +279,6 @@ ENTRIES: list[Entry] = [
     Entry("P4", measure_p4),
     Entry("P5", measure_p5),
     Entry("P6", measure_p6),
+    Entry("P5b", measure_p5_budget),
     Entry("P7", measure_p7),
 ]
