@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from bench import bench_build_messages as p1
@@ -272,6 +272,22 @@ def measure_p5_budget(quick: bool) -> list[Row]:
     ]
 
 
+def measure_mcp(quick: bool) -> list[Row]:
+    """MCP tool-call median through squidd / through the SDK directly (echo server)."""
+    from bench import bench_mcp_call as mcp
+
+    calls = 20 if quick else 300
+
+    async def run(quiet: TextIO) -> tuple[float, float]:
+        sdk = statistics.median(await mcp.direct(calls, "echo", quiet))
+        ours = statistics.median(await mcp.through_squidd(calls, "echo", quiet))
+        return ours, sdk
+
+    with Path(os.devnull).open("w") as quiet:  # the server's stderr, kept off the table
+        ours, sdk = anyio.run(run, quiet)
+    return [Row("MCP tool call, through squidd / SDK directly", ours / sdk, "x", "-", None)]
+
+
 ENTRIES: list[Entry] = [
     Entry("P1", measure_p1),
     Entry("P2", measure_p2),
@@ -281,4 +297,5 @@ ENTRIES: list[Entry] = [
     Entry("P6", measure_p6),
     Entry("P5b", measure_p5_budget),
     Entry("P7", measure_p7),
+    Entry("MCP", measure_mcp),
 ]
