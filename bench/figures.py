@@ -288,6 +288,49 @@ def measure_mcp(quick: bool) -> list[Row]:
     return [Row("MCP tool call, through squidd / SDK directly", ours / sdk, "x", "-", None)]
 
 
+def measure_search(quick: bool) -> list[Row]:
+    """search_history in one 100,000-message session: index build and the slowest query."""
+    from bench import bench_search_history as sh
+
+    from squidd.core.models import SessionId
+    from squidd.store.jsonl import JsonlStore
+
+    messages, rounds = (2_000, 3) if quick else (100_000, 20)
+
+    async def run(tmp: str) -> tuple[float, float]:
+        store = JsonlStore(Path(tmp))
+        session = SessionId("bench-one")
+        sh.fill(store, session, messages, 1)
+        build = await sh.timed(store.search_history(session, "zq0x", limit=10))
+        slowest = 0.0
+        for query in ("zq50000x", "kayak", "coffee budget"):
+            times = [
+                await sh.timed(store.search_history(session, query, limit=10))
+                for _ in range(rounds)
+            ]
+            slowest = max(slowest, statistics.median(times))
+        return build, slowest * 1000
+
+    with tempfile.TemporaryDirectory() as tmp:
+        build, slowest = anyio.run(run, tmp)
+    return [
+        Row(
+            f"search_history index build, {messages:,} messages",
+            build,
+            "s",
+            f"< {sh.BUILD_TARGET_S:.0f}",
+            build < sh.BUILD_TARGET_S,
+        ),
+        Row(
+            "search_history slowest query median",
+            slowest,
+            "ms",
+            f"< {sh.SEARCH_TARGET_MS:.0f}",
+            slowest < sh.SEARCH_TARGET_MS,
+        ),
+    ]
+
+
 ENTRIES: list[Entry] = [
     Entry("P1", measure_p1),
     Entry("P2", measure_p2),
@@ -298,4 +341,5 @@ ENTRIES: list[Entry] = [
     Entry("P5b", measure_p5_budget),
     Entry("P7", measure_p7),
     Entry("MCP", measure_mcp),
+    Entry("search", measure_search),
 ]
