@@ -331,6 +331,35 @@ def measure_search(quick: bool) -> list[Row]:
     ]
 
 
+def measure_media(quick: bool) -> list[Row]:
+    """RSS growth of the Matrix channel receiving large files (own process: RSS is per process)."""
+    import re
+    import subprocess
+    import sys
+
+    files, mb = (2, 2) if quick else (10, 20)
+    script = Path(__file__).with_name("bench_media_rss.py")
+    done = subprocess.run(  # noqa: S603 - our own interpreter and script, fixed arguments
+        [sys.executable, str(script), "--files", str(files), "--mb", str(mb)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    growth = re.search(r"^growth:\s+([-\d.]+) MiB", done.stdout, re.MULTILINE)
+    if growth is None:
+        raise RuntimeError(f"bench_media_rss.py gave no figure: {done.stdout}{done.stderr}")
+    value = float(growth.group(1))
+    return [
+        Row(
+            f"attachments: RSS growth receiving {files} x {mb} MB over Matrix",
+            value,
+            "MiB",
+            "<= 30",
+            "result:              PASS" in done.stdout,  # within 30 MiB and every file intact
+        )
+    ]
+
+
 ENTRIES: list[Entry] = [
     Entry("P1", measure_p1),
     Entry("P2", measure_p2),
@@ -342,4 +371,5 @@ ENTRIES: list[Entry] = [
     Entry("P7", measure_p7),
     Entry("MCP", measure_mcp),
     Entry("search", measure_search),
+    Entry("media", measure_media),
 ]
