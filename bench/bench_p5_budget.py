@@ -111,7 +111,8 @@ class Provider:
         )
 
 
-async def main(turns: int, window: int, seed: int) -> None:
+async def measure(turns: int, window: int, seed: int) -> dict[str, float]:
+    """Run the session; the figures: prompt peak / budget and late / early tokens per turn."""
     configure_logging("error", "console", known_secrets=[])
     rng = random.Random(seed)
     provider = Provider()
@@ -147,20 +148,22 @@ async def main(turns: int, window: int, seed: int) -> None:
             for path in results.directory.glob("*.txt"):
                 path.unlink()
         largest = max(provider.prompts)
-        print(f"P5: {turns} turns, budget {budget.tokens} tokens (window {window})")
-        print(f"  model calls: {len(provider.prompts)}")
-        print(
-            f"  max prompt tokens / budget: {largest} / {budget.tokens} = "
-            f"{largest / budget.tokens:.3f} (target <= 1.0)"
-        )
         late_turn, early_turn = turns, max(50, turns // 10)
-        point = provider.turn_tokens[late_turn] / provider.turn_tokens[early_turn]
         late = statistics.mean(
             provider.turn_tokens[t] for t in range(late_turn - 49, late_turn + 1)
         )
         early = statistics.mean(
             provider.turn_tokens[t] for t in range(early_turn - 49, early_turn + 1)
         )
+        if __name__ != "__main__":
+            return {"peak": largest / budget.tokens, "growth": late / early}
+        print(f"P5: {turns} turns, budget {budget.tokens} tokens (window {window})")
+        print(f"  model calls: {len(provider.prompts)}")
+        print(
+            f"  max prompt tokens / budget: {largest} / {budget.tokens} = "
+            f"{largest / budget.tokens:.3f} (target <= 1.0)"
+        )
+        point = provider.turn_tokens[late_turn] / provider.turn_tokens[early_turn]
         print(
             f"  tokens per turn at turn {late_turn} / turn {early_turn}: "
             f"{provider.turn_tokens[late_turn]} / {provider.turn_tokens[early_turn]} = {point:.3f}"
@@ -169,6 +172,7 @@ async def main(turns: int, window: int, seed: int) -> None:
             f"  mean tokens per turn, 50 turns up to {late_turn} / up to {early_turn}: "
             f"{late:.0f} / {early:.0f} = {late / early:.3f} (target <= 1.2)"
         )
+        return {"peak": largest / budget.tokens, "growth": late / early}
 
 
 if __name__ == "__main__":
@@ -177,4 +181,4 @@ if __name__ == "__main__":
     parser.add_argument("--window", type=int, default=32_000)
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args()
-    anyio.run(main, args.turns, args.window, args.seed)
+    anyio.run(measure, args.turns, args.window, args.seed)

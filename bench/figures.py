@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from bench import bench_build_messages as p1
@@ -212,6 +212,154 @@ def measure_p6(quick: bool) -> list[Row]:
     ]
 
 
+# --- P7 -------------------------------------------------------------------------------------
+
+
+def measure_p7(quick: bool) -> list[Row]:
+    """Input tokens (chars / 4) of a first "hello" turn per channel, default tools."""
+    import contextlib
+    import io
+
+    from bench import bench_p7_hello as p7
+
+    from squidd.commands.init import init_command
+    from squidd.log import configure_logging
+
+    configure_logging("error", "console", known_secrets=[])
+    rows: list[Row] = []
+    saved = os.environ.get("XDG_DATA_HOME")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")
+        config = Path(tmp) / "config.toml"
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                init_command(config)
+            for channel, target in (("matrix", "!room:example.org"), ("email", "o@example.org")):
+                seen = anyio.run(p7.hello, config, channel, target)
+                tokens = float(seen["tokens"])
+                rows.append(
+                    Row(
+                        f"P7 first 'hello' turn input tokens, {channel}",
+                        tokens,
+                        "tokens",
+                        f"<= {p7.TARGET}",
+                        tokens <= p7.TARGET,
+                    )
+                )
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_DATA_HOME", None)
+            else:
+                os.environ["XDG_DATA_HOME"] = saved
+    return rows
+
+
+def measure_p5_budget(quick: bool) -> list[Row]:
+    """The budget issue's P5: every prompt within the budget; tokens per turn bounded."""
+    from bench import bench_p5_budget as p5b
+
+    turns = 100 if quick else 2000
+    got = anyio.run(p5b.measure, turns, 32_000, 5)
+    return [
+        Row("P5 max prompt tokens / budget", got["peak"], "x", "<= 1.0", got["peak"] <= 1.0),
+        Row(
+            f"P5 tokens per turn, 50 up to {turns} / 50 up to {max(50, turns // 10)}",
+            got["growth"],
+            "x",
+            "<= 1.2",
+            got["growth"] <= 1.2,
+        ),
+    ]
+
+
+def measure_mcp(quick: bool) -> list[Row]:
+    """MCP tool-call median through squidd / through the SDK directly (echo server)."""
+    from bench import bench_mcp_call as mcp
+
+    calls = 20 if quick else 300
+
+    async def run(quiet: TextIO) -> tuple[float, float]:
+        sdk = statistics.median(await mcp.direct(calls, "echo", quiet))
+        ours = statistics.median(await mcp.through_squidd(calls, "echo", quiet))
+        return ours, sdk
+
+    with Path(os.devnull).open("w") as quiet:  # the server's stderr, kept off the table
+        ours, sdk = anyio.run(run, quiet)
+    return [Row("MCP tool call, through squidd / SDK directly", ours / sdk, "x", "-", None)]
+
+
+def measure_search(quick: bool) -> list[Row]:
+    """search_history in one 100,000-message session: index build and the slowest query."""
+    from bench import bench_search_history as sh
+
+    from squidd.core.models import SessionId
+    from squidd.store.jsonl import JsonlStore
+
+    messages, rounds = (2_000, 3) if quick else (100_000, 20)
+
+    async def run(tmp: str) -> tuple[float, float]:
+        store = JsonlStore(Path(tmp))
+        session = SessionId("bench-one")
+        sh.fill(store, session, messages, 1)
+        build = await sh.timed(store.search_history(session, "zq0x", limit=10))
+        slowest = 0.0
+        for query in ("zq50000x", "kayak", "coffee budget"):
+            times = [
+                await sh.timed(store.search_history(session, query, limit=10))
+                for _ in range(rounds)
+            ]
+            slowest = max(slowest, statistics.median(times))
+        return build, slowest * 1000
+
+    with tempfile.TemporaryDirectory() as tmp:
+        build, slowest = anyio.run(run, tmp)
+    return [
+        Row(
+            f"search_history index build, {messages:,} messages",
+            build,
+            "s",
+            f"< {sh.BUILD_TARGET_S:.0f}",
+            build < sh.BUILD_TARGET_S,
+        ),
+        Row(
+            "search_history slowest query median",
+            slowest,
+            "ms",
+            f"< {sh.SEARCH_TARGET_MS:.0f}",
+            slowest < sh.SEARCH_TARGET_MS,
+        ),
+    ]
+
+
+def measure_media(quick: bool) -> list[Row]:
+    """RSS growth of the Matrix channel receiving large files (own process: RSS is per process)."""
+    import re
+    import subprocess
+    import sys
+
+    files, mb = (2, 2) if quick else (10, 20)
+    script = Path(__file__).with_name("bench_media_rss.py")
+    done = subprocess.run(  # noqa: S603 - our own interpreter and script, fixed arguments
+        [sys.executable, str(script), "--files", str(files), "--mb", str(mb)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    growth = re.search(r"^growth:\s+([-\d.]+) MiB", done.stdout, re.MULTILINE)
+    if growth is None:
+        raise RuntimeError(f"bench_media_rss.py gave no figure: {done.stdout}{done.stderr}")
+    value = float(growth.group(1))
+    return [
+        Row(
+            f"attachments: RSS growth receiving {files} x {mb} MB over Matrix",
+            value,
+            "MiB",
+            "<= 30",
+            "result:              PASS" in done.stdout,  # within 30 MiB and every file intact
+        )
+    ]
+
+
 ENTRIES: list[Entry] = [
     Entry("P1", measure_p1),
     Entry("P2", measure_p2),
@@ -219,4 +367,9 @@ ENTRIES: list[Entry] = [
     Entry("P4", measure_p4),
     Entry("P5", measure_p5),
     Entry("P6", measure_p6),
+    Entry("P5b", measure_p5_budget),
+    Entry("P7", measure_p7),
+    Entry("MCP", measure_mcp),
+    Entry("search", measure_search),
+    Entry("media", measure_media),
 ]
