@@ -98,6 +98,12 @@ class MailServer:
         assert spool is not None
         return Path(spool.group(1)) / "pid" / "master.pid"
 
+    def _master_running(self) -> bool:
+        try:
+            return _running(int(self._master_pid_file().read_text().strip()))
+        except (OSError, ValueError):
+            return False
+
     def _stop_postfix(self) -> None:
         pid = int(self._master_pid_file().read_text().strip())
         self._postfix("stop")
@@ -106,13 +112,19 @@ class MailServer:
         while _running(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _running(pid), "postfix did not stop"
-        assert not _port_open(self.host, self.smtp_port)
+        # The master's smtpd children hold the listening socket a little longer (on a busy
+        # machine, noticeably): wait for them too, or the next start cannot bind the port.
+        while _port_open(self.host, self.smtp_port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _port_open(self.host, self.smtp_port), "postfix's port stayed open"
 
     def _start_postfix(self) -> None:
-        self._postfix("start")
+        if not self._master_running():
+            self._postfix("start")
         deadline = time.monotonic() + 30
         while not _port_open(self.host, self.smtp_port) and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert _port_open(self.host, self.smtp_port), "postfix did not start listening"
         pid = self._master_pid_file().read_text().strip()
         (self.data / "pids" / "postfix.pid").write_text(pid + "\n")
 

@@ -389,8 +389,10 @@ async def test_smtp_down_leaves_the_mail_unseen_until_the_reply_is_sent(
             session_id=inbound.session_id,
             in_reply_to=inbound,
         )
-        await mail_server.stop_postfix()
         try:
+            # Inside the try: a stop that fails halfway must still be followed by a start,
+            # or every later test of the package finds no SMTP server.
+            await mail_server.stop_postfix()
             with pytest.raises(DeliveryError):
                 await channel.send(outbound)
             assert "\\Seen" not in (await find(mail_server, bot, msg_id)).flags
