@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from squidd.core.models import Destination, Inbound, PendingReply, PendingRun, SessionId
+from squidd.core.models import Destination, Inbound, InboundKind, PendingReply, SessionId
 
 
 def test_destination_defaults_to_the_sender_on_the_same_channel() -> None:
@@ -20,34 +20,12 @@ def test_no_sender_and_no_reply_to_delivers_nowhere() -> None:
     assert Inbound("cron", "job@t", SessionId("cron:job"), "", "prompt").destination is None
 
 
-def test_pending_run_round_trip_and_its_inbound() -> None:
-    run = PendingRun(
-        "heartbeat", "heartbeat@t", "heartbeat", "check", "matrix:!r:x", quiet_reply="OK"
-    )
-    again = PendingRun.from_dict(run.to_dict())
-    assert again == run
-    inbound = again.inbound(ack=_ack)
-    assert inbound.reply_to == Destination("matrix", "!r:x")
-    assert inbound.quiet_reply == "OK"
-    assert inbound.sender == ""
-
-
-def test_pending_run_written_by_an_older_version_keeps_its_routing() -> None:
-    """Before the typed fields, a run kept its quiet reply and job name in a meta object."""
-    legacy = {
-        "channel": "heartbeat",
-        "source_id": "heartbeat@t",
-        "session_id": "heartbeat",
-        "text": "check",
-        "target": "",
-        "meta": {"quiet_reply": "HEARTBEAT_OK", "target": ""},
-    }
-    run = PendingRun.from_dict(legacy)
-    assert run.quiet_reply == "HEARTBEAT_OK"
-    assert run.inbound(ack=_ack).destination is None
-    cron = PendingRun.from_dict({**legacy, "channel": "cron", "meta": {"job": "report"}})
-    assert cron.subject == "report"
-    assert cron.quiet_reply is None
+def test_a_channel_message_is_a_message_and_runs_under_its_own_channel() -> None:
+    message = Inbound("subagent_report", "$e", SessionId("s"), "@u:x", "hi")
+    assert message.kind is InboundKind.MESSAGE
+    assert message.turn_channel == "subagent_report"  # a channel's name decides nothing
+    run = Inbound("x", "matrix:1", SessionId("s"), "", "t", conversation_channel="matrix")
+    assert run.turn_channel == "matrix"
 
 
 def test_pending_reply_reads_entries_without_a_subject() -> None:
@@ -56,10 +34,6 @@ def test_pending_reply_reads_entries_without_a_subject() -> None:
     )
     assert reply.subject == ""
     assert PendingReply.from_dict(reply.to_dict()) == reply
-
-
-async def _ack() -> None:
-    return None
 
 
 def test_cleaned_makes_every_routing_field_valid_text() -> None:

@@ -61,7 +61,7 @@ async def test_ledger_sums_match_the_scripted_usage_exactly(tmp_path: Path) -> N
         usage=ledger,
     )
     await loop.run(SESSION, "ping please", "matrix")
-    await loop.run(SessionId("heartbeat"), "check", "heartbeat")
+    await loop.run(SessionId("heartbeat"), "check", "heartbeat", purpose="heartbeat")
     assert mock.requests[0]["stream_options"] == {"include_usage": True}
 
     records = await ledger.read()
@@ -161,18 +161,31 @@ def test_since_accepts_days_and_dates() -> None:
     assert parse_since("2026-03-01", today) == date(2026, 3, 1)
 
 
-async def test_a_sub_agent_files_its_calls_under_its_purpose(tmp_path: Path) -> None:
+def ping_then_answer(tmp_path: Path, ledger: UsageLedger) -> AgentLoop:
+    """An agent whose model calls the ping tool once, then answers: a two-round turn."""
     llm, _ = scripted_llm(
         Reply(tool_calls=[("ping", {})], usage=(10, 1, 0)), Reply(content="ok", usage=(20, 2, 0))
     )
-    ledger = UsageLedger(tmp_path)
     store = JsonlStore(tmp_path / "data", workspace_dir=tmp_path / "ws")
-    loop = AgentLoop(
+    return AgentLoop(
         llm=llm,
         memory=MemoryManager(store),
         registry=ToolRegistry([PingTool()]),
         prompt=StaticPrompt("sys"),
         usage=ledger,
     )
+
+
+async def test_a_sub_agent_files_its_calls_under_its_purpose(tmp_path: Path) -> None:
+    ledger = UsageLedger(tmp_path)
+    loop = ping_then_answer(tmp_path, ledger)
     await loop.run(SessionId("spawn:1"), "task", "spawn", purpose="sub_agent")
     assert {r.purpose for r in await ledger.read()} == {"sub_agent"}
+
+
+async def test_the_purpose_comes_from_the_caller_not_the_channel_name(tmp_path: Path) -> None:
+    """A turn on a channel called "cron" is filed by round unless the caller names its purpose."""
+    ledger = UsageLedger(tmp_path)
+    loop = ping_then_answer(tmp_path, ledger)
+    await loop.run(SessionId("cron:x"), "go", "cron")
+    assert [r.purpose for r in await ledger.read()] == ["turn", "tool_step"]

@@ -239,7 +239,8 @@ async def test_a_run_fired_before_a_crash_is_answered_after_restart(
 ) -> None:
     """A cron run that fired but was not answered (the daemon died) is on disk; the next
     start answers it once and forgets it. One already answered is only acknowledged."""
-    from squidd.core.models import PendingRun
+    from squidd.core.models import InboundKind
+    from squidd.core.runs import PendingRun
     from squidd.store.handled import HandledFile
     from squidd.store.pending_runs import PendingRunsDir
 
@@ -247,7 +248,7 @@ async def test_a_run_fired_before_a_crash_is_answered_after_restart(
     runs = PendingRunsDir(data)
     await runs.put(
         PendingRun(
-            "cron",
+            InboundKind.CRON,
             "report@2026-01-01T08:00:00+00:00",
             "cron:report",
             "daily report",
@@ -257,7 +258,7 @@ async def test_a_run_fired_before_a_crash_is_answered_after_restart(
     )
     await runs.put(
         PendingRun(
-            "cron",
+            InboundKind.CRON,
             "report@2025-12-31T08:00:00+00:00",
             "cron:report",
             "old report",

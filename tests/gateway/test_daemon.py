@@ -273,3 +273,26 @@ async def test_saved_tool_results_past_their_retention_are_swept(
     async with running_daemon(settings, [MemoryChannel("memory")]):
         await eventually(lambda: not old.exists())
         assert fresh.read_text() == "fresh"
+
+
+async def test_a_channel_named_like_a_scheduled_run_gets_ordinary_turns(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """What a turn is comes from its kind, not from the channel's name: channels called
+    "limits", "heartbeat", "subagent" and "subagent_report" are answered by the model like
+    any other, count as activity and are filed as turns."""
+    fake_llm.responder = lambda req: Reply(content=f"re: {last_user(req)}", usage=(10, 1, 0))
+    names = ("limits", "heartbeat", "subagent", "subagent_report")
+    channels = [MemoryChannel(name) for name in names]
+    settings = make_settings(tmp_path / "data", fake_llm.base_url)
+    async with running_daemon(settings, channels) as daemon:
+        for channel in channels:
+            channel.inject(f"hi {channel.name}", session=f"s-{channel.name}", sender="u:1")
+        for channel in channels:
+            await channel.wait_for(1)
+        turns = daemon.turns_done
+        records = await daemon.runtime.usage.read()
+    for channel in channels:
+        assert [s.text for s in channel.sent] == [f"re: hi {channel.name}"]
+    assert turns == len(names)
+    assert {r.purpose for r in records} == {"turn"}

@@ -14,7 +14,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from squidd.config import Settings
-from squidd.core.models import PendingRun, SessionId
+from squidd.core.models import SessionId
+from squidd.core.runs import PendingRun
 from squidd.errors import ToolError
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.subagents import SubAgents

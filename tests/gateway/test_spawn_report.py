@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from squidd.core.models import PendingRun
+from squidd.core.models import InboundKind
+from squidd.core.runs import PendingRun
 from squidd.gateway.runtime import build_runtime
 from squidd.gateway.subagents import HANDED_ON, SubAgents
 from squidd.tools.spawn import REPORT_CHANNEL, SUBAGENT_CHANNEL
@@ -48,6 +49,8 @@ async def test_the_report_is_handed_on_as_a_run_of_the_conversation_once(
         assert await agents.run_background_turn(run.inbound(ack)) == HANDED_ON
         report = fired.pop()
         assert report.channel == REPORT_CHANNEL
+        assert report.kind is InboundKind.SUBAGENT_REPORT
+        assert report.conversation_channel == "matrix"
         assert report.session_id == PARENT
         assert report.target == "matrix:!room:x"
         assert report.source_id == run.source_id

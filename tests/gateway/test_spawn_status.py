@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from squidd.commands.status import format_status
-from squidd.core.models import PendingRun, SessionId
+from squidd.core.models import SessionId
+from squidd.core.runs import PendingRun
 from squidd.gateway.runtime import build_runtime
 from squidd.gateway.subagents import SubAgents
 from tests.gateway.test_spawn import PARENT, settings_for

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from squidd.core.models import PendingRun
+from squidd.core.models import InboundKind
+from squidd.core.runs import PendingRun
 from squidd.store.pending_runs import PendingRunsDir
 
 pytestmark = pytest.mark.anyio
 
 SOURCE = "nightly@2026-11-23T01:00:00+00:00"
-RUN = PendingRun("cron", SOURCE, "cron:nightly", "check the backups", "", "NOTHING", "")
+RUN = PendingRun(InboundKind.CRON, SOURCE, "cron:nightly", "check the backups", "", "NOTHING", "")
 # The name a pending run for ("cron", SOURCE) has always had on disk.
 OLD_NAME = "cron_nightly_2026-11-23t01_00_00_00_00-0ef4ae4445d13ed6bf69.json"
 
@@ -52,7 +53,9 @@ async def test_no_directory_means_no_runs(tmp_path: Path) -> None:
 
 async def test_load_returns_every_run_by_file_name(tmp_path: Path) -> None:
     runs = PendingRunsDir(tmp_path)
-    written = [PendingRun("cron", f"job{i}@t", f"cron:job{i}", f"run {i}", "") for i in range(5)]
+    written = [
+        PendingRun(InboundKind.CRON, f"job{i}@t", f"cron:job{i}", f"run {i}", "") for i in range(5)
+    ]
     for run in written:
         await runs.put(run)
     loaded = await runs.load()
@@ -88,7 +91,7 @@ async def test_torn_and_garbage_files_are_skipped_with_a_warning_and_kept(
 @pytest.mark.parametrize("source_id", ["../../../escape", "/abs", "a/b/c", "..", ".", "\n"])
 async def test_hostile_source_ids_stay_inside_the_directory(tmp_path: Path, source_id: str) -> None:
     runs = PendingRunsDir(tmp_path)
-    run = PendingRun("cron", source_id, "cron:x", "t", "")
+    run = PendingRun(InboundKind.CRON, source_id, "cron:x", "t", "")
     await runs.put(run)
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert [p.parent for p in files] == [runs_dir(tmp_path)]

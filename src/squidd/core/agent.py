@@ -73,10 +73,9 @@ def _decode_arguments(call: ToolCall) -> dict[str, Any]:
     return value
 
 
-def _purpose(channel: str, round_number: int) -> str:
-    """What a model call is for, as the usage ledger files it."""
-    if channel in ("heartbeat", "cron"):
-        return channel
+def _purpose(round_number: int) -> str:
+    """What a model call of a turn is for, as the usage ledger files it, when the caller
+    named no purpose for the turn."""
     return "turn" if round_number == 1 else "tool_step"
 
 
@@ -168,7 +167,8 @@ class AgentLoop:
         """Answer `user_message` in `session`; return the final reply text.
 
         `purpose` files every model call of the turn under it in the usage ledger (a
-        sub-agent passes "sub_agent"); by default it follows the channel and the round.
+        sub-agent passes "sub_agent", the gateway "cron" or "heartbeat" for those runs);
+        by default it follows the round ("turn", then "tool_step").
         `extra_parts` join the system prompt under their own cap (a skills index).
         `attachments` (references into the media store) are read for the model by the
         attachment reader (images, extracted text, transcripts) for this turn; the history
@@ -250,7 +250,7 @@ class AgentLoop:
                         offered,
                         on_event,
                         session,
-                        purpose or _purpose(channel, rounds),
+                        purpose or _purpose(rounds),
                     )
                 except LLMContextOverflowError:
                     budget = self._memory.budget

@@ -26,6 +26,8 @@ from squidd.core.supervisor import ChildHealth
 log = structlog.get_logger()
 
 HEARTBEAT_OK = "HEARTBEAT_OK"
+HEARTBEAT_SESSION = "heartbeat"
+"""The session every heartbeat runs in."""
 
 _ITEM_RE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[(?P<mark>[ xX])\]\s*)?(?P<text>.*)$")
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Literal, NewType
 
 from squidd.text import clean_text
@@ -281,6 +282,22 @@ class Destination:
         return f"{self.channel}:{self.target}"
 
 
+class InboundKind(StrEnum):
+    """What an inbound is, which decides how the gateway runs its turn.
+
+    A channel's message is a `MESSAGE`; the others are made by the gateway itself: a cron
+    job's firing, a heartbeat, a background sub-agent's task and its report to the
+    conversation (see `squidd.core.runs`), and the owner's daily-cap notice.
+    """
+
+    MESSAGE = "message"
+    CRON = "cron"
+    HEARTBEAT = "heartbeat"
+    SUBAGENT = "subagent"
+    SUBAGENT_REPORT = "subagent_report"
+    NOTICE = "notice"
+
+
 @dataclass(frozen=True, slots=True)
 class Inbound:
     """A message that arrived on a channel (or a scheduled run fired by the gateway).
@@ -300,6 +317,10 @@ class Inbound:
     to the channel that made the message (email References, Matrix room flags); nothing but
     that channel reads it. `attachments` are the files that came with it, as references
     into the media store (see `Attachment`).
+
+    `kind` says what the inbound is (see `InboundKind`); `conversation_channel` names the
+    channel whose conversation a gateway-made run belongs to (a sub-agent's task and report
+    carry their root conversation's), so the turn gets that channel's tools; empty: `channel`.
     """
 
     channel: str
@@ -316,6 +337,13 @@ class Inbound:
     received_at: datetime = field(default_factory=utcnow)
     on_undeliverable: UndeliverableHook | None = None
     attachments: tuple[Attachment, ...] = ()
+    kind: InboundKind = InboundKind.MESSAGE
+    conversation_channel: str = ""
+
+    @property
+    def turn_channel(self) -> str:
+        """The channel the turn runs under (its tools, the policy): see `conversation_channel`."""
+        return self.conversation_channel or self.channel
 
     def cleaned(self) -> Inbound:
         """This message with valid text only (`squidd.text.clean_text`) in every string that
@@ -391,61 +419,4 @@ class PendingReply:
             text=str(data["text"]),
             session_id=SessionId(str(data["session_id"])),
             subject=str(data.get("subject") or ""),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PendingRun:
-    """A scheduled run (a cron job's firing, a heartbeat) handed to the router, as kept on
-    disk until the router acknowledges it."""
-
-    channel: str
-    source_id: str
-    session_id: str
-    text: str
-    target: str
-    """Where the answer goes, as `Destination.parse` reads it; empty: nowhere."""
-    quiet_reply: str | None = None
-    subject: str = ""
-
-    def inbound(self, ack: AckHook) -> Inbound:
-        return Inbound(
-            channel=self.channel,
-            source_id=self.source_id,
-            session_id=SessionId(self.session_id),
-            sender="",
-            text=self.text,
-            reply_to=Destination.parse(self.target),
-            quiet_reply=self.quiet_reply,
-            subject=self.subject,
-            ack=ack,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "channel": self.channel,
-            "source_id": self.source_id,
-            "session_id": self.session_id,
-            "text": self.text,
-            "target": self.target,
-            "quiet_reply": self.quiet_reply,
-            "subject": self.subject,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PendingRun:
-        # Files written before the typed fields kept them in a "meta" object.
-        legacy = data.get("meta") or {}
-        if not isinstance(legacy, Mapping):
-            raise TypeError("meta must be an object")
-        quiet = data.get("quiet_reply", legacy.get("quiet_reply"))
-        subject = data.get("subject", legacy.get("job"))
-        return cls(
-            channel=str(data["channel"]),
-            source_id=str(data["source_id"]),
-            session_id=str(data["session_id"]),
-            text=str(data["text"]),
-            target=str(data.get("target", "")),
-            quiet_reply=None if quiet is None else str(quiet),
-            subject=str(subject or ""),
         )

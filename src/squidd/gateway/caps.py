@@ -19,7 +19,8 @@ from typing import Any
 import structlog
 
 from squidd.config.limits import LimitsSettings
-from squidd.core.models import Destination, Inbound, SessionId
+from squidd.core.heartbeat import HEARTBEAT_SESSION
+from squidd.core.models import Destination, Inbound, InboundKind, SessionId
 from squidd.core.usage import Price, UsageRecord, totals
 from squidd.store.usage import UsageLedger
 
@@ -87,15 +88,17 @@ class DailyCaps:
         if s.daily_cost is not None:
             cost = round(totals(records, self._prices).cost, 6)
             found.append(CapState("daily_cost", cost, s.daily_cost))
-        heartbeat = [r for r in records if r.session == "heartbeat" or r.purpose == "heartbeat"]
+        # The heartbeat's scope: its turns, and the consolidation of its session.
+        heartbeat = [
+            r for r in records if r.purpose == "heartbeat" or r.session == HEARTBEAT_SESSION
+        ]
         cron = [r for r in records if r.purpose == "cron"]
-        if s.heartbeat_daily_tokens is not None and (
-            inbound is None or inbound.channel == "heartbeat"
-        ):
+        kind = None if inbound is None else inbound.kind
+        if s.heartbeat_daily_tokens is not None and kind in (None, InboundKind.HEARTBEAT):
             found.append(
                 CapState("heartbeat_daily_tokens", _tokens(heartbeat), s.heartbeat_daily_tokens)
             )
-        if s.cron_daily_tokens is not None and (inbound is None or inbound.channel == "cron"):
+        if s.cron_daily_tokens is not None and kind in (None, InboundKind.CRON):
             found.append(CapState("cron_daily_tokens", _tokens(cron), s.cron_daily_tokens))
         if s.session_daily_tokens is not None and inbound is not None:
             mine = [r for r in records if r.session == inbound.session_id]
@@ -142,5 +145,6 @@ class DailyCaps:
                 sender="",
                 text=text,
                 reply_to=target,
+                kind=InboundKind.NOTICE,
             )
         )

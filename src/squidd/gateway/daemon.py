@@ -24,13 +24,13 @@ from squidd.config import Settings
 from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
-from squidd.core.models import Inbound, utcnow
+from squidd.core.models import Inbound, InboundKind, utcnow
 from squidd.core.ports import Channel, Clock, Tool
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
-from squidd.gateway.caps import NOTICE_CHANNEL, DailyCaps
+from squidd.gateway.caps import DailyCaps
 from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
@@ -45,11 +45,13 @@ from squidd.store.outbox import OutboxDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.store.tool_results import ToolResultFiles
 from squidd.tools.mcp import McpHub
-from squidd.tools.spawn import REPORT_CHANNEL, SUBAGENT_CHANNEL
 
 log = structlog.get_logger()
 
 MCP_CHILD_PREFIX = "mcp:"
+
+PURPOSES = {InboundKind.CRON: "cron", InboundKind.HEARTBEAT: "heartbeat"}
+"""How the usage ledger files the model calls of a run of these kinds (others: by round)."""
 
 
 class Daemon:
@@ -150,21 +152,19 @@ class Daemon:
         return [*tools, *self.mcp.tools()]
 
     async def _run_turn(self, inbound: Inbound) -> str:
-        if inbound.channel == NOTICE_CHANNEL:
+        if inbound.kind is InboundKind.NOTICE:
             return inbound.text  # the owner's daily-cap notice: no model call
         refusal = await self.caps.refusal(inbound)
         if refusal is not None:
             return refusal
-        if inbound.channel != "heartbeat":
+        if inbound.kind is not InboundKind.HEARTBEAT:
             # Anything but the heartbeat itself counts as a change the heartbeat should see.
             self.turns_done += 1
-        if inbound.channel == SUBAGENT_CHANNEL:
+        if inbound.kind is InboundKind.SUBAGENT:
             return await self.subagents.run_background_turn(inbound)
         # A sub-agent's report is a turn of its conversation, under the conversation's own
-        # channel (carried in the run's source id), so it gets that channel's tools.
-        channel = inbound.channel
-        if channel == REPORT_CHANNEL:
-            channel = inbound.source_id.rsplit(":", 1)[0]
+        # channel (`turn_channel`), so it gets that channel's tools.
+        channel = inbound.turn_channel
         return await self.runtime.agent.run(
             inbound.session_id,
             inbound.text,
@@ -172,6 +172,7 @@ class Daemon:
             extra_tools=self.tools_for(inbound, channel),
             turn_id=f"{inbound.channel}:{inbound.source_id}",
             attachments=inbound.attachments,
+            purpose=PURPOSES.get(inbound.kind),
         )
 
     # --- status ----------------------------------------------------------------------------

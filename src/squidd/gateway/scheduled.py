@@ -15,9 +15,10 @@ import anyio
 import structlog
 
 from squidd.core.cron import CronJob
-from squidd.core.heartbeat import HEARTBEAT_OK
-from squidd.core.models import PendingRun
+from squidd.core.heartbeat import HEARTBEAT_OK, HEARTBEAT_SESSION
+from squidd.core.models import InboundKind
 from squidd.core.router import Router
+from squidd.core.runs import PendingRun
 from squidd.store.pending_runs import PendingRunsDir
 
 log = structlog.get_logger()
@@ -42,7 +43,7 @@ class ScheduledRuns:
     async def fire_cron(self, job: CronJob, when: datetime) -> None:
         await self.fire(
             PendingRun(
-                channel="cron",
+                kind=InboundKind.CRON,
                 source_id=f"{job.name}@{when.isoformat()}",
                 session_id=job.session_id,
                 text=job.prompt,
@@ -54,9 +55,9 @@ class ScheduledRuns:
     async def fire_heartbeat(self, prompt: str, when: datetime) -> None:
         await self.fire(
             PendingRun(
-                channel="heartbeat",
+                kind=InboundKind.HEARTBEAT,
                 source_id=f"heartbeat@{when.isoformat()}",
-                session_id="heartbeat",
+                session_id=HEARTBEAT_SESSION,
                 text=prompt,
                 target=self._heartbeat_target,
                 quiet_reply=HEARTBEAT_OK,

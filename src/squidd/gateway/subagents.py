@@ -2,17 +2,18 @@
 
 A waiting sub-agent runs inside the parent's tool call (so cancelling the parent's turn
 cancels it). A background one is a durable run like a cron firing: written to
-`<data dir>/gateway/runs/` (store/pending_runs.py) and handed to the router as an inbound
-on channel `subagent`, and removed once the router acknowledged it; after a crash
+`<data dir>/gateway/runs/` (store/pending_runs.py) and handed to the router as a run of
+kind `subagent`, and removed once the router acknowledged it; after a crash
 `ScheduledRuns.resume` hands it on again and the router's handled record keeps it from
 being run twice (a finished sub-agent turn is reused, not redone). Its report is not sent
-to the user directly: it becomes a second durable run, on channel `subagent_report` in the
+to the user directly: it becomes a second durable run, of kind `subagent_report`, in the
 conversation's own session, so the conversation's agent answers the user from it and the
 exchange lands in that session's history through a normal turn (history is written only
-by turns). Both runs share the source id, which carries the root conversation's channel
-(`<channel>:<id>`), so the restricted policy and the conversation's tools survive a
-restart. Caps: `max_per_session` sub-agents of one conversation and `max_running` in the
-daemon at once; beyond them `spawn` is refused with a log line, the turn goes on.
+by turns). Both runs carry the root conversation's channel (`conversation_channel`), so
+the restricted policy and the conversation's tools survive a restart; they share the
+source id `<channel>:<id>`. Caps: `max_per_session` sub-agents of one conversation and
+`max_running` in the daemon at once; beyond them `spawn` is refused with a log line, the
+turn goes on.
 """
 
 from __future__ import annotations
@@ -26,15 +27,14 @@ import anyio
 import structlog
 
 from squidd.config.tools import SpawnSettings
-from squidd.core.models import Inbound, PendingRun, SessionId
+from squidd.core.models import Inbound, InboundKind, SessionId
 from squidd.core.ports import Tool
+from squidd.core.runs import PendingRun
 from squidd.errors import ToolError
 from squidd.gateway.runtime import Runtime
 from squidd.tools.search_history import SearchHistoryTool
 from squidd.tools.spawn import (
-    REPORT_CHANNEL,
     SUB_MARK,
-    SUBAGENT_CHANNEL,
     SpawnTool,
     root_of,
     subagent_channel,
@@ -151,12 +151,13 @@ class SubAgents:
             raise ToolError("background sub-agents need the daemon (squidd run); use wait=true")
         sub = self._reserve(parent)
         run = PendingRun(
-            channel=SUBAGENT_CHANNEL,
+            kind=InboundKind.SUBAGENT,
             source_id=f"{root_channel}:{sub.rsplit(SUB_MARK, 1)[1]}",
             session_id=sub,
             text=task,
             target=reply_to,
             quiet_reply=HANDED_ON,
+            conversation_channel=root_channel,
         )
         try:
             await self._fire(run)
@@ -170,7 +171,7 @@ class SubAgents:
         """The router's turn for a background sub-agent: its report is handed on, durably, as
         a run of the conversation's session (see the module docstring)."""
         sub = inbound.session_id
-        root_channel = inbound.source_id.rsplit(":", 1)[0]
+        root_channel = inbound.turn_channel
         self._active.setdefault(sub, root_of(sub))  # a run resumed after a restart
         reply_to = "" if inbound.reply_to is None else str(inbound.reply_to)
         try:
@@ -189,11 +190,12 @@ class SubAgents:
             return text  # a run queued by an older version: its report is the answer
         await self._fire(
             PendingRun(
-                channel=REPORT_CHANNEL,
+                kind=InboundKind.SUBAGENT_REPORT,
                 source_id=inbound.source_id,
                 session_id=root_of(sub),
                 text=f"{text}\n\n{REPORT_NOTE}",
                 target=reply_to,
+                conversation_channel=root_channel,
             )
         )
         log.info("subagent_report_queued", session=sub, parent=root_of(sub))

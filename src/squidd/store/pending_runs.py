@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from squidd.core.models import PendingRun
+from squidd.core.runs import PendingRun
 from squidd.store.json_dir import JsonDir
 
 

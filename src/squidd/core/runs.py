@@ -1,0 +1,103 @@
+"""Scheduled runs: what the gateway hands the router on its own, kept on disk until answered.
+
+A `PendingRun` is a cron job's firing, a heartbeat, a background sub-agent's task or its
+report to the conversation. Its `kind` says which (and names the pseudo-channel the run
+arrives on, so the router's handled record and the runs directory keep the names they
+always had); `conversation_channel` is the channel of the conversation a sub-agent's run
+belongs to. Files written before these fields existed get both from the channel name and,
+for a sub-agent's runs, from the source id (`<channel>:<id>`), as the gateway used to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from squidd.core.models import AckHook, Destination, Inbound, InboundKind, SessionId
+
+RUN_KINDS = frozenset(
+    {InboundKind.CRON, InboundKind.HEARTBEAT, InboundKind.SUBAGENT, InboundKind.SUBAGENT_REPORT}
+)
+"""The kinds a scheduled run can have; the others are never written to disk."""
+
+_SUBAGENT_KINDS = frozenset({InboundKind.SUBAGENT, InboundKind.SUBAGENT_REPORT})
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRun:
+    """A scheduled run handed to the router, as kept on disk until the router acknowledges it."""
+
+    kind: InboundKind
+    source_id: str
+    session_id: str
+    text: str
+    target: str
+    """Where the answer goes, as `Destination.parse` reads it; empty: nowhere."""
+    quiet_reply: str | None = None
+    subject: str = ""
+    conversation_channel: str = ""
+    """The channel of the conversation the run belongs to (a sub-agent's root); empty:
+    the run's own channel."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in RUN_KINDS:
+            raise ValueError(f"not a scheduled run's kind: {self.kind!r}")
+
+    @property
+    def channel(self) -> str:
+        """The pseudo-channel the run arrives on: its kind's name."""
+        return self.kind.value
+
+    def inbound(self, ack: AckHook) -> Inbound:
+        return Inbound(
+            channel=self.channel,
+            source_id=self.source_id,
+            session_id=SessionId(self.session_id),
+            sender="",
+            text=self.text,
+            reply_to=Destination.parse(self.target),
+            quiet_reply=self.quiet_reply,
+            subject=self.subject,
+            ack=ack,
+            kind=self.kind,
+            conversation_channel=self.conversation_channel,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "channel": self.channel,  # what versions before `kind` read
+            "source_id": self.source_id,
+            "session_id": self.session_id,
+            "text": self.text,
+            "target": self.target,
+            "quiet_reply": self.quiet_reply,
+            "subject": self.subject,
+            "conversation_channel": self.conversation_channel,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PendingRun:
+        # Files written before the typed fields kept them in a "meta" object.
+        legacy = data.get("meta") or {}
+        if not isinstance(legacy, Mapping):
+            raise TypeError("meta must be an object")
+        quiet = data.get("quiet_reply", legacy.get("quiet_reply"))
+        subject = data.get("subject", legacy.get("job"))
+        # Files written before `kind` name it by their channel.
+        kind = InboundKind(str(data.get("kind") or data["channel"]))
+        source_id = str(data["source_id"])
+        conversation = data.get("conversation_channel")
+        if conversation is None and kind in _SUBAGENT_KINDS:
+            conversation = source_id.rsplit(":", 1)[0]
+        return cls(
+            kind=kind,
+            source_id=source_id,
+            session_id=str(data["session_id"]),
+            text=str(data["text"]),
+            target=str(data.get("target", "")),
+            quiet_reply=None if quiet is None else str(quiet),
+            subject=str(subject or ""),
+            conversation_channel=str(conversation or ""),
+        )
