@@ -1,11 +1,12 @@
 """Media downloads off the sync loop, on a real Synapse: a file still downloading in one room
 does not hold back another room's messages, and within a room the order stays the
-timeline's; a daemon restarted while a file downloads answers it exactly once. The download
+timeline's; a daemon stopped or killed while a file downloads answers it exactly once. The download
 is held at a proxy gate in front of the homeserver, so "still downloading" is a fact the test
 controls, not a matter of timing."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,10 @@ async def test_a_download_in_one_room_does_not_hold_back_another_room(
     assert gate.finished == 1
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["restart", "crash"])
 async def test_a_restart_mid_download_answers_the_file_once(
+    sig: signal.Signals,
     synapse: SynapseServer,
     bot: User,
     make_human: MakeHuman,
@@ -112,7 +116,8 @@ async def test_a_restart_mid_download_answers_the_file_once(
         alice, room, notes, msgtype="m.file", name="notes.txt", mime="text/plain", encrypted=False
     )
     await wait_until(lambda: gate.started == 1, "the download reached the homeserver")
-    assert await first.stop() == 0  # a restart while the file is still downloading
+    # Stopped (or killed) while the file is still downloading.
+    assert await first.stop(sig) == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
     assert gate.finished == 0 and not fake_llm.chat_requests
 
     gate.release()
