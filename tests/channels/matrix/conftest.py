@@ -7,11 +7,13 @@
 * `Human`: a matrix-nio client (with encryption) that plays the person at the keyboard.
 * `run_channel`: runs a `MatrixChannel` in a task group with a small inbox that answers
   through `channel.send` and then acks, the way the gateway's router does.
+* `squidds`: the `squidd run` children a test started, killed at its end if still running.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -40,6 +42,7 @@ from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState, MediaSink
 from tests.servers.synapse.server import SynapseServer, User, default_data_root
+from tests.support.daemon import DaemonProcess
 
 _STARTED = pytest.StashKey[float]()
 _ELAPSED = pytest.StashKey[float]()
@@ -68,6 +71,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"matrix: the Synapse-backed part took {elapsed:.1f}s "
             "(homeserver install/start, tests, stop)"
         )
+
+
+@pytest.fixture
+async def squidds() -> AsyncIterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
+    yield started
+    for daemon in started:
+        if daemon.proc.poll() is None:
+            await daemon.stop(signal.SIGKILL)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +57,6 @@ def write_config(
             "reconnect_max_delay_s": 1.0,
         },
     )
-
-
-@pytest.fixture
-async def squidds() -> AsyncIterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for daemon in started:
-        if daemon.proc.poll() is None:
-            await daemon.stop(signal.SIGKILL)
 
 
 def user_texts(llm: FakeLLM) -> list[str]:

@@ -3,7 +3,8 @@
 `create_channel(settings)` builds it from the whole `Settings` (the `[matrix]` section and
 the data dir). Modules: `channel` (the `Channel`: run and send), `connection` (one
 logged-in client's sync lifecycle), `events` (a room event read into an `Inbound`),
-`invites` (join or decline), `media` (media messages into the media store), `send`
+`invites` (join or decline), `media` (media messages into the media store), `downloads`
+(files fetched off the sync loop, per-room order), `send`
 (a reply as room events), `typing_notices` (typing leases), `undecrypted` (events
 waiting for their keys), `client` (login, error translation), `e2ee` (key chores,
 device trust), `policy` (who is answered), `render` (markdown to Matrix HTML, splitting),

@@ -8,6 +8,7 @@ Receiving, per sync response (a "batch"):
    with `/messages` back to the previous position, so nothing in a gap is skipped;
 4. messages the policy answers (`events`) go to the inbox with an `ack` hook; the persisted
    sync position moves past the batch only when all of them were acked (`SyncLedger`).
+   A media message's file is fetched off the loop, in its room's lane (`downloads`).
 
 On the very first start (no persisted position) the initial sync only records where the
 room histories end: nothing older is answered. After a restart the loop resumes from the
@@ -22,8 +23,8 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -45,6 +46,7 @@ from nio import (
 
 from squidd.channels.matrix import e2ee, events, media
 from squidd.channels.matrix.client import TokenRejectedError, call, translate
+from squidd.channels.matrix.downloads import Lanes, with_media
 from squidd.channels.matrix.invites import answer_invites
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
@@ -84,6 +86,10 @@ class Carried:
             self.seen.popitem(last=False)
         return True
 
+    def forget(self, event_id: str) -> None:
+        """Let an event that was never handed on be received again."""
+        self.seen.pop(event_id, None)
+
 
 class Connection:
     """`client` logged in for `inbox`; `policy` and the first sync come from `connect`."""
@@ -104,6 +110,10 @@ class Connection:
         self._carried = carried
         self._user_id: str = client.user_id
         self._ledger = SyncLedger(functools.partial(files.save_sync_token, self._user_id))
+        fetch = functools.partial(
+            with_media, client, sink=carried.media, max_bytes=carried.max_download_bytes
+        )
+        self._lanes = Lanes(self._hand_on, fetch, forget=carried.forget)
         self._names: set[str] = set()
         self._policy: Policy | None = None
         self._filter: dict[str, Any] = {
@@ -134,6 +144,26 @@ class Connection:
         self, response: SyncResponse, since: str | None, task_status: TaskStatus[None]
     ) -> None:
         """Hand out the first sync, report ready, then follow the sync loop until it fails."""
+        # The loop's (or a download lane's) error is re-raised outside the task group, so the
+        # supervisor sees a PermanentError / TransientError rather than an exception group.
+        failure: SquiddError | None = None
+        async with anyio.create_task_group() as tg:
+            await tg.start(self._lanes.run)
+            with anyio.CancelScope() as loop_scope:
+                self._lanes.on_failure = loop_scope.cancel
+                try:
+                    await self._first(response, since)
+                    task_status.started()
+                    tg.start_soon(self._carried.typing.run, self.client)
+                    await self._sync_loop(response.next_batch)
+                except SquiddError as exc:
+                    failure = exc
+            failure = failure or self._lanes.failure
+            tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _first(self, response: SyncResponse, since: str | None) -> None:
         client = self.client
         await self._load_names()
         if since is None:
@@ -156,19 +186,6 @@ class Connection:
             rooms=len(client.rooms),
         )
         self._inbox.report(ChannelState.CONNECTED, f"{self._user_id} on {self._cfg.homeserver}")
-        task_status.started()
-        # The sync loop's error is re-raised outside the task group, so the supervisor sees
-        # a PermanentError / TransientError rather than an exception group.
-        failure: SquiddError | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._carried.typing.run, client)
-            try:
-                await self._sync_loop(response.next_batch)
-            except SquiddError as exc:
-                failure = exc
-            tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
 
     async def _sync_loop(self, since: str) -> None:
         failures = Failures(self._carried.backoff)
@@ -355,7 +372,8 @@ class Connection:
             log.debug("matrix_event_ignored", type=events.event_type(event), reason="not a message")
 
     async def _message(self, batch: Batch, room_id: str, event: Any) -> bool:
-        """Hand a text message to the inbox if the policy answers it; True if it did."""
+        """Hand a message to the inbox (a media one via its room's lane) if the policy answers
+        it; True if it did (its ack then settles it in the ledger)."""
         event_id: str = event.event_id
         inbound = events.read_message(
             event,
@@ -369,29 +387,17 @@ class Connection:
         )
         if inbound is None:
             return False
-        content = media.media_content(event)
-        if content is not None:
-            inbound = await self._with_media(inbound, content)
         self._ledger.add(batch, event_id)
-        self._carried.typing.start(room_id, event_id)
-        await self._inbox.put(inbound)
+        content = media.media_content(event)
+        if content is not None or self._lanes.busy(room_id):
+            self._lanes.push(room_id, inbound, content)
+        else:
+            await self._hand_on(room_id, inbound)
         return True
 
-    async def _with_media(self, inbound: Inbound, content: Mapping[str, Any]) -> Inbound:
-        """The message with its file: fetched into the media store, the caption as text."""
-        caption, _ = media.caption_and_name(content)
-        sink = self._carried.media
-        if sink is None:
-            kind = media.KINDS[str(content["msgtype"])]
-            return replace(inbound, text=caption or f"[{kind}: {inbound.text}] (not downloaded)")
-        attachment = await media.fetch(
-            self.client,
-            content,
-            sink=sink,
-            session_id=inbound.session_id,
-            max_bytes=self._carried.max_download_bytes,
-        )
-        return replace(inbound, text=caption or media.label(attachment), attachments=(attachment,))
+    async def _hand_on(self, room_id: str, inbound: Inbound) -> None:
+        self._carried.typing.start(room_id, inbound.source_id)
+        await self._inbox.put(inbound)
 
     async def _ack(self, batch: Batch, room_id: str, event_id: str) -> None:
         await self._carried.typing.stop(room_id, event_id)
