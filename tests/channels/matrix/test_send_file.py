@@ -1,7 +1,8 @@
 """Files the assistant sends, on a real Synapse: a reply's files arrive as `m.image` /
 `m.file` events the human downloads (and, in an encrypted room, decrypts) to the same
 bytes; the same pending reply delivered twice shows each file once; a file over the
-homeserver's `m.upload.size` gets a notice in the room, not a silent failure."""
+homeserver's `m.upload.size` gets a notice in the room, not a silent failure; and through
+`squidd run`, the model's send_file call reaches the human as a decryptable file."""
 
 from __future__ import annotations
 
@@ -19,10 +20,14 @@ from squidd.channels.matrix.upload import upload_limit
 from squidd.core.models import Inbound, Outbound
 from squidd.core.reply_files import FileRef
 from tests.channels.matrix.conftest import Human, Seen, bot_settings, run_channel, wait_until
+from tests.channels.matrix.test_daemon import squidds, write_config
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.daemon import DaemonProcess
+from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.media_files import jpeg_with_exif, pdf_with_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
+__all__ = ["squidds"]  # the fixture that stops the daemons this file starts
 
 MakeHuman = Callable[..., Any]
 
@@ -161,3 +166,37 @@ async def test_a_file_over_the_upload_limit_gets_a_notice(
     [notice] = [s for s in alice.events if "upload limit" in s.content.get("body", "")]
     assert "huge.bin" in notice.content["body"]
     os.unlink(big)
+
+
+@pytest.mark.slow
+async def test_send_file_through_the_daemon_reaches_an_encrypted_room(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    workspace = tmp_path / "data" / "workspace"
+    workspace.mkdir(parents=True)
+    report = pdf_with_text("Minutes of Thursday")
+    (workspace / "minutes.pdf").write_bytes(report)
+    fake_llm.push(Reply(tool_calls=[("send_file", {"path": "minutes.pdf"})]), "The minutes.")
+    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
+    squidds.append(daemon)
+    await daemon.wait_event("matrix_connected")
+    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
+    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+    await alice.sync()
+    await alice.send(room, "the minutes please")
+    await alice.wait_for(lambda: len(media_events(alice, bot, room)) == 1, "the file")
+    await daemon.wait_event("reply_sent")
+    assert await daemon.stop() == 0
+    [shown] = media_events(alice, bot, room)
+    assert shown.content["msgtype"] == "m.file" and "file" in shown.content
+    assert shown.content["body"] == "minutes.pdf"
+    assert await downloaded(alice, shown) == report
+    bodies = [s.content.get("body") for s in alice.from_sender(bot.user_id, room)]
+    assert bodies.count("The minutes.") == 1
