@@ -85,6 +85,14 @@ def test_config_check_names_each_bad_attachment_key(tmp_path: Path) -> None:
         assert key in result.stderr, key
 
 
+def test_config_check_names_each_bad_outbound_file_key(tmp_path: Path) -> None:
+    text = "[media]\nmax_send_bytes = 0\n[email]\nmax_reply_attachment_bytes = -5\n"
+    result = squidd("config", "check", "--config", str(write(tmp_path, text)))
+    assert result.returncode == 2
+    for key in ("media.max_send_bytes", "email.max_reply_attachment_bytes"):
+        assert key in result.stderr, key
+
+
 def test_config_check_names_the_tool_result_retention_key(tmp_path: Path) -> None:
     result = squidd(
         "config", "check", "--config", str(write(tmp_path, "[tools]\nresult_retention_days = 0\n"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from squidd.core.models import PendingReply, SessionId
+from squidd.core.reply_files import FileRef
 from squidd.store.outbox import OutboxDir
 from tests.support.doubles import MemoryOutbox
 
@@ -15,6 +16,16 @@ Outbox = OutboxDir | MemoryOutbox
 
 REPLY = PendingReply("email", "alice@example.org", "Grüße\nline two", SessionId("e:a"), "Re: hi")
 OTHER = PendingReply("matrix", "!r:x", "other", SessionId("m:r"))
+WITH_FILES = PendingReply(
+    "matrix",
+    "!r:x",
+    "here it is",
+    SessionId("m:r"),
+    files=(
+        FileRef("/w/report.pdf", "file", "application/pdf", 1234, "ab" * 32, "report.pdf"),
+        FileRef("/m/s/cd.png", "image", "image/png", 99, "cd" * 32, "chart.png"),
+    ),
+)
 
 
 async def test_empty(outbox: Outbox) -> None:
@@ -26,6 +37,11 @@ async def test_put_then_get_gives_the_same_reply(outbox: Outbox) -> None:
     await outbox.put("email", "<1@x>", REPLY)
     assert await outbox.get("email", "<1@x>") == REPLY
     assert await outbox.count() == 1
+
+
+async def test_a_reply_keeps_its_file_references(outbox: Outbox) -> None:
+    await outbox.put("matrix", "$e", WITH_FILES)
+    assert await outbox.get("matrix", "$e") == WITH_FILES
 
 
 async def test_put_again_replaces(outbox: Outbox) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from squidd.core.models import Destination, Inbound, InboundKind, PendingReply, SessionId
+from squidd.core.reply_files import FileRef
 
 
 def test_destination_defaults_to_the_sender_on_the_same_channel() -> None:
@@ -33,7 +36,28 @@ def test_pending_reply_reads_entries_without_a_subject() -> None:
         {"channel": "email", "target": "a@x.org", "text": "t", "session_id": "s"}
     )
     assert reply.subject == ""
+    assert reply.files == ()
     assert PendingReply.from_dict(reply.to_dict()) == reply
+
+
+def test_pending_reply_round_trips_its_files_and_refuses_a_bad_kind() -> None:
+    ref = FileRef("/w/a.png", "image", "image/png", 3, "00" * 32, "a.png")
+    reply = PendingReply("matrix", "!r:x", "t", SessionId("s"), files=(ref,))
+    data = reply.to_dict()
+    assert data["files"] == [
+        {
+            "path": "/w/a.png",
+            "kind": "image",
+            "mime": "image/png",
+            "size": 3,
+            "sha256": "00" * 32,
+            "name": "a.png",
+        }
+    ]
+    assert PendingReply.from_dict(data) == reply
+    data["files"][0]["kind"] = "blob"
+    with pytest.raises(ValueError, match="unknown file kind"):
+        PendingReply.from_dict(data)
 
 
 def test_cleaned_makes_every_routing_field_valid_text() -> None:

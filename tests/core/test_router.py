@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 
 from squidd.core.backoff import Backoff
 from squidd.core.models import Destination, Inbound, Outbound, PendingReply, SessionId
+from squidd.core.reply_files import FileRef, Reply
 from squidd.core.router import CRASH_APOLOGY, Router
 from squidd.core.supervisor import ChildHealth
 from squidd.errors import DeliveryError, DeliveryRefusedError
@@ -159,6 +160,50 @@ async def test_quiet_and_undeliverable_replies() -> None:
         "reply_suppressed",
         "reply_not_delivered",
     ]
+
+
+async def test_the_files_of_a_reply_are_kept_in_the_outbox_and_delivered() -> None:
+    ref = FileRef("/w/a.pdf", "file", "application/pdf", 5, "11" * 32, "a.pdf")
+    kept: list[PendingReply | None] = []
+
+    class Peek(Collect):
+        async def send(self, outbound: Outbound) -> None:
+            kept.append(await records.get("c", "m1"))
+            await super().send(outbound)
+
+    async def turn(message: Inbound) -> Reply:
+        return Reply("HEARTBEAT_OK", (ref,))
+
+    router, channel, records = make_router(turn, channel=Peek())
+    acked: list[str] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        # A quiet reply that carries a file is not quiet: the file goes out.
+        await router.submit(inbound(1, "a", acked, quiet_reply="HEARTBEAT_OK"))
+        while not acked:  # noqa: ASYNC110 - polls state that has no event
+            await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert [o.files for o in channel.sent] == [(ref,)]
+    assert kept[0] is not None and kept[0].files == (ref,)
+    assert records.entries == {}
+
+
+async def test_a_reply_resumed_from_the_outbox_keeps_its_files() -> None:
+    ref = FileRef("/w/a.pdf", "file", "application/pdf", 5, "11" * 32, "a.pdf")
+
+    async def turn(message: Inbound) -> str:
+        raise AssertionError("a kept reply must not run the model again")
+
+    router, channel, records = make_router(turn)
+    records.entries[("c", "m1")] = PendingReply("c", "u", "kept", SessionId("a"), files=(ref,))
+    acked: list[str] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        await router.submit(inbound(1, "a", acked))
+        while not acked:  # noqa: ASYNC110 - polls state that has no event
+            await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert [(o.text, o.files) for o in channel.sent] == [("kept", (ref,))]
 
 
 def test_destination_parse() -> None:

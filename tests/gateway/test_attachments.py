@@ -1,8 +1,10 @@
 """Attachments through the daemon: the model gets image parts and extracted text for the
-turn; the history keeps references (path, type, size, hash), never the bytes."""
+turn; the history keeps references (path, type, size, hash), never the bytes; send_file
+puts a file on the delivered reply, unless the tool policy withholds it."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ import pytest
 
 from squidd.store.media import MediaStore
 from tests.gateway.conftest import make_settings, running_daemon
-from tests.support.fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.media_files import jpeg_with_exif, pdf_with_text, wav_tone
 from tests.support.memory_channel import MemoryChannel
 from tests.support.transcription_server import TranscriptionServer
@@ -96,3 +98,43 @@ async def test_a_voice_note_reaches_the_model_as_its_transcript(
     assert "[voice note, transcribed]: please water the plants" in text
     [jsonl] = (data / "sessions").rglob("*.jsonl")
     assert "please water the plants" in jsonl.read_text()  # the transcript is kept
+
+
+async def test_send_file_puts_the_file_on_the_delivered_reply(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    settings = make_settings(data, fake_llm.base_url)
+    report = settings.workspace_dir / "report.pdf"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_bytes(pdf_with_text("Quarterly figure 8472"))
+    channel = MemoryChannel("memory")
+    fake_llm.push(Reply(tool_calls=[("send_file", {"path": "report.pdf"})]), "Here it is.")
+    async with running_daemon(settings, [channel]):
+        channel.inject("send me the report", session="room")
+        await channel.wait_for(1, what="acked")
+    [sent] = channel.sent
+    [ref] = sent.files
+    assert sent.text == "Here it is."
+    assert (ref.name, ref.mime, ref.size) == (
+        "report.pdf",
+        "application/pdf",
+        report.stat().st_size,
+    )
+    assert ref.sha256 == hashlib.sha256(report.read_bytes()).hexdigest()
+    tool_result = fake_llm.chat_requests[1]["messages"][-1]
+    assert tool_result["role"] == "tool" and "Attached report.pdf" in tool_result["content"]
+
+
+async def test_the_tool_policy_can_withhold_send_file(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    data = tmp_path / "data"
+    rules = [{"channel": "memory", "deny": ["send_file"]}]
+    settings = make_settings(data, fake_llm.base_url, tools={"policy": {"rules": rules}})
+    channel = MemoryChannel("memory")
+    fake_llm.push("no files for you")
+    async with running_daemon(settings, [channel]):
+        channel.inject("send me the report", session="room")
+        await channel.wait_for(1, what="acked")
+    offered = [t["function"]["name"] for t in fake_llm.chat_requests[0].get("tools", [])]
+    assert "read_file" in offered and "send_file" not in offered
+    assert channel.sent[0].files == ()

@@ -13,6 +13,7 @@ from anyio.abc import TaskStatus
 
 from squidd.core.models import Attachment, Inbound, Outbound, SessionId
 from squidd.core.ports import ChannelState, Inbox
+from squidd.core.reply_files import FileRef
 from squidd.errors import DeliveryError, PermanentError, TransientError
 
 
@@ -22,6 +23,7 @@ class Sent:
     text: str
     session_id: str
     in_reply_to: str | None
+    files: tuple[FileRef, ...] = ()
 
 
 @dataclass
@@ -113,6 +115,7 @@ class MemoryChannel:
                 text=outbound.text,
                 session_id=outbound.session_id,
                 in_reply_to=outbound.in_reply_to.source_id if outbound.in_reply_to else None,
+                files=outbound.files,
             )
         )
         self._notify()

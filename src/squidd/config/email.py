@@ -79,6 +79,8 @@ class EmailSettings(Section):
     the rest are only listed by name, type and size. Empty: none is read."""
     max_attachments: int = Field(default=5, ge=0, le=100)
     max_attachment_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    max_reply_attachment_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    """The files of one reply together, at most; a file past it is named in the text."""
 
     @field_validator("allowed_attachment_types")
     @classmethod

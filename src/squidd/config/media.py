@@ -1,9 +1,10 @@
 """Configuration of attachments: the media store (`[media]`) and voice notes (`[transcription]`).
 
-`[media]` bounds what is downloaded and kept (size cap, lifetime) and what is handed to the
-model (image size, extracted text). `[transcription]` names an OpenAI-compatible
-`/v1/audio/transcriptions` endpoint (e.g. a local whisper server); without a base_url,
-voice notes are not transcribed and the assistant is told so.
+`[media]` bounds what is downloaded and kept (size cap, lifetime), what is handed to the
+model (image size, extracted text) and how large a file the assistant may send.
+`[transcription]` names an OpenAI-compatible `/v1/audio/transcriptions` endpoint (e.g. a
+local whisper server); without a base_url, voice notes are not transcribed and the
+assistant is told so.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class MediaSettings(Section):
     """Longest side of an image sent to the model (re-encoded, EXIF dropped)."""
     text_max_chars: int = Field(default=20_000, gt=0)
     """Text extracted from a text file or a PDF, at most."""
+    max_send_bytes: int = Field(default=25 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
+    """Largest file the assistant may send with a reply (`send_file`); the channels' own
+    limits (the homeserver's upload size, the mail's attachment cap) apply on top."""
 
 
 class TranscriptionSettings(Section):

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, NewType
 
+from squidd.core.reply_files import FileRef, files_from
 from squidd.text import clean_text
 
 SessionId = NewType("SessionId", str)
@@ -381,7 +382,7 @@ class Outbound:
 
     `target` is the channel-level address (room id, email address); `in_reply_to` is the
     inbound it answers, if any, so the channel can thread the reply; `subject` is used by
-    channels that have one when the message starts a new conversation.
+    channels that have one when the message starts a new conversation; `files` go with it.
     """
 
     channel: str
@@ -390,17 +391,19 @@ class Outbound:
     session_id: SessionId
     in_reply_to: Inbound | None = None
     subject: str = ""
+    files: tuple[FileRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class PendingReply:
-    """A finished reply not yet delivered, as the outbox keeps it."""
+    """A finished reply not yet delivered, as the outbox keeps it (files as references)."""
 
     channel: str
     target: str
     text: str
     session_id: SessionId
     subject: str = ""
+    files: tuple[FileRef, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -409,6 +412,7 @@ class PendingReply:
             "text": self.text,
             "session_id": self.session_id,
             "subject": self.subject,
+            "files": [f.to_dict() for f in self.files],
         }
 
     @classmethod
@@ -419,4 +423,5 @@ class PendingReply:
             text=str(data["text"]),
             session_id=SessionId(str(data["session_id"])),
             subject=str(data.get("subject") or ""),
+            files=files_from(data.get("files")),  # absent in entries written before files
         )

@@ -35,6 +35,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from squidd.core.backoff import Backoff
 from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
 from squidd.core.ports import Channel, ChannelState, HandledLog, Outbox
+from squidd.core.reply_files import Reply
 from squidd.core.supervisor import ChildHealth
 from squidd.errors import LLMError, PermanentError, StorageError
 
@@ -48,8 +49,9 @@ CRASH_APOLOGY = (
     "Sorry, something went wrong on my side while answering this. The error is in my log; "
     "please try again in a while."
 )
-TurnRunner = Callable[[Inbound], Awaitable[str]]
-"""Runs one agent turn for an inbound message and returns the reply text."""
+TurnRunner = Callable[[Inbound], Awaitable[str | Reply]]
+"""Runs one agent turn for an inbound message and returns the reply (text, or text and
+the files the turn attached)."""
 
 
 class _Undeliverable(Exception):
@@ -269,11 +271,12 @@ class Router:
             log.info("reply_resumed_from_outbox", to=f"{pending.channel}:{pending.target}")
         else:
             started = time.monotonic()
-            text = await self._turn(inbound)
+            reply = await self._turn(inbound)
+            text = reply.text
             self.last_turn_at = utcnow()
             destination = inbound.destination
             quiet = inbound.quiet_reply
-            if quiet is not None and text.strip() == quiet:
+            if quiet is not None and text.strip() == quiet and not reply.files:
                 log.info("reply_suppressed", ms=_ms(started))
                 await self._finish(inbound)
                 return
@@ -292,6 +295,7 @@ class Router:
                 text,
                 inbound.session_id,
                 subject=inbound.subject,
+                files=reply.files,
             )
             await self._stored(lambda: self._outbox.put(channel, source_id, pending))
             log.debug("reply_ready", ms=_ms(started))
@@ -309,18 +313,19 @@ class Router:
         await self._stored(lambda: self._outbox.remove(channel, source_id))
         await self._ack(inbound)
 
-    async def _turn(self, inbound: Inbound) -> str:
+    async def _turn(self, inbound: Inbound) -> Reply:
         try:
-            return await self._run_turn(inbound)
+            answer = await self._run_turn(inbound)
         except LLMError as exc:
             log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
-            return self._apology
+            return Reply(self._apology)
         except StorageError as exc:  # a full or broken disk: said in the log, not a crash
             log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
-            return CRASH_APOLOGY
+            return Reply(CRASH_APOLOGY)
         except Exception:
             log.exception("turn_crashed")
-        return CRASH_APOLOGY
+            return Reply(CRASH_APOLOGY)
+        return Reply(answer) if isinstance(answer, str) else answer
 
     async def _deliver(self, inbound: Inbound, pending: PendingReply) -> None:
         outbound = Outbound(
@@ -330,6 +335,7 @@ class Router:
             session_id=pending.session_id,
             in_reply_to=inbound if pending.channel == inbound.channel else None,
             subject=pending.subject,
+            files=pending.files,
         )
         failures = 0
         while True:

@@ -26,6 +26,7 @@ from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
 from squidd.core.models import Inbound, InboundKind, utcnow
 from squidd.core.ports import Channel, Clock, Tool
+from squidd.core.reply_files import Reply, ReplyFiles
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
@@ -137,7 +138,9 @@ class Daemon:
 
     # --- turns -----------------------------------------------------------------------------
 
-    def tools_for(self, inbound: Inbound, channel: str | None = None) -> list[Tool]:
+    def tools_for(
+        self, inbound: Inbound, channel: str | None = None, reply_files: ReplyFiles | None = None
+    ) -> list[Tool]:
         notify = self.scheduler.notify_changed if self.scheduler else (lambda: None)
         tools = session_tools(
             self.runtime,
@@ -147,11 +150,12 @@ class Daemon:
             on_cron_change=notify,
             subagents=self.subagents,
             channel=channel or inbound.channel,
+            reply_files=reply_files,
         )
         # The MCP tools of the servers up right now (the policy filters them per channel).
         return [*tools, *self.mcp.tools()]
 
-    async def _run_turn(self, inbound: Inbound) -> str:
+    async def _run_turn(self, inbound: Inbound) -> str | Reply:
         if inbound.kind is InboundKind.NOTICE:
             return inbound.text  # the owner's daily-cap notice: no model call
         refusal = await self.caps.refusal(inbound)
@@ -165,15 +169,18 @@ class Daemon:
         # A sub-agent's report is a turn of its conversation, under the conversation's own
         # channel (`turn_channel`), so it gets that channel's tools.
         channel = inbound.turn_channel
-        return await self.runtime.agent.run(
+        # send_file only where the answer goes somewhere that can carry a file.
+        files = ReplyFiles() if inbound.destination is not None else None
+        text = await self.runtime.agent.run(
             inbound.session_id,
             inbound.text,
             channel,
-            extra_tools=self.tools_for(inbound, channel),
+            extra_tools=self.tools_for(inbound, channel, files),
             turn_id=f"{inbound.channel}:{inbound.source_id}",
             attachments=inbound.attachments,
             purpose=PURPOSES.get(inbound.kind),
         )
+        return Reply(text, files.files if files is not None else ())
 
     # --- status ----------------------------------------------------------------------------
 

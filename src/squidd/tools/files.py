@@ -88,7 +88,7 @@ def _string_arg(arguments: Mapping[str, Any], name: str, *, default: str | None 
     return value
 
 
-def _open_regular(real: Path, shown: str, flags: int) -> tuple[int, os.stat_result]:
+def open_regular(real: Path, shown: str, flags: int) -> tuple[int, os.stat_result]:
     try:
         fd = os.open(real, flags | _OPEN_FLAGS)
     except FileNotFoundError:
@@ -108,7 +108,7 @@ def _open_regular(real: Path, shown: str, flags: int) -> tuple[int, os.stat_resu
 def _read_text(jail: WorkspaceJail, raw: str, cap: int) -> tuple[Path, str, str]:
     real = jail.resolve(raw)
     shown = jail.display(real)
-    fd, info = _open_regular(real, shown, os.O_RDONLY)
+    fd, info = open_regular(real, shown, os.O_RDONLY)
     with os.fdopen(fd, "rb") as handle:
         if info.st_size > cap:
             raise ToolError(f"{shown}: {info.st_size} bytes is over the read cap of {cap} bytes")
@@ -259,15 +259,18 @@ class ReadFileTool(_FileTool):
         return f"[characters {offset}-{end} of {len(text)}{more}]\n{part}"
 
     def _media_path(self, path: str) -> str | None:
-        """The path inside the media dir when `path` names it (`media/...` or absolute)."""
-        if self._media_dir is None:
-            return None
-        if path.startswith("media/"):
-            return path.removeprefix("media/")
-        bases = (self._media_dir.absolute(), Path(os.path.realpath(self._media_dir)))
-        if os.path.isabs(path) and any(Path(path).is_relative_to(b) for b in bases):
-            return path
-        return None
+        return None if self._media_dir is None else media_relative(self._media_dir, path)
+
+
+def media_relative(media_dir: Path, path: str) -> str | None:
+    """The path inside the media dir when `path` names it (`media/...` or absolute), for
+    its own `WorkspaceJail`; None when it names a workspace path."""
+    if path.startswith("media/"):
+        return path.removeprefix("media/")
+    bases = (media_dir.absolute(), Path(os.path.realpath(media_dir)))
+    if os.path.isabs(path) and any(Path(path).is_relative_to(b) for b in bases):
+        return path
+    return None
 
 
 class WriteFileTool(_FileTool):

@@ -60,6 +60,7 @@ SESSION_TOOLS = (
     "cron_list",
     "cron_remove",
     "spawn",
+    "send_file",
 )
 
 

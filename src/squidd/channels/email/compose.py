@@ -3,7 +3,7 @@
 A reply's Message-ID is derived from the inbound Message-ID, so a reply sent again after a
 crash is recognisably the same mail (same id: clients and servers collapse duplicates).
 The HTML part is rendered from the model's markdown and sanitised; the plain part is the
-markdown itself, which reads fine as text.
+markdown itself, which reads fine as text. The reply's files follow as attachments.
 """
 
 from __future__ import annotations
@@ -26,6 +26,15 @@ _MAX_SUBJECT = 200
 
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
 _markdown.enable(["table", "strikethrough"])
+
+
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """A file to attach: its name (display only), MIME type and bytes."""
+
+    name: str
+    mime: str
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +82,7 @@ def build_message(
     thread: ThreadContext | None,
     subject: str = "",
     now: datetime | None = None,
+    files: Sequence[FilePart] = (),
 ) -> EmailMessage:
     """The mail to send: a reply in `thread`, or a fresh message (cron, heartbeat)."""
     domain = from_addr.rpartition("@")[2] or "localhost"
@@ -98,4 +108,9 @@ def build_message(
     plain = text if text.endswith("\n") else text + "\n"
     msg.set_content(plain, subtype="plain", charset="utf-8")
     msg.add_alternative(render_html(text), subtype="html", charset="utf-8")
+    for part in files:
+        maintype, _, subtype = part.mime.partition("/")
+        if not maintype or not subtype:
+            maintype, subtype = "application", "octet-stream"
+        msg.add_attachment(part.data, maintype=maintype, subtype=subtype, filename=part.name)
     return msg

@@ -4,9 +4,10 @@ A reply is rendered from markdown to sanitised HTML and split into pieces that e
 event (split again when the HTML made a piece too big). The first piece replies to the
 message and mentions its sender; inside a thread every piece stays in the thread, each one
 replying to the piece before it. Transaction ids are stable for the same reply to the same
-message, so a retried send is not doubled. Errors leave as squidd's types: a refusal is
-classified by `client.send_refusal`; a device that appeared between the trust pass and the
-send is marked and the send retried once.
+message, so a retried send is not doubled. The reply's files follow its text as media
+events (`upload`), each with a transaction id of the same kind. Errors leave as squidd's
+types: a refusal is classified by `client.send_refusal`; a device that appeared between the
+trust pass and the send is marked and the send retried once.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from squidd.channels.matrix.render import (
     message_content,
     split_markdown,
 )
+from squidd.channels.matrix.upload import file_content, upload_limit
 from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
 from squidd.errors import DeliveryError, PermanentError, SquiddError
@@ -51,24 +53,41 @@ async def send_reply(
     reply_to = outbound.in_reply_to
     if reply_to is not None and reply_to.channel != CHANNEL:
         reply_to = None
-    contents = pieces(outbound.text, settings.max_message_bytes, settings.msgtype)
+    contents: list[dict[str, Any]] = []
+    if outbound.text.strip() or not outbound.files:
+        contents = pieces(outbound.text, settings.max_message_bytes, settings.msgtype)
     thread_root = event_id_or_none(reply_to.thread_root) if reply_to else None
     previous = reply_to.source_id if reply_to is not None else None
-    for index, piece in enumerate(contents):
+
+    async def send(index: int, piece: dict[str, Any], key: str) -> None:
+        nonlocal previous
         content = relate(piece, index, reply_to, thread_root, previous)
-        tx_id = transaction_id(reply_to, index, content.get("body", ""))
         previous = await _room_send(
             client,
             room_id,
             content,
-            tx_id,
+            transaction_id(reply_to, index, key),
             device_trust=settings.device_trust,
             user_allowed=user_allowed,
         )
+
+    for index, piece in enumerate(contents):
+        await send(index, piece, piece.get("body", ""))
+    if outbound.files:
+        limit = await upload_limit(client)
+        room = client.rooms[room_id]
+        for number, ref in enumerate(outbound.files, start=len(contents)):
+            # The key names the file, not its upload: a resend gets the same id.
+            key = f"file\0{ref.sha256}\0{ref.name}"
+            media, notice = await file_content(
+                client, ref, encrypted=bool(room.encrypted), limit=limit
+            )
+            await send(number, media or message_content(notice, settings.msgtype), key)
     log.info(
         "matrix_reply_sent",
         room=room_id,
-        events=len(contents),
+        events=len(contents) + len(outbound.files),
+        files=len(outbound.files),
         chars=len(outbound.text),
         in_reply_to=reply_to.source_id if reply_to is not None else None,
     )

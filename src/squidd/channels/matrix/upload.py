@@ -1,0 +1,189 @@
+"""The files of a reply as Matrix media events: uploaded, then `m.image` / `m.file`.
+
+In a plain room each file is streamed from disk to the homeserver (nio reads it in
+chunks); in an encrypted room it is AES-CTR encrypted first, in memory (bounded by
+`media.max_send_bytes`), and the event carries the key in `file`. The homeserver's
+`m.upload.size` is asked first: a file over it is not uploaded, and the room gets a short
+notice that names the file and the limit instead, so a refusal is never silent. Images get
+`w`/`h` and, when Pillow can make one, a small thumbnail uploaded the same way. A file that
+is gone by the time the reply is sent is named in a notice too.
+
+Uploads are not idempotent (a resend after a crash uploads again and leaves the first copy
+unreferenced), but the event that shows the file is: its transaction id is derived from
+the reply's source id, its position and the file's hash (see `send.transaction_id`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import structlog
+from nio import AsyncClient, ContentRepositoryConfigResponse, ErrorResponse, UploadResponse
+from nio.crypto.attachments import encrypt_attachment
+from PIL import Image, UnidentifiedImageError
+
+from squidd.channels.matrix.client import NETWORK_ERRORS, describe
+from squidd.core.reply_files import FileRef
+from squidd.errors import DeliveryError
+
+log = structlog.get_logger()
+
+THUMBNAIL_PX = 320
+_THUMBNAIL_SOURCE_MAX = 20 * 1024 * 1024  # bigger images get no thumbnail: not cheap
+Image.MAX_IMAGE_PIXELS = 64_000_000
+
+
+async def upload_limit(client: AsyncClient) -> int | None:
+    """The homeserver's `m.upload.size` in bytes; None when it does not say (or cannot)."""
+    try:
+        response = await client.content_repository_config()
+    except NETWORK_ERRORS as exc:
+        raise DeliveryError(f"homeserver unreachable ({describe(exc)})") from exc
+    if isinstance(response, ContentRepositoryConfigResponse) and response.upload_size:
+        return int(response.upload_size)
+    return None
+
+
+def too_large_text(ref: FileRef, limit: int) -> str:
+    return (
+        f"(The file {ref.name} ({_human(ref.size)}) was not sent: it is over this "
+        f"homeserver's upload limit of {_human(limit)}.)"
+    )
+
+
+def missing_text(ref: FileRef) -> str:
+    return f"(The file {ref.name} was not sent: it is no longer available.)"
+
+
+async def file_content(
+    client: AsyncClient, ref: FileRef, *, encrypted: bool, limit: int | None
+) -> tuple[dict[str, Any] | None, str]:
+    """The event content that shows `ref` after uploading it, or (None, notice text) when
+    the file cannot be sent (over `limit`, gone); network trouble is a `DeliveryError`."""
+    path = Path(ref.path)
+    try:
+        size = (await anyio.Path(path).stat()).st_size
+    except OSError:
+        log.warning("matrix_file_missing", name=ref.name)
+        return None, missing_text(ref)
+    if limit is not None and size > limit:
+        log.warning("matrix_file_too_large", name=ref.name, size=size, limit=limit)
+        return None, too_large_text(dataclasses.replace(ref, size=size), limit)
+    url, secret = await _upload(client, path, ref.mime, ref.name, size, encrypted=encrypted)
+    if url is None:
+        log.warning("matrix_file_too_large", name=ref.name, size=size, limit=limit)
+        return None, too_large_text(ref, limit or size)
+    info: dict[str, Any] = {"size": size, "mimetype": ref.mime}
+    msgtype = "m.file"
+    if ref.kind == "image":
+        msgtype = "m.image"
+        info.update(await _thumbnail_info(client, path, size, encrypted=encrypted))
+    content: dict[str, Any] = {
+        "msgtype": msgtype,
+        "body": ref.name,
+        "filename": ref.name,
+        "info": info,
+    }
+    if secret is not None:
+        content["file"] = {**secret, "url": url}
+    else:
+        content["url"] = url
+    return content, ""
+
+
+async def _upload(
+    client: AsyncClient,
+    source: Path | bytes,
+    mime: str,
+    name: str,
+    size: int,
+    *,
+    encrypted: bool,
+) -> tuple[str | None, dict[str, Any] | None]:
+    """(mxc url, the `file` keys when encrypted); (None, None) when the server says too large."""
+    keys: dict[str, Any] | None = None
+    if encrypted:
+        # Encrypted here, whole: nio's streaming encryption hands out the keys only once
+        # its generator is drained, which the HTTP body of a known size does not always do.
+        ciphertext, keys = await anyio.to_thread.run_sync(_encrypt, source)
+        source, size = ciphertext, len(ciphertext)
+    # Called again by nio after a 429 or a timeout: each call starts from the beginning.
+    provider: Callable[..., Path | io.BytesIO] = (
+        (lambda *_: source) if isinstance(source, Path) else (lambda *_: io.BytesIO(source))
+    )
+    try:
+        response, _ = await client.upload(
+            provider, content_type=mime, filename=name, encrypt=False, filesize=size
+        )
+    except NETWORK_ERRORS as exc:
+        raise DeliveryError(f"upload: homeserver unreachable ({describe(exc)})") from exc
+    if isinstance(response, UploadResponse):
+        return str(response.content_uri), keys
+    if isinstance(response, ErrorResponse) and response.status_code == "M_TOO_LARGE":
+        return None, None
+    raise DeliveryError(f"upload refused by the homeserver: {describe_response(response)}")
+
+
+def _encrypt(source: Path | bytes) -> tuple[bytes, dict[str, Any]]:
+    plain = source.read_bytes() if isinstance(source, Path) else source
+    ciphertext, keys = encrypt_attachment(plain)
+    return bytes(ciphertext), dict(keys)
+
+
+def describe_response(response: Any) -> str:
+    code = getattr(response, "status_code", None) or type(response).__name__
+    return f"{code} {getattr(response, 'message', '') or ''}".strip()
+
+
+async def _thumbnail_info(
+    client: AsyncClient, path: Path, size: int, *, encrypted: bool
+) -> dict[str, Any]:
+    """`w`, `h` and a thumbnail for an image, as much as is cheap; {} when Pillow cannot."""
+    if size > _THUMBNAIL_SOURCE_MAX:
+        return {}
+    try:
+        width, height, thumb = await anyio.to_thread.run_sync(_make_thumbnail, path)
+    except (OSError, UnidentifiedImageError, Image.DecompressionBombError, ValueError) as exc:
+        log.info("matrix_thumbnail_skipped", reason=type(exc).__name__)
+        return {}
+    info: dict[str, Any] = {"w": width, "h": height}
+    if thumb is None:
+        return info
+    data, tw, th = thumb
+    url, secret = await _upload(
+        client, data, "image/png", "thumbnail.png", len(data), encrypted=encrypted
+    )
+    if url is None:
+        return info
+    info["thumbnail_info"] = {"w": tw, "h": th, "mimetype": "image/png", "size": len(data)}
+    if secret is not None:
+        info["thumbnail_file"] = {**secret, "url": url}
+    else:
+        info["thumbnail_url"] = url
+    return info
+
+
+def _make_thumbnail(path: Path) -> tuple[int, int, tuple[bytes, int, int] | None]:
+    with Image.open(os.fspath(path)) as image:
+        width, height = image.size
+        if max(width, height) <= THUMBNAIL_PX:
+            return width, height, None
+        image.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+        out = io.BytesIO()
+        image.convert("RGBA" if image.mode in ("RGBA", "LA", "P") else "RGB").save(out, "PNG")
+        return width, height, (out.getvalue(), image.size[0], image.size[1])
+
+
+def _human(size: int) -> str:
+    if size >= 1024 * 1024:
+        return f"{size / (1024 * 1024):.1f} MB"
+    if size >= 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size} bytes"

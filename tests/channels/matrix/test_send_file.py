@@ -1,0 +1,202 @@
+"""Files the assistant sends, on a real Synapse: a reply's files arrive as `m.image` /
+`m.file` events the human downloads (and, in an encrypted room, decrypts) to the same
+bytes; the same pending reply delivered twice shows each file once; a file over the
+homeserver's `m.upload.size` gets a notice in the room, not a silent failure; and through
+`squidd run`, the model's send_file call reaches the human as a decryptable file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nio import DownloadError
+from nio.crypto.attachments import decrypt_attachment
+
+from squidd.channels.matrix.upload import upload_limit
+from squidd.core.models import Inbound, Outbound
+from squidd.core.reply_files import FileRef
+from tests.channels.matrix.conftest import Human, Seen, bot_settings, run_channel, wait_until
+from tests.channels.matrix.test_daemon import squidds, write_config
+from tests.servers.synapse.server import SynapseServer, User
+from tests.support.daemon import DaemonProcess
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.media_files import jpeg_with_exif, pdf_with_text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
+__all__ = ["squidds"]  # the fixture that stops the daemons this file starts
+
+MakeHuman = Callable[..., Any]
+
+
+def file_ref(path: Path, kind: str, mime: str) -> FileRef:
+    data = path.read_bytes() if path.stat().st_size < 1024 * 1024 else b""
+    return FileRef(
+        path=str(path),
+        kind=kind,  # type: ignore[arg-type]
+        mime=mime,
+        size=path.stat().st_size,
+        sha256=hashlib.sha256(data).hexdigest(),
+        name=path.name,
+    )
+
+
+def reply(message: Inbound, text: str, *files: FileRef) -> Outbound:
+    return Outbound(
+        channel="matrix",
+        target=message.session_id,
+        text=text,
+        session_id=message.session_id,
+        in_reply_to=message,
+        files=files,
+    )
+
+
+async def downloaded(human: Human, seen: Seen) -> bytes:
+    content = seen.content
+    file = content.get("file")
+    url = file["url"] if file else content["url"]
+    response = await human.client.download(mxc=url)
+    assert not isinstance(response, DownloadError), response
+    body: bytes = response.body
+    if file:
+        key, digest = file["key"]["k"], file["hashes"]["sha256"]
+        return bytes(decrypt_attachment(body, key, digest, file["iv"]))
+    return body
+
+
+def media_events(human: Human, bot: User, room: str) -> list[Seen]:
+    return [
+        s
+        for s in human.from_sender(bot.user_id, room)
+        if s.content.get("msgtype") in ("m.image", "m.file")
+    ]
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+async def test_the_files_of_a_reply_arrive_downloadable(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    data_dir: Path,
+    tmp_path: Path,
+    encrypted: bool,
+) -> None:
+    alice = await make_human("alice")
+    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    image, pdf = tmp_path / "chart.jpg", tmp_path / "report.pdf"
+    image.write_bytes(jpeg_with_exif(800, 600))
+    pdf.write_bytes(pdf_with_text("Quarterly numbers"))
+    refs = (file_ref(image, "image", "image/jpeg"), file_ref(pdf, "file", "application/pdf"))
+    async with run_channel(settings, data_dir) as (channel, inbox):
+        room = await alice.create_room([bot.user_id], encrypted=encrypted, direct=True)
+        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+        await alice.sync()
+        await alice.send(room, "send me the report")
+        await wait_until(lambda: len(inbox.acked) == 1, "the question answered")
+        await channel.send(reply(inbox.received[0], "Here they are.", *refs))
+        await alice.wait_for(lambda: len(media_events(alice, bot, room)) == 2, "two files")
+    shown, sent = media_events(alice, bot, room), [image, pdf]
+    assert [s.content["msgtype"] for s in shown] == ["m.image", "m.file"]
+    assert [s.content["body"] for s in shown] == ["chart.jpg", "report.pdf"]
+    for seen, path in zip(shown, sent, strict=True):
+        assert seen.event.source["type"] == "m.room.message"
+        assert ("file" in seen.content) is encrypted and ("url" in seen.content) is not encrypted
+        assert seen.content["info"]["size"] == path.stat().st_size
+        assert await downloaded(alice, seen) == path.read_bytes()
+    info = shown[0].content["info"]
+    assert (info["w"], info["h"], info["mimetype"]) == (800, 600, "image/jpeg")
+    thumb = info["thumbnail_file" if encrypted else "thumbnail_url"]
+    assert thumb and info["thumbnail_info"]["w"] == 320
+
+
+async def test_the_same_pending_reply_delivered_twice_shows_its_file_once(
+    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, tmp_path: Path
+) -> None:
+    alice = await make_human("alice")
+    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(pdf_with_text("once"))
+    async with run_channel(settings, data_dir) as (channel, inbox):
+        room = await alice.create_room([bot.user_id], encrypted=True, direct=True)
+        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+        await alice.sync()
+        await alice.send(room, "the report please")
+        await wait_until(lambda: len(inbox.acked) == 1, "the question answered")
+        question = inbox.received[0]
+        again = reply(question, "Attached.", file_ref(pdf, "file", "application/pdf"))
+        await channel.send(again)  # then the daemon dies before recording it as sent ...
+        await channel.send(again)  # ... and the outbox entry is delivered again
+        await channel.send(reply(question, "marker after both"))
+        await alice.wait_for(
+            lambda: any(s.content.get("body") == "marker after both" for s in alice.events),
+            "the marker",
+        )
+    assert len(media_events(alice, bot, room)) == 1
+    bodies = [s.content.get("body") for s in alice.from_sender(bot.user_id, room)]
+    assert bodies.count("Attached.") == 1
+
+
+async def test_a_file_over_the_upload_limit_gets_a_notice(
+    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, tmp_path: Path
+) -> None:
+    alice = await make_human("alice")
+    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    async with run_channel(settings, data_dir) as (channel, inbox):
+        assert channel._client is not None  # the server's limit, as the bot sees it
+        limit = await upload_limit(channel._client)
+        assert limit is not None
+        big = tmp_path / "huge.bin"
+        with big.open("wb") as handle:  # sparse: the size is what counts, not the disk
+            handle.truncate(limit + 1)
+        room = await alice.create_room([bot.user_id], direct=True)
+        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+        await alice.send(room, "the big one")
+        await wait_until(lambda: len(inbox.acked) == 1, "the question answered")
+        ref = FileRef(str(big), "file", "application/octet-stream", limit + 1, "0" * 64, big.name)
+        await channel.send(reply(inbox.received[0], "Sending it.", ref))
+        await alice.wait_for(
+            lambda: any("upload limit" in s.content.get("body", "") for s in alice.events),
+            "the too-large notice",
+        )
+    assert media_events(alice, bot, room) == []
+    [notice] = [s for s in alice.events if "upload limit" in s.content.get("body", "")]
+    assert "huge.bin" in notice.content["body"]
+    os.unlink(big)
+
+
+@pytest.mark.slow
+async def test_send_file_through_the_daemon_reaches_an_encrypted_room(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    workspace = tmp_path / "data" / "workspace"
+    workspace.mkdir(parents=True)
+    report = pdf_with_text("Minutes of Thursday")
+    (workspace / "minutes.pdf").write_bytes(report)
+    fake_llm.push(Reply(tool_calls=[("send_file", {"path": "minutes.pdf"})]), "The minutes.")
+    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
+    squidds.append(daemon)
+    await daemon.wait_event("matrix_connected")
+    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
+    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+    await alice.sync()
+    await alice.send(room, "the minutes please")
+    await alice.wait_for(lambda: len(media_events(alice, bot, room)) == 1, "the file")
+    await daemon.wait_event("reply_sent")
+    assert await daemon.stop() == 0
+    [shown] = media_events(alice, bot, room)
+    assert shown.content["msgtype"] == "m.file" and "file" in shown.content
+    assert shown.content["body"] == "minutes.pdf"
+    assert await downloaded(alice, shown) == report
+    bodies = [s.content.get("body") for s in alice.from_sender(bot.user_id, room)]
+    assert bodies.count("The minutes.") == 1
