@@ -250,21 +250,22 @@ class OpenAILLM:
                 # skips building a typed model per chunk (see the module docstring).
                 stream_cls=AsyncStream[object],
             )
-            async for chunk in stream:
-                if not isinstance(chunk, dict):
-                    raise _Retry("broken stream (event is not an object)")
-                reported = chunk.get("usage")
-                if isinstance(reported, dict):
-                    usage = _usage_of(model, reported)
-                delta = _first_delta(chunk)
-                if delta is None:
-                    continue
-                content = delta.get("content")
-                if content and isinstance(content, str):
-                    # A `\\ud800` escape in the stream decodes to a lone surrogate, which no
-                    # store or channel can encode: the model's text enters squidd clean.
-                    yield TextDelta(clean_text(content))
-                _add_tool_call_deltas(slots, delta.get("tool_calls"))
+            async with stream:  # the response is closed however the reading ends
+                async for chunk in stream:
+                    if not isinstance(chunk, dict):
+                        raise _Retry("broken stream (event is not an object)")
+                    reported = chunk.get("usage")
+                    if isinstance(reported, dict):
+                        usage = _usage_of(model, reported)
+                    delta = _first_delta(chunk)
+                    if delta is None:
+                        continue
+                    content = delta.get("content")
+                    if content and isinstance(content, str):
+                        # A `\\ud800` escape in the stream decodes to a lone surrogate, which no
+                        # store or channel can encode: the model's text enters squidd clean.
+                        yield TextDelta(clean_text(content))
+                    _add_tool_call_deltas(slots, delta.get("tool_calls"))
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
             raise LLMRejectedError(
                 f"the model endpoint rejected the credentials (HTTP {exc.status_code})"
