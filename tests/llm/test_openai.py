@@ -231,6 +231,7 @@ async def test_retry_after_header_is_honoured() -> None:
     [
         b'data: {"error": {"message": "upstream overloaded", "code": 502}}\n\n',
         b"data: {not json\n\n",
+        b'data: ["not", "a", "chunk"]\n\n',
     ],
 )
 async def test_error_inside_the_stream_is_retried_then_unavailable(broken: bytes) -> None:

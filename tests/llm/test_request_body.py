@@ -7,14 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import httpx2
+import openai._base_client as sdk_base_client
 import openai.resources.chat.completions.completions as sdk_completions
 import pytest
 from openai._utils._transform import async_maybe_transform
 from openai.types.chat import completion_create_params
 
 from squidd.config.sections import LLMSettings
-from squidd.core.models import Message, TextDelta, ToolCall, ToolDefinition
+from squidd.core.models import Message, TextDelta, ToolCall, ToolCallsReady, ToolDefinition, Usage
 from squidd.llm.openai import OpenAILLM, to_openai_message, to_openai_tool
+from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +72,29 @@ async def test_the_sdk_parameter_transformation_is_not_run(
     events = [e async for e in llm.chat(CONVERSATION, TOOLS)]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["ok"]
     assert len(mock.requests) == 1
+
+
+async def test_stream_chunks_are_read_without_building_typed_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each stream chunk is read as the decoded JSON object: the SDK's per-chunk typed model
+    (`construct_type`) cost more CPU than the rest of a turn. Text, tool calls and usage
+    still arrive whole."""
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a stream chunk was built as a typed SDK model")
+
+    monkeypatch.setattr(sdk_base_client, "construct_type", refuse)
+    call = Reply(content="Checking.", tool_calls=[("get_weather", {"city": "Paris"})])
+    call.usage = (120, 8, 100)
+    llm, _ = scripted_llm(call)
+    events = [e async for e in llm.chat(CONVERSATION, TOOLS)]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Checking."
+    ready = [e for e in events if isinstance(e, ToolCallsReady)]
+    assert [(c.name, c.arguments) for c in ready[0].calls] == [("get_weather", '{"city": "Paris"}')]
+    assert events[-1] == Usage(
+        model="main-model", prompt_tokens=120, completion_tokens=8, cached_tokens=100
+    )
 
 
 async def test_the_request_carries_the_api_key_as_bearer() -> None:

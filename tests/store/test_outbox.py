@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+import anyio.to_thread
 import pytest
 
 from squidd.core.models import PendingReply, SessionId
@@ -122,3 +124,37 @@ async def test_a_removal_that_fails_is_a_storage_error(tmp_path: Path) -> None:
     entry.mkdir()  # something that cannot be unlinked as a file
     with pytest.raises(StorageError, match="cannot remove"):
         await outbox.remove("c", "dir")
+
+
+async def test_a_message_without_an_entry_costs_no_file_operation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every new message asks the outbox for its reply and finds none: after one listing
+    the daemon (the outbox's only writer) answers that from memory. Entries written by it
+    or found at start are still read from their files."""
+    outbox_dir(tmp_path).mkdir(parents=True)
+    (outbox_dir(tmp_path) / OLD_NAME).write_text(
+        json.dumps(
+            {**REPLY.to_dict(), "source_channel": "matrix", "source_id": "$ev1:example.org"}
+        ),
+        encoding="utf-8",
+    )
+    outbox = OutboxDir(tmp_path)
+    assert await outbox.get("matrix", "$new:example.org") is None  # lists the directory once
+    hops: list[object] = []
+    real = anyio.to_thread.run_sync
+
+    async def counting(func: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(func)
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    assert await outbox.get("matrix", "$other:example.org") is None
+    await outbox.remove("matrix", "$other:example.org")
+    assert hops == []
+    assert await outbox.get("matrix", "$ev1:example.org") == REPLY
+    await outbox.put("c", "1", REPLY)
+    assert await outbox.get("c", "1") == REPLY
+    await outbox.remove("c", "1")
+    assert await outbox.get("c", "1") is None
+    assert await outbox.count() == 1

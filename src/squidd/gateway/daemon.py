@@ -255,6 +255,9 @@ class Daemon:
 
         return run
 
+    async def _start_child(self, tg: TaskGroup, name: str, child: ChildFn) -> None:
+        await tg.start(self.supervisor.supervise, name, child)
+
     async def serve(self) -> int:
         self.notifier.status("starting")
         async with anyio.create_task_group() as tg:
@@ -268,8 +271,11 @@ class Daemon:
             await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()
             await self.media.sweep()
-            for name, channel in self.channels.items():
-                await tg.start(self.supervisor.supervise, name, self._child(channel))
+            # Side by side: one channel's connection (a Matrix login and first sync) does
+            # not wait for another's (an IMAP login); READY still waits for all of them.
+            async with anyio.create_task_group() as starting:
+                for name, channel in self.channels.items():
+                    starting.start_soon(self._start_child, tg, name, self._child(channel))
             if self.scheduler is not None:
                 await tg.start(self.supervisor.supervise, "cron", self.scheduler.run)
             if self.heartbeat is not None:

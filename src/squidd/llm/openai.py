@@ -14,7 +14,11 @@ The request goes out through the client's own `post` with a body already in the 
 (`to_openai_message`/`to_openai_tool` build it), not through `chat.completions.create`: that
 method walks every message and tool schema through the SDK's typed-parameter transformation
 on each call, which cost more CPU than the rest of a turn. `post` keeps what `create` gives:
-the client's auth, timeouts, error types and the typed `AsyncStream[ChatCompletionChunk]`.
+the client's auth, timeouts, error types and its `AsyncStream` (SSE decoding, error events
+inside a 200 raised as `APIError`, the response closed at the end). The stream is
+`AsyncStream[object]`, the SDK's own untyped cast: each chunk arrives as the decoded JSON
+object and is read here as a plain dict, because building a pydantic `ChatCompletionChunk`
+per chunk (`construct_type`) was the largest CPU item left in a turn.
 
 openai's own errors are translated here into `squidd.errors` types; no message carries the
 API key.
@@ -32,8 +36,7 @@ import httpx2
 import openai
 import structlog
 from openai import AsyncOpenAI, AsyncStream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.chat.chat_completion_chunk import ChoiceDelta
+from openai.types.chat import ChatCompletion
 
 from squidd.config.sections import LLMSettings
 from squidd.core.backoff import Backoff
@@ -243,32 +246,26 @@ class OpenAILLM:
                 cast_to=ChatCompletion,
                 options={"security": {"bearer_auth": True}},
                 stream=True,
-                stream_cls=AsyncStream[ChatCompletionChunk],
+                # `object`: each chunk is the decoded JSON as the server sent it; the SDK
+                # skips building a typed model per chunk (see the module docstring).
+                stream_cls=AsyncStream[object],
             )
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    usage = _usage_of(model, chunk.usage)
-                if not chunk.choices:
-                    continue
-                # The SDK builds chunks without validating them: a server may leave it out.
-                delta: ChoiceDelta | None = chunk.choices[0].delta
-                if delta is None:
-                    continue
-                if delta.content:
-                    # A `\\ud800` escape in the stream decodes to a lone surrogate, which no
-                    # store or channel can encode: the model's text enters squidd clean.
-                    yield TextDelta(clean_text(delta.content))
-                for position, tc in enumerate(delta.tool_calls or ()):
-                    index = tc.index if tc.index is not None else position
-                    slot = slots.setdefault(index, _CallSlot())
-                    if tc.id and slot.id is None:
-                        slot.id = tc.id
-                    function = tc.function
-                    if function is not None:
-                        if function.name and slot.name is None:
-                            slot.name = function.name
-                        if function.arguments:
-                            slot.arguments.append(function.arguments)
+            async with stream:  # the response is closed however the reading ends
+                async for chunk in stream:
+                    if not isinstance(chunk, dict):
+                        raise _Retry("broken stream (event is not an object)")
+                    reported = chunk.get("usage")
+                    if isinstance(reported, dict):
+                        usage = _usage_of(model, reported)
+                    delta = _first_delta(chunk)
+                    if delta is None:
+                        continue
+                    content = delta.get("content")
+                    if content and isinstance(content, str):
+                        # A `\\ud800` escape in the stream decodes to a lone surrogate, which no
+                        # store or channel can encode: the model's text enters squidd clean.
+                        yield TextDelta(clean_text(content))
+                    _add_tool_call_deltas(slots, delta.get("tool_calls"))
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
             raise LLMRejectedError(
                 f"the model endpoint rejected the credentials (HTTP {exc.status_code})"
@@ -311,13 +308,49 @@ class OpenAILLM:
             yield usage
 
 
-def _usage_of(model: str, reported: Any) -> Usage:
+def _first_delta(chunk: dict[str, Any]) -> dict[str, Any] | None:
+    """The first choice's `delta` of a chunk, or None (a usage-only chunk, a bare server)."""
+    choices = chunk.get("choices")
+    if not choices or not isinstance(choices, list):
+        return None
+    choice = choices[0]
+    delta = choice.get("delta") if isinstance(choice, dict) else None
+    return delta if isinstance(delta, dict) else None
+
+
+def _add_tool_call_deltas(slots: dict[int, _CallSlot], deltas: Any) -> None:
+    """Fold one chunk's tool-call fragments into `slots`, keyed by the call's index."""
+    if not deltas or not isinstance(deltas, list):
+        return
+    for position, tc in enumerate(deltas):
+        if not isinstance(tc, dict):
+            continue
+        index = tc.get("index")
+        slot = slots.setdefault(index if isinstance(index, int) else position, _CallSlot())
+        call_id = tc.get("id")
+        if call_id and slot.id is None and isinstance(call_id, str):
+            slot.id = call_id
+        function = tc.get("function")
+        if isinstance(function, dict):
+            name = function.get("name")
+            if name and slot.name is None and isinstance(name, str):
+                slot.name = name
+            arguments = function.get("arguments")
+            if arguments and isinstance(arguments, str):
+                slot.arguments.append(arguments)
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) else 0
+
+
+def _usage_of(model: str, reported: dict[str, Any]) -> Usage:
     """The stream's `usage` object as a `Usage`; missing numbers count as 0."""
-    details = getattr(reported, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    details = reported.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(
         model=model,
-        prompt_tokens=int(getattr(reported, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(reported, "completion_tokens", 0) or 0),
-        cached_tokens=int(cached or 0),
+        prompt_tokens=_count(reported.get("prompt_tokens")),
+        completion_tokens=_count(reported.get("completion_tokens")),
+        cached_tokens=_count(cached),
     )

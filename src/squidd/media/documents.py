@@ -2,15 +2,13 @@
 
 Reading stops at `max_chars`: a huge file costs no more than its first part. Text files are
 decoded as UTF-8 with replacement; a PDF's pages are extracted in order until the cap.
+pypdf (and the Pillow it pulls in) is imported with the first PDF, not at start-up.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-
-from pypdf import PdfReader
-from pypdf.errors import PdfReadError
 
 from squidd.text import clean_text
 
@@ -48,6 +46,9 @@ def read_text(path: Path, *, max_chars: int) -> tuple[str, bool]:
 
 def read_pdf(path: Path, *, max_chars: int) -> tuple[str, bool]:
     """The PDF's text page by page up to `max_chars`, and whether it was cut."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
     try:
         reader = PdfReader(path)
         if reader.is_encrypted:

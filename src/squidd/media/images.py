@@ -4,6 +4,8 @@ A model cannot fetch an `mxc://` URL or a local path, so images go inline. Decod
 bounded (Pillow's decompression-bomb limit), the longest side is cut to `max_px`, the
 orientation from EXIF is applied and then all metadata (EXIF, GPS, ICC comments) dropped:
 only the pixels are re-encoded, JPEG for photos, PNG for images with transparency.
+Pillow is imported with the first image, not at start-up: a daemon that never sees one
+never loads it.
 """
 
 from __future__ import annotations
@@ -12,9 +14,7 @@ import base64
 import io
 from pathlib import Path
 
-from PIL import Image, ImageOps
-
-Image.MAX_IMAGE_PIXELS = 64_000_000  # beyond this Pillow refuses: a decompression bomb
+MAX_IMAGE_PIXELS = 64_000_000  # beyond this Pillow refuses: a decompression bomb
 
 
 class ImageError(ValueError):
@@ -23,6 +23,9 @@ class ImageError(ValueError):
 
 def image_data_url(path: Path, *, max_px: int) -> str:
     """The image at `path` as a bounded, metadata-free `data:image/...;base64,` URL."""
+    from PIL import Image, ImageOps
+
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
     try:
         with Image.open(path) as opened:
             opened.seek(0)  # first frame of an animation

@@ -84,6 +84,10 @@ class JsonDir(Generic[T]):
     async def count(self) -> int:
         return len(await anyio.to_thread.run_sync(self._paths_sync))
 
+    async def names(self) -> set[str]:
+        """The file names of the records there are now."""
+        return {path.name for path in await anyio.to_thread.run_sync(self._paths_sync)}
+
     def _load_sync(self) -> list[T]:
         records: list[T] = []
         for path in self._paths_sync():

@@ -4,11 +4,17 @@
 before the reply is sent and removed once it was delivered. After a crash between the
 model's turn and the delivery, the redelivered message finds its reply here and the same
 text is sent without running the model again.
+
+The daemon is the outbox's only writer (one daemon per data dir), so after one listing it
+knows which entries exist: the lookup every new message makes, which finds none, costs no
+file operation, and neither does removing an entry that was never written.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import anyio
 
 from squidd.core.models import PendingReply
 from squidd.store.json_dir import JsonDir
@@ -21,16 +27,36 @@ class OutboxDir:
         self._records = JsonDir(
             data_dir / "gateway" / "outbox", kind="pending_reply", decode=PendingReply.from_dict
         )
+        self._present: set[str] | None = None  # file names of the entries, once listed
+        self._listing = anyio.Lock()
+
+    async def _names(self) -> set[str]:
+        if self._present is None:
+            async with self._listing:
+                if self._present is None:
+                    self._present = await self._records.names()
+        return self._present
+
+    def _name(self, channel: str, source_id: str) -> str:
+        return self._records.path(channel, source_id).name
 
     async def get(self, channel: str, source_id: str) -> PendingReply | None:
+        if self._name(channel, source_id) not in await self._names():
+            return None
         return await self._records.get(channel, source_id)
 
     async def put(self, channel: str, source_id: str, reply: PendingReply) -> None:
         data = {**reply.to_dict(), "source_channel": channel, "source_id": source_id}
+        present = await self._names()
         await self._records.put(channel, source_id, data)
+        present.add(self._name(channel, source_id))
 
     async def remove(self, channel: str, source_id: str) -> None:
+        name, present = self._name(channel, source_id), await self._names()
+        if name not in present:
+            return
         await self._records.remove(channel, source_id)
+        present.discard(name)
 
     async def count(self) -> int:
         """Replies waiting for delivery (shown by `squidd status`)."""

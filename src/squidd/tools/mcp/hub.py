@@ -9,13 +9,15 @@ appear and disappear with its connection without the fixed `ToolRegistry` ever c
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
 from squidd.config.mcp import McpSettings
 from squidd.core.ports import Tool
-from squidd.tools.mcp.connection import McpServer
+
+if TYPE_CHECKING:
+    from squidd.tools.mcp.connection import McpServer
 
 __all__ = ["McpHub"]
 
@@ -23,6 +25,12 @@ __all__ = ["McpHub"]
 class McpHub:
     def __init__(self, settings: McpSettings, *, errlog: TextIO = sys.stderr) -> None:
         self._settings = settings
+        self.servers: dict[str, McpServer] = {}
+        enabled = settings.enabled_servers()
+        if not enabled:
+            return  # the MCP SDK is never imported by a daemon without servers
+        from squidd.tools.mcp.connection import McpServer
+
         self.servers = {
             server.name: McpServer(
                 server,
@@ -30,7 +38,7 @@ class McpHub:
                 ping_interval_s=settings.ping_interval_s,
                 errlog=errlog,
             )
-            for server in settings.enabled_servers()
+            for server in enabled
         }
 
     def tools(self) -> list[Tool]:
