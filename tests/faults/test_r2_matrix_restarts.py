@@ -9,6 +9,8 @@ the others, shows no late second answer is still coming in that room."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 import signal
 from collections import Counter
@@ -35,10 +37,14 @@ OLD = 3  # per plain room, sent before the daemon ever ran
 
 
 def slow_echo(rng: random.Random) -> Callable[[dict[str, Any]], Reply]:
-    """The echo reply after a little model time, so faults land in the middle of turns."""
+    """The echo reply after a little model time, so faults land in the middle of turns.
+    Each call's reply is numbered: a model never says the same twice, so a turn run again
+    after a crash cannot hide a second answer behind the homeserver's transaction ids."""
+    calls = itertools.count()
 
     def respond(request: dict[str, Any]) -> Reply:
         reply = echo_responder(request)
+        reply.content += f" #{next(calls)}"
         reply.delay = rng.uniform(0.0, 0.15)
         return reply
 
@@ -99,10 +105,19 @@ async def test_matrix_messages_answered_once_through_homeserver_restarts_and_a_k
         faults = ["restart", "restart", "kill"]
         rng.shuffle(faults)
         down = False
+        invited = ""
         for fault in [*faults, "none", "none"]:
             await burst(MESSAGES // BURSTS)
             if down:
                 daemon, down = start(), False
+                await alice.wait_for(
+                    lambda room=invited: alice.membership(room, bot.user_id) == "join",
+                    "the bot joins the room it was invited to while down",
+                    60,
+                )
+                await alice.sync()
+                rooms.append(invited)
+                encrypted.append(invited)
             await anyio.sleep(rng.uniform(0.0, 0.4))  # while turns are in flight
             if fault == "restart":
                 await anyio.to_thread.run_sync(synapse.restart)
@@ -111,6 +126,8 @@ async def test_matrix_messages_answered_once_through_homeserver_restarts_and_a_k
                     crashes += 1
                 await daemon.stop(signal.SIGKILL)
                 down = True
+                # An invitation the daemon finds when it is back: a fifth room, encrypted.
+                invited = await alice.create_room([bot.user_id], direct=True, encrypted=True)
 
         def unanswered() -> list[str]:
             return [e for e in sent if not alice.replies_to(bot.user_id, e)]
@@ -138,11 +155,19 @@ async def test_matrix_messages_answered_once_through_homeserver_restarts_and_a_k
                     "matrix_reconnected",
                     "matrix_backfilled",
                     "matrix_event_duplicate",
+                    "turn_reused",
+                    "redelivery_skipped",
                     "child_failed",
                 )
             )
         )
 
+    # Nothing twice in the conversations either: each message and its answer kept once.
+    kept: Counter[tuple[str, str]] = Counter()
+    for history in (tmp_path / "data" / "sessions").glob("*.jsonl"):
+        for line in history.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            kept[entry["role"], str(entry["content"]).split(" #")[0]] += 1
     answers = Counter({e: len(alice.replies_to(bot.user_id, e)) for e in [*sent, *old]})
     counts = Counts("R2", crashes=crashes, extra={"kills": 1, "restarts": 2})
     counts.tally(sent, answers)
@@ -153,9 +178,13 @@ async def test_matrix_messages_answered_once_through_homeserver_restarts_and_a_k
     assert counts.lost == 0 and counts.duplicates == 0 and counts.crashes == 0
     assert counts.extra["old_answered"] == 0
     assert not [t for t in asked if t.startswith("old ")]
+    assert all(kept["user", t] == 1 for t in texts.values()), "a message kept twice"
+    assert all(kept["assistant", f"echo: {t}"] == 1 for t in texts.values()), "a reply kept twice"
+    assert not [k for k in kept if k[1].startswith(("old ", "echo: old "))]
     for event_id, room in sent.items():
         [reply] = alice.replies_to(bot.user_id, event_id)
-        assert (reply.room_id, reply.content["body"]) == (room, f"echo: {texts[event_id]}")
+        assert reply.room_id == room
+        assert reply.content["body"].startswith(f"echo: {texts[event_id]} #")
     encrypted_replies = [
         r for e, room in sent.items() if room in encrypted for r in alice.replies_to(bot.user_id, e)
     ]
