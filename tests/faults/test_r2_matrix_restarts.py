@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.channels.matrix.conftest import wait_until
 from tests.channels.matrix.test_daemon import squidds as squidds
 from tests.channels.matrix.test_daemon import user_texts, write_config
 from tests.faults.harness import Counts, seeded
@@ -189,3 +190,47 @@ async def test_matrix_messages_answered_once_through_homeserver_restarts_and_a_k
         r for e, room in sent.items() if room in encrypted for r in alice.replies_to(bot.user_id, e)
     ]
     assert encrypted_replies and all(r.event.decrypted for r in encrypted_replies)
+
+
+async def test_an_encrypted_reply_needing_a_new_room_key_across_a_homeserver_restart(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    make_user: Callable[[str], User],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    """What R2 found, pinned down: a reply that needs a new room key (a membership change
+    retired the old one) is sent while the homeserver is away. nio counted the key share
+    that reached nobody as done, so the reply sent once the homeserver was back was one
+    the person could never read. It must be readable."""
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    daemon = DaemonProcess(config, tmp_path / "squidd.log")
+    squidds.append(daemon)
+    await daemon.wait_event("matrix_connected")
+    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
+    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+    await alice.sync()
+    hello = await alice.send(room, "hello")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, hello), "the first reply")
+    # A membership change (an invitation, then withdrawn): the bot retires the room key
+    # it shared for "hello", so its next reply needs a new one.
+    carol = make_user("carol")
+    await alice.client.room_invite(room, carol.user_id)
+    await alice.client.room_kick(room, carol.user_id)
+
+    fake_llm.push(Reply(content="answer across the restart", delay=1.0))
+    asked = await alice.send(room, "the question")
+    await wait_until(lambda: len(fake_llm.chat_requests) == 2, "the turn started")
+    await anyio.to_thread.run_sync(synapse.stop)
+    await daemon.wait_event("reply_delivery_failed")
+    await anyio.to_thread.run_sync(synapse.start)
+
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), "a readable reply", 60)
+    later = await alice.send(room, "and later")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "the next reply", 60)
+    assert await daemon.stop() == 0
+    bodies = [[r.content["body"] for r in alice.replies_to(bot.user_id, e)] for e in (asked, later)]
+    assert bodies == [["answer across the restart"], ["echo: and later"]]
