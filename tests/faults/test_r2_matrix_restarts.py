@@ -5,7 +5,11 @@ each message is answered exactly once, and nothing sent before the first start i
 The messages go out in seeded bursts to randomly drawn rooms; each fault lands a seeded
 moment after a burst, so some turns are in flight (the scripted model takes a little time)
 and replies meet a homeserver that is away. A last message per room, answered after all
-the others, shows no late second answer is still coming in that room."""
+the others, shows no late second answer is still coming in that room.
+
+What R2 found is pinned down by the second test: a reply whose new room key was shared
+while the homeserver was away went out under a key the person never got (nio counted the
+failed share as done); it is fixed in channels/matrix/send.py."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
+from nio import MegolmEvent
 
 from tests.channels.matrix.conftest import wait_until
 from tests.channels.matrix.test_daemon import squidds as squidds
@@ -133,13 +138,17 @@ async def test_matrix_messages_answered_once_through_homeserver_restarts_and_a_k
         def unanswered() -> list[str]:
             return [e for e in sent if not alice.replies_to(bot.user_id, e)]
 
-        await alice.wait_for(lambda: not unanswered(), "an answer to every message", 240)
-        last = {room: await alice.send(room, "the last one") for room in rooms}
-        await alice.wait_for(
-            lambda: all(alice.replies_to(bot.user_id, e) for e in last.values()),
-            "the last answers",
-            120,
-        )
+        incomplete = ""  # the counts are printed whatever happens; the asserts come after
+        try:
+            await alice.wait_for(lambda: not unanswered(), "an answer to every message", 240)
+            last = {room: await alice.send(room, "the last one") for room in rooms}
+            await alice.wait_for(
+                lambda: all(alice.replies_to(bot.user_id, e) for e in last.values()),
+                "the last answers",
+                120,
+            )
+        except AssertionError as exc:
+            incomplete = str(exc)
         if daemon.proc.poll() is not None:
             crashes += 1
         events = [e for d in squidds for e in d.events()]
@@ -174,7 +183,15 @@ async def test_matrix_messages_answered_once_through_homeserver_restarts_and_a_k
     counts.tally(sent, answers)
     counts.extra["old_answered"] = sum(1 for e in old if answers[e])
     counts.extra["rooms"] = len(rooms)
+    # Replies the person cannot decrypt (a room key that never reached her).
+    counts.extra["unreadable"] = sum(
+        1
+        for s in alice.events
+        if isinstance(s.event, MegolmEvent) and s.event.sender == bot.user_id
+    )
     counts.report()
+    assert not incomplete, incomplete
+    assert counts.extra["unreadable"] == 0
     assert counts.sent == MESSAGES
     assert counts.lost == 0 and counts.duplicates == 0 and counts.crashes == 0
     assert counts.extra["old_answered"] == 0
