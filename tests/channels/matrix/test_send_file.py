@@ -20,14 +20,13 @@ from squidd.channels.matrix.upload import upload_limit
 from squidd.core.models import Inbound, Outbound
 from squidd.core.reply_files import FileRef
 from tests.channels.matrix.conftest import Human, Seen, bot_settings, run_channel, wait_until
-from tests.channels.matrix.test_daemon import squidds, write_config
+from tests.channels.matrix.test_daemon import write_config
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.media_files import jpeg_with_exif, pdf_with_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
-__all__ = ["squidds"]  # the fixture that stops the daemons this file starts
 
 MakeHuman = Callable[..., Any]
 

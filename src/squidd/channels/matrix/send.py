@@ -8,6 +8,12 @@ message, so a retried send is not doubled. The reply's files follow its text as 
 events (`upload`), each with a transaction id of the same kind. Errors leave as squidd's
 types: a refusal is classified by `client.send_refusal`; a device that appeared between the
 trust pass and the send is marked and the send retried once.
+
+In an encrypted room the room key is shared here, before nio's own `room_send` would: nio
+counts a share as done even when its to-device requests failed (it gathers them and drops
+the errors), so a reply sent through a homeserver outage went out under a key the person
+never got. A share that missed a device is dropped, and the send is retried later with a
+new key.
 """
 
 from __future__ import annotations
@@ -159,6 +165,7 @@ async def _room_send(
         if user_allowed is not None:
             e2ee.apply_trust(client, device_trust, user_allowed)
         try:
+            await _share_room_key(client, room_id, ignore_unverified=ignore_unverified)
             response = await client.room_send(
                 room_id,
                 "m.room.message",
@@ -185,3 +192,65 @@ async def _room_send(
         answer = type(response).__name__
         raise DeliveryError(f"sending to {room_id}: unexpected answer {answer}")
     raise DeliveryError(f"cannot send to {room_id}")
+
+
+async def _share_room_key(client: AsyncClient, room_id: str, *, ignore_unverified: bool) -> None:
+    """Share the room's Megolm key if it needs sharing, and check it reached every device
+    nio meant it for; if not, drop the session and fail the send (a `DeliveryError`)."""
+    olm = client.olm
+    room = client.rooms.get(room_id)
+    if olm is None or room is None or not room.encrypted:
+        return
+    if not room.members_synced:
+        # What nio's `room_send` would do first; done here so its share never runs unchecked.
+        members = await client.joined_members(room_id)
+        if isinstance(members, ErrorResponse):
+            raise send_refusal(room_id, members)
+        if client.should_query_keys:
+            _ = await client.keys_query()
+    while olm.should_share_group_session(room_id):
+        running = client.sharing_session.get(room_id)
+        if running is not None:
+            await running.wait()  # another reply to this room is sharing: see how it went
+            continue
+        await _share_checked(client, room_id, ignore_unverified=ignore_unverified)
+        return
+
+
+async def _share_checked(client: AsyncClient, room_id: str, *, ignore_unverified: bool) -> None:
+    olm = client.olm
+    try:
+        response = await client.share_group_session(
+            room_id, ignore_unverified_devices=ignore_unverified
+        )
+    except NETWORK_ERRORS:
+        # Raised before nio's own clean-up (claiming keys): leave no share marked running.
+        running = client.sharing_session.pop(room_id, None)
+        if running is not None:
+            running.set()
+        olm.outbound_group_sessions.pop(room_id, None)
+        raise
+    missed = _unreached(client, room_id, getattr(response, "users_shared_with", set()))
+    if missed:
+        olm.outbound_group_sessions.pop(room_id, None)
+        log.info("matrix_room_key_share_incomplete", room=room_id, devices=len(missed))
+        raise DeliveryError(f"the room key for {room_id} did not reach {len(missed)} device(s)")
+
+
+def _unreached(client: AsyncClient, room_id: str, reached: set[Any]) -> set[tuple[str, str]]:
+    """The (user, device) pairs nio's share was for (the way nio picks them: not our own
+    device, not blacklisted, with an Olm session) that it did not reach."""
+    olm = client.olm
+    session = olm.outbound_group_sessions.get(room_id)
+    if session is None:
+        return set()
+    done: set[tuple[str, str]] = set(reached) | session.users_shared_with | session.users_ignored
+    wanted: set[tuple[str, str]] = {
+        (str(user_id), str(device.id))
+        for user_id in client.rooms[room_id].users
+        for device in client.device_store.active_user_devices(user_id)
+        if device.id != client.device_id
+        and not olm.is_device_blacklisted(device)
+        and olm.session_store.get(device.curve25519)
+    }
+    return wanted - done
