@@ -11,6 +11,7 @@ from tests.channels.email.conftest import mail_server as mail_server
 from tests.channels.matrix.conftest import bot as bot
 from tests.channels.matrix.conftest import make_human as make_human
 from tests.channels.matrix.conftest import make_user as make_user
+from tests.channels.matrix.conftest import squidds as squidds
 from tests.channels.matrix.conftest import synapse as synapse
 from tests.channels.matrix.conftest import uid as uid
 from tests.faults.harness import REPORTED

@@ -27,7 +27,6 @@ import pytest
 from nio import MegolmEvent
 
 from tests.channels.matrix.conftest import wait_until
-from tests.channels.matrix.test_daemon import squidds as squidds
 from tests.channels.matrix.test_daemon import user_texts, write_config
 from tests.faults.harness import Counts, seeded
 from tests.servers.synapse.server import SynapseServer, User
