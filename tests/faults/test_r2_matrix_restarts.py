@@ -26,7 +26,7 @@ import anyio
 import pytest
 from nio import MegolmEvent
 
-from tests.channels.matrix.conftest import wait_until
+from tests.channels.matrix.conftest import start_squidd, wait_until
 from tests.channels.matrix.test_daemon import user_texts, write_config
 from tests.faults.harness import Counts, seeded
 from tests.servers.synapse.server import SynapseServer, User
@@ -223,12 +223,8 @@ async def test_an_encrypted_reply_needing_a_new_room_key_across_a_homeserver_res
     the person could never read. It must be readable."""
     alice = await make_human("alice")
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = DaemonProcess(config, tmp_path / "squidd.log")
-    squidds.append(daemon)
-    await daemon.wait_event("matrix_connected")
-    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
-    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
-    await alice.sync()
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    room = await alice.room_with(bot.user_id, encrypted=True)
     hello = await alice.send(room, "hello")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, hello), "the first reply")
     # A membership change (an invitation, then withdrawn): the bot retires the room key

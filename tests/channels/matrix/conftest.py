@@ -82,6 +82,14 @@ async def squidds() -> AsyncIterator[list[DaemonProcess]]:
             await daemon.stop(signal.SIGKILL)
 
 
+async def start_squidd(squidds: list[DaemonProcess], config: Path, log: Path) -> DaemonProcess:
+    """A `squidd run` child, stopped at the test's end by `squidds`, once Matrix is connected."""
+    daemon = DaemonProcess(config, log)
+    squidds.append(daemon)
+    await daemon.wait_event("matrix_connected")
+    return daemon
+
+
 @pytest.fixture
 def uid() -> str:
     return uuid.uuid4().hex[:8]
@@ -227,6 +235,14 @@ class Human:
         room_id: str = response.room_id
         await self.sync()
         return room_id
+
+    async def room_with(self, user_id: str, *, encrypted: bool = False, direct: bool = True) -> str:
+        """A new room with `user_id` invited and joined, this client synced (so it knows the
+        member's device keys in an encrypted room)."""
+        room = await self.create_room([user_id], encrypted=encrypted, direct=direct)
+        await self.wait_for(lambda: self.membership(room, user_id) == "join", "member joins")
+        await self.sync()
+        return room
 
     async def join(self, room_id: str) -> None:
         response = await self.client.join(room_id)

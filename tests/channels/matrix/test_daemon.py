@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.channels.matrix.conftest import wait_until
+from tests.channels.matrix.conftest import start_squidd, wait_until
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
@@ -81,9 +81,7 @@ async def test_daemon_down_while_five_messages_are_sent(
     old = [await alice.send(room, f"old {i}") for i in range(3)]
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
 
-    first = DaemonProcess(config, tmp_path / "squidd-1.log")
-    squidds.append(first)
-    await first.wait_event("matrix_connected")
+    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
     hello = await alice.send(room, "hello")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, hello), "reply to hello")
     assert await first.stop() == 0
@@ -120,9 +118,7 @@ async def test_crash_mid_turn_is_answered_once_after_restart(
 ) -> None:
     alice = await make_human("alice")
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    first = DaemonProcess(config, tmp_path / "squidd-1.log")
-    squidds.append(first)
-    await first.wait_event("matrix_connected")
+    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
     room = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
 
@@ -152,12 +148,8 @@ async def test_homeserver_restart_mid_conversation(
 ) -> None:
     alice = await make_human("alice")
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
-    squidds.append(daemon)
-    await daemon.wait_event("matrix_connected")
-    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
-    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
-    await alice.sync()
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    room = await alice.room_with(bot.user_id, encrypted=True)
     q1 = await alice.send(room, "question one")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, q1), "first reply")
 
@@ -202,9 +194,7 @@ async def test_revoked_token_fails_the_channel_not_the_daemon(
     )
     token = login["access_token"]
     config = write_config(tmp_path, fake_llm, synapse, bot, bot.user_id, token=token)
-    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
-    squidds.append(daemon)
-    await daemon.wait_event("matrix_connected")
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
     synapse.call("POST", "/_matrix/client/v3/logout", {}, token=token)
     await daemon.wait_event("child_failed_permanently")
 
@@ -239,12 +229,8 @@ async def test_a_lone_surrogate_in_an_encrypted_message_is_answered_and_kept(
     message, and every line the daemon logs (nio's included) is one JSON object."""
     alice = await make_human("alice")
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
-    squidds.append(daemon)
-    await daemon.wait_event("matrix_connected")
-    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
-    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
-    await alice.sync()
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    room = await alice.room_with(bot.user_id, encrypted=True)
     odd = await alice.send(room, "odd \ud800 text")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, odd), "reply")
     assert await daemon.stop() == 0

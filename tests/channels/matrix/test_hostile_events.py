@@ -173,9 +173,7 @@ async def test_a_bot_user_id_full_of_path_characters_steers_no_file(
     settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
     async with run_channel(settings, data_dir):
         # Encrypted: the bot marks alice's device as trusted, which writes nio's trust file.
-        room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
-        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
-        await alice.sync()
+        room = await alice.room_with(bot.user_id, encrypted=True)
         asked = await alice.send(room, "hello from an odd bot's friend")
         await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), "reply")
     [reply] = alice.replies_to(bot.user_id, asked)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from squidd.store.media import MediaStore
-from tests.channels.matrix.conftest import bot_settings, run_channel, wait_until
+from tests.channels.matrix.conftest import bot_settings, run_channel, start_squidd, wait_until
 from tests.channels.matrix.media_gate import MediaGate
 from tests.channels.matrix.test_media import send_file
 from tests.servers.synapse.server import SynapseServer, User
@@ -104,9 +104,7 @@ async def test_a_restart_mid_download_answers_the_file_once(
             "reconnect_max_delay_s": 1.0,
         },
     )
-    first = DaemonProcess(config, tmp_path / "squidd-1.log")
-    squidds.append(first)
-    await first.wait_event("matrix_connected")
+    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
     room = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
 

@@ -170,9 +170,7 @@ async def test_password_login_is_kept_and_reused(
         pass
     first = json.loads(creds_file.read_text())
     async with run_channel(settings, data_dir):
-        room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
-        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
-        await alice.sync()
+        room = await alice.room_with(bot.user_id, encrypted=True)
         sent = await alice.send(room, "same device?")
         await alice.wait_for(lambda: alice.replies_to(bot.user_id, sent), "reply")
     second = json.loads(creds_file.read_text())

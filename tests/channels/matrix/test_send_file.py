@@ -19,7 +19,14 @@ from nio.crypto.attachments import decrypt_attachment
 from squidd.channels.matrix.upload import upload_limit
 from squidd.core.models import Inbound, Outbound
 from squidd.core.reply_files import FileRef
-from tests.channels.matrix.conftest import Human, Seen, bot_settings, run_channel, wait_until
+from tests.channels.matrix.conftest import (
+    Human,
+    Seen,
+    bot_settings,
+    run_channel,
+    start_squidd,
+    wait_until,
+)
 from tests.channels.matrix.test_daemon import write_config
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
@@ -183,12 +190,8 @@ async def test_send_file_through_the_daemon_reaches_an_encrypted_room(
     report = pdf_with_text("Minutes of Thursday")
     (workspace / "minutes.pdf").write_bytes(report)
     fake_llm.push(Reply(tool_calls=[("send_file", {"path": "minutes.pdf"})]), "The minutes.")
-    daemon = DaemonProcess(config, tmp_path / "squidd-1.log")
-    squidds.append(daemon)
-    await daemon.wait_event("matrix_connected")
-    room = await alice.create_room([bot.user_id], direct=True, encrypted=True)
-    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
-    await alice.sync()
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    room = await alice.room_with(bot.user_id, encrypted=True)
     await alice.send(room, "the minutes please")
     await alice.wait_for(lambda: len(media_events(alice, bot, room)) == 1, "the file")
     await daemon.wait_event("reply_sent")
