@@ -20,7 +20,8 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from squidd.config import load_settings
-from squidd.commands.run import run_command  # every module `squidd run` imports
+from squidd.commands.run import run_command
+import squidd.gateway.channels, squidd.gateway.daemon  # what run_command imports when it runs
 from squidd.gateway.runtime import build_runtime
 from squidd.tools.mcp import McpHub
 

@@ -1,5 +1,72 @@
-"""One module per CLI command (`run`, `chat`, `cron`, `config check`, `init`, `status`).
+"""One module per CLI command; each adds its own subparser and handler.
 
-`squidd.cli` parses the arguments and calls the command's function; nothing else imports
-this package.
+A command module has `register(commands: Commands) -> None`, which adds its subparser with
+`commands.add(name, run=handler, start=...)` (and its own arguments and actions). `squidd.cli`
+calls `register` for every module of its explicit table, parses, then runs the start-up
+phases the command asked for and calls `args.run`. Adding a command is one new module and
+one line in that table; nothing registers itself at import time.
+
+The parser is built from every command module, so a module imports its heavy parts (the
+runtime, the daemon, the LLM client) inside its handler: `squidd status` must not pay for
+what `squidd run` loads. Nothing but `squidd.cli` imports this package.
 """
+
+from __future__ import annotations
+
+import argparse
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = ["CommandModule", "Commands", "Start"]
+
+
+class Start(enum.Enum):
+    """How far start-up goes before the handler runs, and what the handler is given."""
+
+    ARGS = "args"
+    """Arguments only, no settings loaded: `run(args)` (`init` writes the config it loads)."""
+    SETTINGS = "settings"
+    """Settings loaded and validated, logging untouched: `run(args, settings)`."""
+    DAEMON = "daemon"
+    """Settings, then logging at the configured level: `run(args, settings)`."""
+    INTERACTIVE = "interactive"
+    """Settings, then logging at warning or quieter (the command prints its own output;
+    only problems should interleave): `run(args, settings)`."""
+
+
+@dataclass(frozen=True)
+class Commands:
+    """Where a command module adds itself: a subparsers group and the options every command
+    accepts after its name (`squidd config check --config X`)."""
+
+    group: argparse._SubParsersAction[argparse.ArgumentParser]
+    common: argparse.ArgumentParser
+
+    def add(
+        self,
+        name: str,
+        *,
+        help: str,
+        run: Callable[..., int] | None = None,
+        start: Start = Start.INTERACTIVE,
+        **kwargs: Any,
+    ) -> argparse.ArgumentParser:
+        """A subparser for `name`; `run` is its handler (None for a group of actions)."""
+        parser = self.group.add_parser(name, parents=[self.common], help=help, **kwargs)
+        parser.set_defaults(start=start)
+        if run is not None:
+            parser.set_defaults(run=run)
+        return parser
+
+    def actions(self, parser: argparse.ArgumentParser, dest: str) -> Commands:
+        """The actions under a command (`cron list|add|remove`), each added with `add`."""
+        group = parser.add_subparsers(dest=dest, required=True, metavar="ACTION")
+        return Commands(group, self.common)
+
+
+class CommandModule(Protocol):
+    """What `squidd.cli`'s table holds: a module that adds its own command."""
+
+    def register(self, commands: Commands) -> None: ...

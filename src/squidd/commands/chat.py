@@ -10,28 +10,39 @@ so the daemon may run at the same time).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import structlog
 
+from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.core.models import LLMEvent, SessionId, StreamRestart, TextDelta
 from squidd.core.ports import Tool
 from squidd.errors import LLMError, StorageError
-from squidd.gateway.mcp import connected_mcp
-from squidd.gateway.runtime import Runtime, build_runtime
-from squidd.gateway.subagents import SubAgents
-from squidd.gateway.turn_tools import session_tools
-from squidd.tools.mcp import McpHub
+
+if TYPE_CHECKING:  # loaded by the handler: the runtime brings the LLM client
+    from squidd.gateway.runtime import Runtime
+    from squidd.tools.mcp import McpHub
 
 log = structlog.get_logger()
 
 CHANNEL = "terminal"
 _PROMPT = "you> "
 _EXIT_WORDS = frozenset({"/exit", "/quit", ":q"})
+
+
+def register(commands: Commands) -> None:
+    chat = commands.add("chat", help="talk to the assistant in the terminal", run=_run)
+    chat.add_argument("-m", "--message", help="send one message, print the reply, exit")
+    chat.add_argument("--session", default="terminal", help="session name (default: terminal)")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return chat_command(settings, message=args.message, session=args.session)
 
 
 def _tools(runtime: Runtime, session: SessionId, mcp: McpHub) -> list[Tool]:
@@ -42,6 +53,9 @@ def _tools(runtime: Runtime, session: SessionId, mcp: McpHub) -> list[Tool]:
     when they fire): their replies stay in the job's history unless a target is given.
     Sub-agents run here only with wait=true (background ones need the daemon's router).
     """
+    from squidd.gateway.subagents import SubAgents
+    from squidd.gateway.turn_tools import session_tools
+
     return [
         *session_tools(
             runtime, session, default_target="", subagents=SubAgents(runtime), channel=CHANNEL
@@ -106,6 +120,9 @@ async def _interactive(runtime: Runtime, session: SessionId, mcp: McpHub, out: T
 
 
 async def _chat(settings: Settings, message: str | None, session_name: str, errlog: TextIO) -> int:
+    from squidd.gateway.mcp import connected_mcp
+    from squidd.gateway.runtime import build_runtime
+
     runtime = build_runtime(settings)
     session = session_for(session_name)
     try:

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
+from squidd.commands import Commands, Start
 from squidd.config import Settings, find_config_file
+
+
+def register(commands: Commands) -> None:
+    config = commands.add("config", help="configuration helpers")
+    actions = commands.actions(config, "config_command")
+    # No logging set up: the check prints what it found, problems exit 2 before it runs.
+    actions.add(
+        "check", help="validate the config file; exit 2 on problems", run=_run, start=Start.SETTINGS
+    )
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return check_command(settings, args.config)
 
 
 def check_command(settings: Settings, explicit: Path | None) -> int:

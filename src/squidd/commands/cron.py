@@ -9,34 +9,50 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.core.cron import JobListError, make_job, with_job, without_job
 from squidd.errors import StorageError
 from squidd.store.cron_jobs import JobsFile
 from squidd.tools.cron import format_job
 
-
-def cron_command(settings: Settings, args: argparse.Namespace) -> int:
-    jobs = JobsFile(settings.storage.data_dir)
-    try:
-        if args.cron_command == "list":
-            return _list(jobs)
-        if args.cron_command == "add":
-            return _add(settings, jobs, args)
-        if args.cron_command == "remove":
-            return _remove(jobs, args.name)
-    except StorageError as exc:
-        print(f"cron: {exc}", file=sys.stderr)
-        return 1
-    except JobListError as exc:
-        print(f"cron: {exc}", file=sys.stderr)
-        return 1
-    raise AssertionError(f"unhandled cron action {args.cron_command}")  # pragma: no cover
+Action = Callable[[Settings, JobsFile, argparse.Namespace], int]
 
 
-def _list(jobs: JobsFile) -> int:
+def register(commands: Commands) -> None:
+    cron = commands.add("cron", help="manage scheduled prompts")
+    actions = commands.actions(cron, "cron_command")
+    actions.add("list", help="list jobs", run=_on_jobs(_list))
+    add = actions.add("add", help="add a job", run=_on_jobs(_add))
+    add.add_argument("--name", required=True)
+    add.add_argument("--prompt", required=True)
+    when = add.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", help="a cron expression, e.g. '0 8 * * mon-fri'")
+    when.add_argument("--every", help="an interval, e.g. 30m, 2h, 1d")
+    when.add_argument("--at", help="one time, ISO 8601, e.g. 2026-12-24T18:00")
+    add.add_argument("--timezone", default=None, help="IANA timezone (default from config)")
+    add.add_argument("--target", default="", help="where to deliver, e.g. email:me@x.org")
+    remove = actions.add("remove", help="remove a job", run=_on_jobs(_remove))
+    remove.add_argument("name")
+
+
+def _on_jobs(action: Action) -> Callable[[argparse.Namespace, Settings], int]:
+    """The handler of one action: the jobs file opened, its read and write errors said."""
+
+    def run(args: argparse.Namespace, settings: Settings) -> int:
+        try:
+            return action(settings, JobsFile(settings.storage.data_dir), args)
+        except (StorageError, JobListError) as exc:
+            print(f"cron: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _list(settings: Settings, jobs: JobsFile, args: argparse.Namespace) -> int:
     found = jobs.load_sync()
     if not found:
         print("no jobs")
@@ -67,7 +83,7 @@ def _add(settings: Settings, jobs: JobsFile, args: argparse.Namespace) -> int:
     return 0
 
 
-def _remove(jobs: JobsFile, name: str) -> int:
-    jobs.modify_sync(functools.partial(without_job, name=name))
-    print(f"removed {name}")
+def _remove(settings: Settings, jobs: JobsFile, args: argparse.Namespace) -> int:
+    jobs.modify_sync(functools.partial(without_job, name=args.name))
+    print(f"removed {args.name}")
     return 0

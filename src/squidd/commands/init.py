@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
 
+from squidd.commands import Commands, Start
 from squidd.errors import ConfigError
 from squidd.workspace import CONFIG_TEMPLATE, WORKSPACE_FILES, template_text
 
@@ -95,3 +97,14 @@ def init_command(config_path: Path | None) -> int:
         f"  4. squidd{flag} chat"
     )
     return 0
+
+
+def register(commands: Commands) -> None:
+    # Before any settings: the config to load is what this command writes.
+    commands.add(
+        "init", help="write a config and a workspace with prompt files", run=_run, start=Start.ARGS
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    return init_command(args.config)

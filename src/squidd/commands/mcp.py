@@ -9,18 +9,40 @@ Exit codes: 0 ok; 1 a server is not connected or the tool reported an error; 2 b
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any, TextIO
 
 import anyio
 
+from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from squidd.gateway.mcp import connected_mcp
 from squidd.tools.mcp import McpHub
 
-__all__ = ["mcp_command"]
+__all__ = ["mcp_command", "register"]
+
+
+def register(commands: Commands) -> None:
+    mcp = commands.add("mcp", help="inspect and call MCP servers (no daemon needed)")
+    actions = commands.actions(mcp, "mcp_command")
+    actions.add("list", help="connect to each server; print its state and tools", run=_run)
+    call = actions.add("call", help="call one tool of one server", run=_run)
+    call.add_argument("server")
+    call.add_argument("tool", help="the tool's own name (or <server>__<tool>)")
+    call.add_argument("arguments", nargs="?", default="{}", help="a JSON object")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return mcp_command(
+        settings,
+        args.mcp_command,
+        server=getattr(args, "server", None),
+        tool=getattr(args, "tool", None),
+        arguments=getattr(args, "arguments", None),
+    )
 
 
 def format_servers(hub: McpHub) -> str:

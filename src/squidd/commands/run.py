@@ -8,21 +8,29 @@ a configuration problem (systemd does not restart on it).
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import anyio
 import structlog
 
+from squidd.commands import Commands, Start
 from squidd.config import Settings
 from squidd.core.models import Destination
 from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError
-from squidd.gateway.channels import build_channels
-from squidd.gateway.daemon import Daemon
-from squidd.gateway.runtime import build_runtime
 from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, socket_path
-from squidd.store.media import MediaStore
 
 log = structlog.get_logger()
+
+
+def register(commands: Commands) -> None:
+    commands.add(
+        "run", help="run the daemon (channels, cron, heartbeat)", run=_run, start=Start.DAEMON
+    )
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return run_command(settings)
 
 
 def _prepare(settings: Settings) -> list[str]:
@@ -45,6 +53,12 @@ def _prepare(settings: Settings) -> list[str]:
 
 
 def run_command(settings: Settings) -> int:
+    # The daemon's modules load here, not with the parser every command builds.
+    from squidd.gateway.channels import build_channels
+    from squidd.gateway.daemon import Daemon
+    from squidd.gateway.runtime import build_runtime
+    from squidd.store.media import MediaStore
+
     problems = _prepare(settings)
     try:
         media = MediaStore(

@@ -7,11 +7,25 @@ folders appear as warnings in the log (`skill_skipped`, `skill_refused`) on stde
 
 from __future__ import annotations
 
+import argparse
+
+from squidd.commands import Commands
 from squidd.config import Settings
-from squidd.gateway.runtime import build_skills
+
+
+def register(commands: Commands) -> None:
+    skills = commands.add("skills", help="the skills the assistant can use")
+    actions = commands.actions(skills, "skills_command")
+    actions.add("list", help="list skills, whether each is usable, and skipped files", run=_run)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return skills_command(settings)
 
 
 def skills_command(settings: Settings) -> int:
+    from squidd.gateway.runtime import build_skills  # the runtime loads the LLM client
+
     catalog = build_skills(settings)
     if catalog is None:
         print("skills are off ([tools.skills] enabled = false)")

@@ -9,6 +9,7 @@ daemon answers it says so and exits 1.
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import sys
@@ -16,8 +17,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.gateway.status import socket_path
+
+
+def register(commands: Commands) -> None:
+    commands.add("status", help="ask the running daemon how it is doing", run=_run)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return status_command(settings)
 
 
 def fetch_status(path: Path, timeout_s: float = 5.0) -> dict[str, Any]:

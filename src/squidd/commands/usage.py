@@ -9,12 +9,14 @@ that are over (one line per session, model and purpose), as the daemon does at s
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import date, timedelta
 
 import anyio
 
+from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.core.usage import GroupBy, Price, Totals, UsageRecord, group, totals
 from squidd.gateway.costs import prices_of
@@ -72,3 +74,18 @@ def usage_command(settings: Settings, *, by: GroupBy = "session", since: str | N
         return 2
     print(text)
     return 0
+
+
+def register(commands: Commands) -> None:
+    usage = commands.add("usage", help="tokens and money spent, from the usage ledger", run=_run)
+    usage.add_argument(
+        "--by",
+        choices=("session", "model", "purpose", "day"),
+        default="session",
+        help="one line per session (default), model, purpose or day",
+    )
+    usage.add_argument("--since", default=None, help="from this day on: YYYY-MM-DD or Nd")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    return usage_command(settings, by=args.by, since=args.since)
