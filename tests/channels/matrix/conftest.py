@@ -8,6 +8,8 @@
 * `run_channel`: runs a `MatrixChannel` in a task group with a small inbox that answers
   through `channel.send` and then acks, the way the gateway's router does.
 * `squidds`: the `squidd run` children a test started, killed at its end if still running.
+* `make_element`: a person on a current Element (matrix-js-sdk with its Rust crypto, sharing
+  room keys only with cross-signed devices), one Node process per client, stopped by PID.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from squidd.channels.matrix import MatrixChannel
 from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState, MediaSink
+from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User, default_data_root
 from tests.support.daemon import DaemonProcess
 
@@ -151,6 +154,7 @@ class Human:
     user: User
     events: list[Seen] = field(default_factory=list)
     typing: dict[str, list[set[str]]] = field(default_factory=dict)
+    to_device: list[Any] = field(default_factory=list)
     next_batch: str | None = None
 
     @property
@@ -165,6 +169,7 @@ class Human:
         )
         assert isinstance(response, SyncResponse), response
         self.next_batch = response.next_batch
+        self.to_device.extend(response.to_device_events)
         if self.client.should_upload_keys:
             await self.client.keys_upload()
         if self.client.should_query_keys:
@@ -287,6 +292,29 @@ async def make_human(
     yield make
     for human in humans:
         await human.client.close()
+
+
+@pytest.fixture
+async def make_element(
+    synapse: SynapseServer, make_user: Callable[[str], User], tmp_path: Path
+) -> AsyncIterator[Callable[..., Any]]:
+    """`await make_element("alice")`: logged in, synced and cross-signed (unless
+    `cross_signed=False`) on a new device; its driver's log is `element-NAME.log`."""
+    clients: list[ElementClient] = []
+
+    async def make(name: str, user: User | None = None, *, cross_signed: bool = True) -> Any:
+        user = user or make_user(name)
+        client = ElementClient(tmp_path / f"element-{name}.log")
+        clients.append(client)
+        await client.start()
+        await client.login(synapse.url, user.user_id, user.password)
+        if cross_signed:
+            await client.bootstrap_cross_signing()
+        return client
+
+    yield make
+    for client in clients:
+        await client.stop()
 
 
 async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
