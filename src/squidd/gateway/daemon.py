@@ -32,6 +32,7 @@ from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.caps import DailyCaps
+from squidd.gateway.chat_commands import ChatCommands
 from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
@@ -127,6 +128,7 @@ class Daemon:
                 activity=lambda: self.turns_done,
             )
         self.mcp = McpHub(settings.mcp)
+        self.chat_commands = ChatCommands(self)
         self.status_server = StatusServer(socket_path(settings), self.snapshot)
         self.started_monotonic = time.monotonic()
         self.started_at = utcnow()
@@ -158,6 +160,9 @@ class Daemon:
     async def _run_turn(self, inbound: Inbound) -> str | Reply:
         if inbound.kind is InboundKind.NOTICE:
             return inbound.text  # the owner's daily-cap notice: no model call
+        command_reply = await self.chat_commands.answer(inbound)
+        if command_reply is not None:
+            return command_reply  # `/help` and the like: answered here, no model call
         refusal = await self.caps.refusal(inbound)
         if refusal is not None:
             return refusal

@@ -1,0 +1,62 @@
+"""Chat commands: a person's message that is `/name [argument]` is answered here, by the
+command's module, without a model call.
+
+Each command is one module beside this one (`help.py`, `usage.py`) holding its `COMMAND`: its
+name, its help line and its handler. `COMMANDS` is the explicit table; `/help` is built from
+it, so a new command is one module and one line here. Only a channel's message from a sender
+the channel let in (`InboundKind.MESSAGE`) can be a command: cron, heartbeat and sub-agent
+runs never are. A text whose first word names no command (`/usr is full`, `/etc/hosts`) is
+an ordinary message for the model, as it was before commands existed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import structlog
+
+from squidd.core.models import Inbound, InboundKind
+from squidd.gateway.chat_commands import help as help_command
+from squidd.gateway.chat_commands import usage
+from squidd.gateway.chat_commands.base import ChatCommand, CommandCall, CommandHost
+
+__all__ = ["COMMANDS", "ChatCommand", "ChatCommands", "CommandHost", "parse"]
+
+log = structlog.get_logger()
+
+COMMANDS: tuple[ChatCommand, ...] = (help_command.COMMAND, usage.COMMAND)
+"""The chat commands, in the order `/help` lists them."""
+
+_COMMAND = re.compile(r"/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?", re.DOTALL)
+
+
+def parse(text: str) -> tuple[str, str] | None:
+    """`(name, argument)` of a text that starts with a command word; else None."""
+    found = _COMMAND.fullmatch(text.strip())
+    if found is None:
+        return None
+    return found.group(1).lower(), (found.group(2) or "").strip()
+
+
+class ChatCommands:
+    """Answers the messages that are chat commands."""
+
+    def __init__(self, host: CommandHost, commands: Sequence[ChatCommand] = COMMANDS) -> None:
+        self._host = host
+        self._commands = tuple(commands)
+        self._by_name = {command.name: command for command in self._commands}
+
+    async def answer(self, inbound: Inbound) -> str | None:
+        """The reply when `inbound` is a chat command; None when it is a turn for the model."""
+        if inbound.kind is not InboundKind.MESSAGE:
+            return None
+        parsed = parse(inbound.text)
+        if parsed is None:
+            return None
+        name, argument = parsed
+        command = self._by_name.get(name)
+        if command is None:
+            return None
+        log.info("chat_command", command=name)
+        return await command.run(CommandCall(inbound, argument, self._host, self._commands))
