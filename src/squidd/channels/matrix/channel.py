@@ -81,6 +81,7 @@ class MatrixChannel:
         finally:
             self._client = self.typing.client = None
             with anyio.CancelScope(shield=True):
+                await connection.api.close()
                 await client.close()
 
     async def send(self, outbound: Outbound) -> None:

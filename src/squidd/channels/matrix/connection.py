@@ -47,6 +47,9 @@ from nio import (
 from squidd.channels.matrix import e2ee, events, media
 from squidd.channels.matrix.client import TokenRejectedError, call, translate
 from squidd.channels.matrix.downloads import Lanes, with_media
+from squidd.channels.matrix.identity.account import IdentityStatus, OwnIdentity
+from squidd.channels.matrix.identity.api import ApiError, MatrixApi
+from squidd.channels.matrix.identity.local import IdentityFiles
 from squidd.channels.matrix.invites import answer_invites
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
@@ -57,6 +60,7 @@ from squidd.core.backoff import Backoff, Failures
 from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import SquiddError, TransientError
+from squidd.secrets import secret_value
 
 log = structlog.get_logger()
 
@@ -76,6 +80,7 @@ class Carried:
     invites_seen: set[str] = field(default_factory=set)
     media: MediaSink | None = None
     max_download_bytes: int = 0
+    identity: IdentityStatus | None = None
 
     def remember(self, event_id: str) -> bool:
         """Record an event id; False if it was seen before in this run."""
@@ -116,6 +121,14 @@ class Connection:
         self._lanes = Lanes(self._hand_on, fetch, forget=carried.forget)
         self._names: set[str] = set()
         self._policy: Policy | None = None
+        self.api = MatrixApi(
+            settings.homeserver,
+            self._user_id,
+            client.access_token,
+            timeout_s=settings.request_timeout_s,
+        )
+        self._identity_files = IdentityFiles(files.root.parent)
+        self.own_identity: OwnIdentity | None = None
         self._filter: dict[str, Any] = {
             "room": {
                 "timeline": {"limit": settings.timeline_limit},
@@ -177,6 +190,8 @@ class Connection:
             log.info("matrix_first_start", history="not answered", rooms=len(response.rooms.join))
         else:
             await self._handle_batch(response, since)
+        if client.olm is not None:
+            await self._ensure_identity()
         log.info(
             "matrix_connected",
             user=self._user_id,
@@ -186,6 +201,24 @@ class Connection:
             rooms=len(client.rooms),
         )
         self._inbox.report(ChannelState.CONNECTED, f"{self._user_id} on {self._cfg.homeserver}")
+
+    async def _ensure_identity(self) -> None:
+        """The bot's device cross-signed by the account's one identity (identity/account)."""
+        own = OwnIdentity(
+            self.api,
+            self._identity_files,
+            device_id=self.client.device_id,
+            password=secret_value(self._cfg.password) or None,
+        )
+        try:
+            status = await own.ensure()
+        except ApiError as exc:
+            # Refused for a reason a restart will not fix: E2EE goes on without the identity
+            # (people on a current client then see an unverified device); status says why.
+            log.warning("matrix_identity_failed", reason=str(exc))
+            status = IdentityStatus(None, False, False, str(exc))
+        self._carried.identity = status
+        self.own_identity = own
 
     async def _sync_loop(self, since: str) -> None:
         failures = Failures(self._carried.backoff)

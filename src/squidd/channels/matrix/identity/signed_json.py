@@ -1,0 +1,106 @@
+"""Signed JSON as the Matrix spec defines it: canonical bytes, Ed25519, unpadded base64.
+
+A signature covers the object's canonical JSON (`canonicaljson`, the encoder Synapse uses)
+without its `signatures` and `unsigned` members, and is stored under
+`signatures[<user id>]["ed25519:<public key or device id>"]`. Cross-signing keys are named
+by their own public key. The spec's appendix test vectors are in the tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from canonicaljson import encode_canonical_json
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
+
+SEED_BYTES = 32
+
+
+def b64encode(data: bytes) -> str:
+    """Unpadded standard base64, the spec's encoding of keys and signatures."""
+    return base64.b64encode(data).decode("ascii").rstrip("=")
+
+
+def b64decode(text: str) -> bytes:
+    """Standard or URL-safe base64, padded or not; ValueError when it is none."""
+    if not isinstance(text, str):
+        raise ValueError("not a base64 string")  # noqa: TRY004 - callers expect ValueError
+    cleaned = text.strip().replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(cleaned + "=" * (-len(cleaned) % 4), validate=True)
+    except binascii.Error as exc:
+        raise ValueError("not a base64 string") from exc
+
+
+def canonical_bytes(obj: Mapping[str, Any]) -> bytes:
+    """The bytes a signature covers: canonical JSON without `signatures` and `unsigned`."""
+    stripped = {k: v for k, v in obj.items() if k not in ("signatures", "unsigned")}
+    data: bytes = encode_canonical_json(stripped)
+    return data
+
+
+class SigningKey:
+    """An Ed25519 key pair made from a 32-byte seed (what secret storage keeps)."""
+
+    def __init__(self, seed: bytes) -> None:
+        if len(seed) != SEED_BYTES:
+            raise ValueError("an Ed25519 seed has 32 bytes")
+        self.seed = seed
+        self._private = Ed25519PrivateKey.from_private_bytes(seed)
+        raw = self._private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        self.public = b64encode(raw)
+
+    @classmethod
+    def generate(cls) -> SigningKey:
+        private = Ed25519PrivateKey.generate()
+        return cls(private.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()))
+
+    @property
+    def key_id(self) -> str:
+        return f"ed25519:{self.public}"
+
+    def sign_bytes(self, data: bytes) -> str:
+        return b64encode(self._private.sign(data))
+
+    def sign(
+        self, obj: Mapping[str, Any], signer: str, key_id: str | None = None
+    ) -> dict[str, Any]:
+        """A copy of `obj` with this key's signature added under `signer`."""
+        signed = copy.deepcopy(dict(obj))
+        signature = self.sign_bytes(canonical_bytes(signed))
+        signatures = signed.setdefault("signatures", {})
+        signatures.setdefault(signer, {})[key_id or self.key_id] = signature
+        return signed
+
+
+def verify(obj: Mapping[str, Any], signer: str, key_id: str, public_key: str) -> bool:
+    """Whether `obj` carries a valid signature of `public_key` as `signer` / `key_id`.
+
+    Anything malformed (no such signature, bad base64, a key of the wrong size) is False.
+    """
+    signatures = obj.get("signatures")
+    if not isinstance(signatures, Mapping):
+        return False
+    by_signer = signatures.get(signer)
+    if not isinstance(by_signer, Mapping):
+        return False
+    signature = by_signer.get(key_id)
+    if not isinstance(signature, str):
+        return False
+    try:
+        key = Ed25519PublicKey.from_public_bytes(b64decode(public_key))
+        key.verify(b64decode(signature), canonical_bytes(obj))
+    except (ValueError, InvalidSignature, TypeError):
+        return False
+    return True
