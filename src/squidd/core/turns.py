@@ -1,0 +1,344 @@
+"""A Turn and its named steps: how one message is answered, step by step.
+
+`Turn` holds one turn's state from start to end: what was asked (`TurnInput`), the tools and
+schemas offered, the prompt context, the messages of the turn as they will enter the history,
+the loop guard and the round count. `TurnSteps` changes it, one named step at a time:
+
+- `prepare`: the tools (registry, then per-call `extra_tools`, policy), the context built
+  by the MemoryManager from the window read once, and the attachments read for the model;
+- `round`: one request within the budget, the model's answer, then `call_tool` for each
+  tool call it asks for (a loop breaker, core/loop_guard.py, ends tool calling and asks for
+  a final answer without tools);
+- `retry_overflow`: after a context overflow, the context is rebuilt tight (consolidated or
+  trimmed) and the same round is tried once more;
+- `finish`: the final reply joins the turn, which is appended to the session's history once;
+  `fail` keeps the user message in the history when the turn breaks.
+
+`AgentLoop.run` (core/agent.py) drives these steps; they are also the points where a turn's
+progress can be recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from squidd.core.budget import fit_history, shrink_tool_results
+from squidd.core.estimator import messages_chars, tools_chars
+from squidd.core.loop_guard import LoopGuard
+from squidd.core.memory import MemoryManager
+from squidd.core.models import (
+    Attachment,
+    HistoryWindow,
+    LLMEvent,
+    Message,
+    SessionId,
+    TextDelta,
+    ToolCall,
+    ToolCallsReady,
+    ToolDefinition,
+    Usage,
+    utcnow,
+)
+from squidd.core.ports import AttachmentReader, LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
+from squidd.core.tool_calls import cap_result, dispatch, offer, tools_for
+from squidd.core.tools import ToolRegistry
+from squidd.core.usage import UsageSink, record_usage
+
+log = structlog.get_logger()
+
+OnEvent = Callable[[LLMEvent], Awaitable[None]]
+
+
+def now_iso() -> str:
+    return utcnow().isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """What one `AgentLoop.run` call asks for (see its docstring)."""
+
+    session: SessionId
+    user_message: str
+    channel: str
+    model: LLMPort
+    extra_tools: Sequence[Tool] = ()
+    on_event: OnEvent | None = None
+    turn_id: str | None = None
+    max_tool_rounds: int | None = None
+    purpose: str | None = None
+    extra_parts: Sequence[str] = ()
+    attachments: Sequence[Attachment] = ()
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    max_tool_rounds: int
+    max_repeated_tool_calls: int
+    max_turn_seconds: float
+    clock: Callable[[], float]
+
+
+@dataclass
+class Turn:
+    """One turn's state; the steps of `TurnSteps` read and change it."""
+
+    ask: TurnInput
+    guard: LoopGuard
+    started: float
+    tools: dict[str, Tool] = field(default_factory=dict)
+    definitions: list[ToolDefinition] = field(default_factory=list)
+    reserved: int = 0
+    base_prompt: str = ""
+    extra_parts: Sequence[str] = ()
+    context: list[Message] = field(default_factory=list)
+    # The user message as the model sees it when attachments added their content.
+    asked: Message | None = None
+    # The turn as it enters the history: the user message first, then each round.
+    messages: list[Message] = field(default_factory=list)
+    rounds: int = 0
+    stopped: str | None = None
+    retried: bool = False
+    request_chars: int = 0
+    reply: str | None = None
+
+    @property
+    def session(self) -> SessionId:
+        return self.ask.session
+
+    @property
+    def done(self) -> bool:
+        return self.reply is not None
+
+    @property
+    def purpose(self) -> str:
+        """What this round's model call is for in the usage ledger: the caller's purpose,
+        else "turn" for the first round and "tool_step" after."""
+        if self.ask.purpose:
+            return self.ask.purpose
+        return "turn" if self.rounds == 1 else "tool_step"
+
+
+class TurnSteps:
+    """The named steps of a turn, over the collaborators every turn shares."""
+
+    def __init__(
+        self,
+        *,
+        memory: MemoryManager,
+        registry: ToolRegistry,
+        prompt: PromptSource,
+        limits: TurnLimits,
+        prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None,
+        attachments: AttachmentReader | None = None,
+        policy: ToolPolicy | None = None,
+        on_demand: Sequence[str] = (),
+        usage: UsageSink | None = None,
+        results: ResultStore | None = None,
+        max_result_chars: int,
+    ) -> None:
+        self._memory = memory
+        self._registry = registry
+        self._prompt = prompt
+        self._limits = limits
+        self._prompt_parts = prompt_parts
+        self._attachments = attachments
+        self._policy = policy
+        self._on_demand = tuple(on_demand)
+        self._usage = usage
+        self._results = results
+        self._max_result_chars = max_result_chars
+
+    def previous_reply(self, ask: TurnInput, window: HistoryWindow) -> str | None:
+        """The reply of a finished turn for the same inbound (a redelivery), if any."""
+        if ask.turn_id is None:
+            return None
+        previous = self._memory.finished_reply(window, ask.turn_id)
+        if previous is not None:
+            log.info("turn_reused", session=ask.session, channel=ask.channel, turn=ask.turn_id)
+        return previous
+
+    async def prepare(self, ask: TurnInput, window: HistoryWindow) -> Turn:
+        """Tools, context and attachments: the turn ready for its first round."""
+        limits = self._limits
+        guard = LoopGuard(
+            # A sub-agent's step cap may lower the limit for its turn, never raise it.
+            max_rounds=min(ask.max_tool_rounds or limits.max_tool_rounds, limits.max_tool_rounds),
+            max_repeats=limits.max_repeated_tool_calls,
+            max_seconds=limits.max_turn_seconds,
+            clock=limits.clock,
+        )
+        turn = Turn(ask=ask, guard=guard, started=time.monotonic())
+        turn.tools = tools_for(
+            self._registry, self._policy, ask.session, ask.channel, ask.extra_tools
+        )
+        turn.definitions = offer(turn.tools, self._on_demand)
+        turn.reserved = self._memory.estimator.tokens(tools_chars(turn.definitions))
+        turn.base_prompt = await self._prompt.system_prompt()
+        turn.extra_parts = ask.extra_parts
+        if self._prompt_parts is not None:
+            turn.extra_parts = [*await self._prompt_parts(), *ask.extra_parts]
+        turn.context = await self._memory.build_messages(
+            ask.session,
+            turn.base_prompt,
+            ask.user_message,
+            window=window,
+            reserved_tokens=turn.reserved,
+            extra_parts=turn.extra_parts,
+        )
+        kept_text = ask.user_message
+        if ask.attachments and self._attachments is not None:
+            read = await self._attachments.read(ask.attachments)
+            kept_text = "\n\n".join(t for t in (ask.user_message, read.kept) if t)
+            full_text = "\n\n".join(t for t in (ask.user_message, read.text) if t)
+            turn.asked = Message(role="user", content=full_text, images=read.images)
+            turn.context[-1] = turn.asked
+        turn.messages.append(
+            Message(
+                role="user",
+                content=kept_text,
+                ts=now_iso(),
+                turn=ask.turn_id,
+                attachments=tuple(ask.attachments),
+            )
+        )
+        return turn
+
+    async def round(self, turn: Turn) -> None:
+        """One request, the model's answer, and the tool calls it asks for. An answer
+        without tool calls (or any answer once tools are stopped) is the turn's reply."""
+        turn.rounds += 1
+        request = self._fit_request(turn)
+        offered = turn.definitions
+        if turn.stopped is not None:
+            # Told why, and asked for its answer: no tools are offered any more.
+            request.append(Message(role="user", content=turn.guard.final_prompt(turn.stopped)))
+            offered = []
+        text, calls = await self._complete(turn, request, offered)
+        if not calls or turn.stopped is not None:
+            turn.reply = text.strip()
+            return
+        turn.messages.append(
+            Message(role="assistant", content=text or None, tool_calls=calls, ts=now_iso())
+        )
+        for call in calls:
+            turn.messages.append(await self.call_tool(turn, call))
+        turn.guard.note(calls)
+        turn.stopped = turn.guard.reason()
+        if turn.stopped is not None:
+            log.warning("tool_calls_stopped", session=turn.session, reason=turn.stopped)
+
+    async def call_tool(self, turn: Turn, call: ToolCall) -> Message:
+        """Run one tool call; its result as the tool message that enters the turn."""
+        result = await dispatch(call, turn.tools)
+        content = await cap_result(
+            self._results, self._max_result_chars, turn.session, call, result.content
+        )
+        if result.is_error:
+            content = f"Error: {content}"
+        return Message(
+            role="tool", content=content, tool_call_id=call.id, name=call.name, ts=now_iso()
+        )
+
+    async def retry_overflow(self, turn: Turn) -> bool:
+        """After the model refused the request as too long: rebuild the context tight
+        (consolidate or trim) for one more try of the same round. False when the turn has
+        had its retry or no budget is configured (the overflow is then the turn's error)."""
+        budget = self._memory.budget
+        if turn.retried or budget is None:
+            return False
+        turn.retried = True
+        self._memory.estimator.overflowed(turn.request_chars, budget.context_window)
+        log.warning("context_overflow_retry", session=turn.session, chars=turn.request_chars)
+        turn.context = await self._memory.build_messages(
+            turn.session,
+            turn.base_prompt,
+            turn.ask.user_message,
+            reserved_tokens=turn.reserved,
+            extra_parts=turn.extra_parts,
+            tight=True,
+        )
+        if turn.asked is not None:
+            turn.context[-1] = turn.asked
+        turn.rounds -= 1
+        return True
+
+    async def finish(self, turn: Turn) -> str:
+        """The final reply joins the turn, and the turn is appended to the history once."""
+        reply = turn.reply
+        if not reply and turn.stopped is not None:
+            reply = f"I stopped calling tools without finishing: {turn.stopped}"
+        if not reply:
+            reply = "(I have no answer to that.)"
+        turn.messages.append(Message(role="assistant", content=reply, ts=now_iso()))
+        await self._memory.persist_turn(turn.session, turn.messages)
+        log.info(
+            "turn_finished",
+            session=turn.session,
+            channel=turn.ask.channel,
+            rounds=turn.rounds,
+            messages=len(turn.messages),
+            ms=int((time.monotonic() - turn.started) * 1000),
+        )
+        return reply
+
+    async def fail(self, turn: Turn, exc: Exception) -> None:
+        """The turn broke: its user message is kept in the history, so nothing is lost."""
+        await self._memory.persist_turn(turn.session, turn.messages[:1])
+        log.warning(
+            "turn_failed",
+            session=turn.session,
+            channel=turn.ask.channel,
+            rounds=turn.rounds,
+            error=type(exc).__name__,
+        )
+
+    async def _complete(
+        self, turn: Turn, messages: list[Message], definitions: list[ToolDefinition]
+    ) -> tuple[str, tuple[ToolCall, ...]]:
+        parts: list[str] = []
+        calls: tuple[ToolCall, ...] = ()
+        chars = messages_chars(messages) + tools_chars(definitions)
+        turn.request_chars = chars
+        on_event = turn.ask.on_event
+        async for event in turn.ask.model.chat(messages, definitions):
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+            elif isinstance(event, ToolCallsReady):
+                calls = event.calls
+            elif isinstance(event, Usage):
+                # The provider's count calibrates the estimate for the next requests.
+                self._memory.estimator.observe(event.model, chars, event.prompt_tokens)
+                await record_usage(self._usage, turn.session, turn.purpose, event)
+                continue
+            else:  # StreamRestart: what streamed so far is void
+                parts.clear()
+                calls = ()
+            if on_event is not None:
+                await on_event(event)
+        return "".join(parts), calls
+
+    def _fit_request(self, turn: Turn) -> list[Message]:
+        """The request for this round within the budget: first this turn's older tool
+        results shrink (the newest round stays whole), then older history makes room."""
+        context, steps, reserved = turn.context, turn.messages[1:], turn.reserved
+        budget = self._memory.budget
+        if budget is None or not steps:
+            return [*context, *steps]
+        limit = budget.fit_tokens(tight=turn.retried)
+        estimator = self._memory.estimator
+        if estimator.messages([*context, *steps]) + reserved <= limit:
+            return [*context, *steps]
+        last_round = max(i for i, m in enumerate(steps) if m.role == "assistant")
+        steps = shrink_tool_results(steps, last_round)
+        if estimator.messages([*context, *steps]) + reserved <= limit:
+            return [*context, *steps]
+        system, history, user = context[0], context[1:-1], context[-1]
+        available = limit - reserved - estimator.messages([system, user, *steps])
+        history = fit_history(history, max(0, available), estimator)
+        while history and history[0].role != "user":
+            history = history[1:]
+        return [system, *history, user, *steps]
