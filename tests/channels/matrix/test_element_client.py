@@ -1,7 +1,8 @@
 """The Element-like test client itself, on the real Synapse: two cross-signed matrix-js-sdk
 clients read each other in an encrypted DM, and the same client refuses a device its owner
-did not cross-sign (a matrix-nio client in the legacy mode, and today's squidd), both ways:
-it withholds its room key from that device and will not decrypt what that device sends."""
+did not cross-sign (a matrix-nio client in the legacy mode), both ways: it withholds its room
+key from that device and will not decrypt what that device sends; squidd, cross-signed by
+its own identity, gets the key and its reply shows no warning."""
 
 from __future__ import annotations
 
@@ -78,10 +79,7 @@ async def test_a_device_its_owner_did_not_cross_sign_gets_no_key_and_is_not_beli
     assert seen["body"] is None and seen["failure"] == "UNSIGNED_SENDER_DEVICE", seen
 
 
-@pytest.mark.xfail(
-    strict=True, reason="squidd has no cross-signing identity yet: Element withholds its key"
-)
-async def test_today_squidd_gets_no_room_key_from_element_and_never_answers(
+async def test_squidd_is_cross_signed_so_element_shares_its_key_and_trusts_the_reply(
     synapse: SynapseServer,
     bot: User,
     make_element: MakeElement,
@@ -97,7 +95,8 @@ async def test_today_squidd_gets_no_room_key_from_element_and_never_answers(
     devices = (await alice.user_trust(bot.user_id))["devices"]
     assert len(devices) == 1, devices
     trust = await alice.device_trust(bot.user_id, devices[0])
-    # Today: False, so her client withholds the key and squidd logs "no session found".
+    # The bot's own identity signed its device: her client shares the room key with it
+    # (without it she withholds it and squidd logs "no session found").
     assert trust is not None and trust["signed_by_owner"], trust
 
     hello = await alice.send_text(room, "hello squidd")
