@@ -318,14 +318,15 @@ def test_huge_html_mail_is_cut_before_conversion() -> None:
     assert len(body.text) < 2_200
 
 
-def test_a_subject_whose_encoded_words_do_not_decode_is_shown_raw() -> None:
-    """Not `Re: \ufffd\ufffd =?utf-8?Q?unterminated ...`: the raw text, which a person can
-    still read, and a raw 8-bit subject in Latin-1 is read as such."""
+def test_a_subject_whose_encoded_words_do_not_decode_is_read_as_far_as_it_goes() -> None:
+    """Not `Re: \ufffd\ufffd =?utf-8?Q?unterminated ...`: bytes that are not the declared
+    UTF-8 are read as cp1252, a word never closed stays the raw text a person can read, and
+    a raw 8-bit subject in Latin-1 is read as such."""
     broken = parse_headers(
         b"From: a@x.org\r\nSubject: =?utf-8?B?gIA=?= =?utf-8?Q?unterminated ...\r\n\r\n"
     )
-    assert broken.subject == "=?utf-8?B?gIA=?= =?utf-8?Q?unterminated ..."
-    assert reply_subject(broken.subject).startswith("Re: =?utf-8?B?gIA=?=")
+    assert broken.subject == "\u20ac\u20ac =?utf-8?Q?unterminated ..."
+    assert reply_subject(broken.subject) == "Re: \u20ac\u20ac =?utf-8?Q?unterminated ..."
     latin = parse_headers(b"From: a@x.org\r\nSubject: caf\xe9 au lait\r\n\r\n")
     assert latin.subject == "caf\xe9 au lait"
     fine = parse_headers(b"From: a@x.org\r\nSubject: =?utf-8?Q?caf=C3=A9?= ok\r\n\r\n")

@@ -4,9 +4,10 @@
 reconnect loop and `send`), `receive` (scan, decide, defer, hand on), `inbound` (the Inbound
 and the prompt text), `ack` (confirmed acknowledgement and the undeliverable hook), `send`
 (an Outbound to a sent mail), `imap` (connection, IDLE, UID operations), `headers` and
-`body` (MIME to text), `quoting` (trimming quoted history), `policy` (who is answered),
-`compose` (reply headers and parts), `smtp` (sending), `tls` (the TLS context), `state`
-(UIDVALIDITY, last UID, pending and deferred UIDs on disk).
+`body` (MIME to text), `charsets` (bytes and encoded words to valid text), `quoting`
+(trimming quoted history), `policy` (who is answered), `compose` (reply headers and parts),
+`smtp` (sending), `tls` (the TLS context), `state` (UIDVALIDITY, last UID, pending and
+deferred UIDs on disk).
 """
 
 from __future__ import annotations

@@ -1,19 +1,25 @@
-"""A mail's body as the model reads it: the text part, and attachments by name only.
+"""A mail's body as the model reads it: the text part, enclosed mails, attachments by name.
 
 `extract_text` picks `text/plain` (else HTML converted to text with html2text), trims quoted
 history and signatures (`quoting`), caps the text, and lists attachments by name, type and
-size, never their content. Mail is hostile input: broken MIME, unknown charsets and bad
-transfer encodings degrade to "less text" rather than an exception, and where decoding
-fails the raw text is shown instead of what a failed decoder makes of it: a "base64" part
-that is not base64, a multipart whose declared boundary is not the one its body uses (the
-boundary of the body's first `--` line is tried, else the body is shown as it is).
+size, never their content. A mail it encloses (`message/rfc822` inline or attached, as
+clients forward; each part of a `multipart/digest`) follows the sender's own text, marked as
+forwarded content with its From, Date and Subject, read the same way, recursively (to
+`_MAX_DEPTH`), within the same length cap.
+
+Mail is hostile input: broken MIME, lying or unknown charsets and bad transfer encodings
+degrade to "less text" rather than an exception; text is decoded by `charsets.decode` (the
+declared charset, UTF-8, cp1252/Latin-1) and cleaned, so what leaves here is valid Unicode
+without controls. Where decoding fails the raw text is shown instead of what a failed
+decoder makes of it: a "base64" part that is not base64, a multipart whose declared boundary
+is not the one its body uses (the boundary of the body's first `--` line is tried, else the
+body is shown as it is).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import codecs
 import re
 from dataclasses import dataclass
 from email import policy
@@ -22,7 +28,8 @@ from email.parser import BytesParser
 
 import html2text
 
-from squidd.channels.email.headers import CONTROL_RE, header_block, raw_text
+from squidd.channels.email.charsets import body_text, decode, header_text, printable, to_bytes
+from squidd.channels.email.headers import header_block
 from squidd.channels.email.quoting import trim_reply
 
 __all__ = ["Attachment", "MailText", "extract_text", "human_size", "listed_name"]
@@ -32,6 +39,12 @@ _CONTENT_TYPE_RE = re.compile(rb"(?im)^content-type:[^\r\n]*(?:\r?\n[ \t][^\r\n]
 _BOUNDARY_PARAM_RE = re.compile(rb'(?i);?\s*boundary\s*=\s*("[^"]*"|[^;\s]*)')
 _MAX_NAME_CHARS = 120
 _HTML_CHARS_PER_TEXT_CHAR = 20
+_MAX_DEPTH = 5
+"""Enclosed mails are read this many levels deep (a forward of a forward of ...)."""
+_MIN_ENCLOSED_CHARS = 200
+_MAX_FIELD_CHARS = 300
+_ENCLOSING_TYPES = frozenset({"message/rfc822", "message/global"})
+_TRUNCATED = "[... truncated: the mail is longer than what is shown here]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +72,7 @@ def listed_name(name: str) -> str:
 
 
 def _clean_name(name: str) -> str:
-    name = CONTROL_RE.sub(" ", name).replace("\n", " ").strip()
-    return name[:_MAX_NAME_CHARS] or "(unnamed)"
+    return printable(name, max_chars=_MAX_NAME_CHARS) or "(unnamed)"
 
 
 def _not_base64(part: Message) -> str | None:
@@ -73,7 +85,7 @@ def _not_base64(part: Message) -> str | None:
     try:
         base64.b64decode(re.sub(r"\s+", "", raw), validate=True)
     except (binascii.Error, ValueError):
-        return raw_text(raw).strip()
+        return decode(to_bytes(raw)).strip()
     return None
 
 
@@ -82,21 +94,13 @@ def _decode_text(part: Message) -> str:
     raw = _not_base64(part)
     if raw is not None:
         return raw
-    if isinstance(part, EmailMessage):
-        try:
-            content = part.get_content()
-        except Exception:  # noqa: BLE001 - unknown charsets and broken encodings fall through
-            content = None
-        if isinstance(content, str):
-            return content
-    payload = part.get_payload(decode=True)
-    data = payload if isinstance(payload, bytes) else b""
-    charset = part.get_content_charset() or "utf-8"
     try:
-        codecs.lookup(charset)
-    except LookupError:
-        charset = "utf-8"
-    return data.decode(charset, errors="replace")
+        payload = part.get_payload(decode=True)
+        charset = part.get_content_charset()
+    except Exception:  # noqa: BLE001 - a broken part or parameter: read what is there
+        payload, charset = part.get_payload(decode=False), None
+        payload = to_bytes(payload) if isinstance(payload, str) else None
+    return decode(payload if isinstance(payload, bytes) else b"", charset)
 
 
 def _payload_size(part: Message) -> int:
@@ -164,60 +168,141 @@ def _repair_boundary(msg: Message, raw: bytes) -> Message:
 
 
 def extract_text(raw: bytes, *, max_chars: int) -> MailText:
-    """The readable body of a whole message, trimmed and capped to `max_chars`."""
+    """The readable body of a whole message, trimmed and capped to `max_chars`; mails it
+    encloses (forwarded as `message/rfc822`, a `multipart/digest`) follow, each marked."""
     msg = _repair_boundary(BytesParser(policy=policy.default).parsebytes(raw), raw)
-    body: Message | None = None
+    return _read(msg, max_chars=max_chars, label="")
+
+
+def _choose_body(msg: Message, leaves: list[Message]) -> Message | None:
     if isinstance(msg, EmailMessage):
         try:
             body = msg.get_body(preferencelist=("plain", "html"))
         except Exception:  # noqa: BLE001 - malformed MIME: fall back to walking the parts
             body = None
-    leaves = _leaves(msg)
-    if body is None:
-        text_leaves = [p for p in leaves if not _is_attachment(p)]
-        plain = [p for p in text_leaves if p.get_content_type() == "text/plain"]
-        html = [p for p in text_leaves if p.get_content_type() == "text/html"]
-        chosen = plain or html
-        body = chosen[0] if chosen else None
-    attachments: list[Attachment] = []
-    for part in leaves:
-        if part is body:
-            continue
-        if _is_attachment(part):
-            try:
-                filename = part.get_filename() or ""
-            except Exception:  # noqa: BLE001 - a name we cannot decode is no name
-                filename = ""
-            attachments.append(
-                Attachment(
-                    name=_clean_name(filename),
-                    content_type=part.get_content_type(),
-                    size=_payload_size(part),
-                )
-            )
-    from_html = False
-    cut_html = False
+        if body is not None:
+            return body
+    text_leaves = [p for p in leaves if not _is_attachment(p)]
+    plain = [p for p in text_leaves if p.get_content_type() == "text/plain"]
+    html = [p for p in text_leaves if p.get_content_type() == "text/html"]
+    chosen = plain or html
+    return chosen[0] if chosen else None
+
+
+def _own_text(msg: Message, body: Message | None, max_chars: int) -> tuple[str, bool, bool]:
+    """(the text of `body`, whether it came from HTML, whether the HTML was cut)."""
     text = ""
     if body is None and msg.get_content_maintype() == "multipart" and not msg.is_multipart():
         # Parts that could not be told apart: the body as it is beats nothing.
         payload = msg.get_payload(decode=False)
-        text = raw_text(payload) if isinstance(payload, str) else ""
-    if body is not None:
-        text = _decode_text(body)
-        if body.get_content_type() == "text/html":
-            from_html = True
-            # Converting HTML costs seconds per megabyte; only the start can reach the
-            # prompt, so only a generous multiple of the text budget is converted.
-            html_budget = max_chars * _HTML_CHARS_PER_TEXT_CHAR
-            cut_html = len(text) > html_budget
-            text = _html_to_text(text[:html_budget])
-    text = trim_reply(CONTROL_RE.sub("", text.replace("\t", "    ")))
-    truncated = cut_html or len(text) > max_chars
-    if truncated:
-        shown = text[:max_chars].rstrip()
-        text = f"{shown}\n[... truncated: the mail is longer than what is shown here]"
+        text = decode(to_bytes(payload)) if isinstance(payload, str) else ""
+    if body is None:
+        return text, False, False
+    text = _decode_text(body)
+    if body.get_content_type() != "text/html":
+        return text, False, False
+    # Converting HTML costs seconds per megabyte; only the start can reach the prompt, so
+    # only a generous multiple of the text budget is converted.
+    html_budget = max_chars * _HTML_CHARS_PER_TEXT_CHAR
+    return _html_to_text(text[:html_budget]), True, len(text) > html_budget
+
+
+def _read(msg: Message, *, max_chars: int, label: str) -> MailText:
+    """One message as text: its own words (trimmed of quoted history at the top level),
+    then each mail it encloses, recursively, all within `max_chars`."""
+    leaves = _leaves(msg)
+    body = _choose_body(msg, leaves)
+    attachments: list[Attachment] = []
+    enclosed: list[Message] = []
+    for part in leaves:
+        if part is body:
+            continue
+        inner = _enclosed(part) if label.count(".") < _MAX_DEPTH else None
+        if inner is not None:
+            enclosed.append(inner)
+        elif _is_attachment(part):
+            attachments.append(_listed(part))
+    text, from_html, truncated = _own_text(msg, body, max_chars)
+    text = body_text(text.replace("\t", "    "))
+    if not label:
+        text = trim_reply(text)
+    if truncated or len(text) > max_chars:
+        truncated = True
+        text = f"{text[:max_chars].rstrip()}\n{_TRUNCATED}"
+    blocks = [text] if text else []
+    budget = max_chars - len(text)
+    for index, inner in enumerate(enclosed, start=1):
+        if budget <= _MIN_ENCLOSED_CHARS:
+            blocks.append(
+                f"[... {len(enclosed) - index + 1} more enclosed mails not shown: "
+                "over the length limit]"
+            )
+            truncated = True
+            break
+        block = _forwarded(inner, f"{label}{index}", budget)
+        truncated = truncated or block.truncated
+        budget -= len(block.text)
+        blocks.append(block.text)
     return MailText(
-        text=text, attachments=tuple(attachments), from_html=from_html, truncated=truncated
+        text="\n\n".join(blocks),
+        attachments=tuple(attachments),
+        from_html=from_html,
+        truncated=truncated,
+    )
+
+
+def _forwarded(inner: Message, label: str, budget: int) -> MailText:
+    """An enclosed mail as the model reads it: marked as forwarded, its From, Date and
+    Subject, its text and its attachments by name."""
+    fields = [
+        f"{name}: {value}" for name in ("From", "Date", "Subject") if (value := _field(inner, name))
+    ]
+    head = [
+        f"----- Forwarded message {label} (enclosed in this mail; not written by its sender) -----",
+        *fields,
+        "",
+    ]
+    tail = f"----- End of forwarded message {label} -----"
+    room = max(budget - sum(len(line) + 1 for line in head) - len(tail), _MIN_ENCLOSED_CHARS)
+    read = _read(inner, max_chars=room, label=f"{label}.")
+    lines = [*head, read.text or "(no text)"]
+    if read.attachments:
+        listed = "; ".join(
+            f"{a.name} ({a.content_type}, {human_size(a.size)})" for a in read.attachments
+        )
+        lines.append(f"[Attachments of forwarded message {label}, not opened: {listed}]")
+    lines.append(tail)
+    return MailText("\n".join(lines), read.attachments, read.from_html, read.truncated)
+
+
+def _field(msg: Message, name: str) -> str:
+    """A header of an enclosed mail as printable text ('' when absent or unreadable)."""
+    try:
+        values = [str(v) for k, v in msg.raw_items() if k.lower() == name.lower()]
+    except Exception:  # noqa: BLE001 - a broken enclosed header is no header
+        return ""
+    return header_text(values[0], max_chars=_MAX_FIELD_CHARS) if values else ""
+
+
+def _enclosed(part: Message) -> Message | None:
+    """The mail a `message/rfc822` (or `message/global`) part holds, else None."""
+    if part.get_content_type() not in _ENCLOSING_TYPES:
+        return None
+    payload = part.get_payload()
+    if isinstance(payload, list) and payload and isinstance(payload[0], Message):
+        return payload[0]
+    return None
+
+
+def _listed(part: Message) -> Attachment:
+    try:
+        filename = part.get_filename() or ""
+    except Exception:  # noqa: BLE001 - a name we cannot decode is no name
+        filename = ""
+    return Attachment(
+        name=_clean_name(filename),
+        content_type=part.get_content_type(),
+        size=_payload_size(part),
     )
 
 

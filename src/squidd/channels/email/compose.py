@@ -4,6 +4,12 @@ A reply's Message-ID is derived from the inbound Message-ID, so a reply sent aga
 crash is recognisably the same mail (same id: clients and servers collapse duplicates).
 The HTML part is rendered from the model's markdown and sanitised; the plain part is the
 markdown itself, which reads fine as text. The reply's files follow as attachments.
+
+Whatever the mail it answers held, the reply's headers are valid: its subject is printable
+text on one line (controls dropped, cut to `_MAX_SUBJECT`), and a subject holding text that
+looks like an RFC 2047 encoded word is written encoded, so the recipient reads exactly that
+text (written as it is, their client would decode it); In-Reply-To and References carry
+valid msg-ids only, never an encoded word.
 """
 
 from __future__ import annotations
@@ -13,12 +19,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.header import Header
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 
 import nh3
 from markdown_it import MarkdownIt
+
+from squidd.channels.email.charsets import printable
+from squidd.channels.email.headers import valid_msgids
 
 _RE_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 _MAX_REFERENCES = 20
@@ -51,8 +61,27 @@ class ThreadContext:
 
 def reply_subject(subject: str) -> str:
     """`Re: <subject>`, without stacking `Re: Re:` (or `AW:`/`SV:`) prefixes."""
-    base = _RE_PREFIX.sub("", subject).strip()
-    return f"Re: {base}"[:_MAX_SUBJECT] if base else "Re: your message"
+    base = _RE_PREFIX.sub("", printable(subject, max_chars=_MAX_SUBJECT)).strip()
+    return printable(f"Re: {base}", max_chars=_MAX_SUBJECT) if base else "Re: your message"
+
+
+def _set_subject(msg: EmailMessage, subject: str) -> None:
+    """Set Subject so that it reads as `subject` exactly (see the module docstring)."""
+    if "=?" in subject:
+        encoded = Header(subject, "utf-8", header_name="Subject").encode(linesep="\n")
+        msg.set_raw("Subject", encoded)
+    else:
+        msg["Subject"] = subject
+
+
+def _threading(msg: EmailMessage, thread: ThreadContext) -> None:
+    """In-Reply-To and References from the valid msg-ids of the mail answered."""
+    own = valid_msgids(thread.message_id)
+    if not own:
+        return
+    msg["In-Reply-To"] = own[0]
+    references = [r for r in valid_msgids(" ".join(thread.references)) if r != own[0]]
+    msg["References"] = " ".join([*references[-(_MAX_REFERENCES - 1) :], own[0]])
 
 
 def derived_message_id(inbound_message_id: str, domain: str) -> str:
@@ -91,16 +120,13 @@ def build_message(
     msg["To"] = _address(to_addr)
     msg["Date"] = format_datetime(now or datetime.now(UTC))
     if thread is not None:
-        msg["Subject"] = reply_subject(thread.subject)
+        _set_subject(msg, reply_subject(thread.subject))
         msg["Message-ID"] = derived_message_id(thread.source_id, domain)
-        if thread.message_id:
-            msg["In-Reply-To"] = thread.message_id
-            references = [r for r in thread.references if r != thread.message_id]
-            references = [*references[-(_MAX_REFERENCES - 1) :], thread.message_id]
-            msg["References"] = " ".join(references)
+        _threading(msg, thread)
         msg["Auto-Submitted"] = "auto-replied"
     else:
-        msg["Subject"] = (subject.strip() or "A message from your assistant")[:_MAX_SUBJECT]
+        fresh = printable(subject, max_chars=_MAX_SUBJECT) or "A message from your assistant"
+        _set_subject(msg, fresh)
         msg["Message-ID"] = make_msgid(domain=domain)
         msg["Auto-Submitted"] = "auto-generated"
     # Exchange and friends: do not send vacation notices back to a robot.

@@ -1,14 +1,16 @@
 """Reading a mail's header block: what the policy checks and what replies thread on.
 
 Only the header block is parsed (it is fetched before the body, so a mail over the size
-cap is judged without downloading it), through the standard `email` package with
-`policy.default` (RFC 2047 words, charsets). Headers are hostile input: every field
-tolerates malformed values and unknown charsets and degrades to "less text" rather than an
-exception. Where an encoded word does not decode (U+FFFD where the raw field had none),
-the raw text is shown instead.
+cap is judged without downloading it). Headers are hostile input: raw 8-bit bytes in any
+charset, encoded words that lie about theirs or do not decode, NULs and controls, fields of
+megabytes. Every value is read raw and made into printable text by `charsets.header_text`
+(valid Unicode, no controls, capped), so what leaves this module is always clean. The
+standard `email` parser with `policy.default` is used for the structure of the From field
+only (who sent it decides who is answered, so its careful address grammar is kept); a From
+too long for that parser (its cost grows with the square of the length) is not read.
 
-`raw_text`, `CONTROL_RE` and `header_block` are shared with `body`, which shows raw text
-the same way where the MIME decoding of a body fails.
+Message ids are kept only when they are valid `msg-id`s (RFC 5322): a reply copies them
+into its own References, and junk there must not become an encoded word in a reply.
 """
 
 from __future__ import annotations
@@ -21,19 +23,27 @@ from email.message import Message
 from email.parser import BytesParser
 from email.utils import getaddresses
 
+from squidd.channels.email.charsets import decode, header_text, to_bytes
+
 __all__ = [
-    "CONTROL_RE",
+    "MSGID_RE",
     "MailHeaders",
     "derived_id",
     "header_block",
     "parse_headers",
-    "raw_text",
+    "valid_msgids",
 ]
 
-_MSGID_RE = re.compile(r"<[^<>\s]{1,900}>")
-_FOLD_RE = re.compile(r"\r?\n[ \t]+")
-CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-"""Control characters other than tab and newline: never shown to the model."""
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_DOT_ATOM = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
+MSGID_RE = re.compile(rf"<{_DOT_ATOM}@(?:{_DOT_ATOM}|\[[!-Z^-~]*\])>")
+"""A valid msg-id (RFC 5322 3.6.4, without the obsolete forms)."""
+_MAX_MSGID = 250
+_ANY_MSGID_RE = re.compile(r"<[^<>\s]{1,900}>")
+_MAX_SUBJECT = 1000
+_BAD_ADDRESS_RE = re.compile("[\x00-\x20\x7f-\x9f\ufffd\ud800-\udfff]")
+_MAX_ADDRESS_FIELD = 4096
+_MAX_LONG_FIELD = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +53,7 @@ class MailHeaders:
     message_id: str
     """The first `<...>` of Message-ID, or a stable id derived from the header block."""
     has_message_id: bool
+    """Message-ID holds a valid msg-id (one a reply may thread on)."""
     from_addr: str
     """Lower-cased addr-spec of the single From address; empty when absent or ambiguous."""
     from_name: str
@@ -62,89 +73,81 @@ class MailHeaders:
     trace: tuple[tuple[str, str], ...] = ()
     """`("received" | "authentication-results", value)` in header order, topmost first:
     where each verdict stands relative to the hops that added it."""
+    from_too_long: bool = False
+    """The From field was too long to be read (no sender, so the mail is not answered)."""
 
 
-def raw_text(raw: str) -> str:
-    """A raw header value (8-bit bytes kept as surrogates by the parser) as readable text."""
-    data = _FOLD_RE.sub(" ", raw).encode("utf-8", "surrogateescape")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
+def valid_msgids(text: str) -> tuple[str, ...]:
+    """The valid msg-ids in `text`, in order, without repeats; one that holds `=?` (the
+    start of an encoded word: a reader may decode it) is not taken."""
+    out: list[str] = []
+    for found in MSGID_RE.findall(text):
+        if len(found) <= _MAX_MSGID and "=?" not in found and found not in out:
+            out.append(found)
+    return tuple(out)
 
 
-def _raw_header(msg: Message, name: str) -> str | None:
-    try:
-        for key, value in msg.raw_items():
-            if key.lower() == name.lower():
-                return str(value)
-    except Exception:  # noqa: BLE001 - see _header
-        return None
-    return None
+def _raw_values(msg: Message, name: str) -> list[str]:
+    """Every raw value of the field `name`, as the parser read it (8-bit bytes escaped)."""
+    wanted = name.lower()
+    out: list[str] = []
+    for key, value in msg.raw_items():
+        if key.lower() == wanted:
+            out.append(str(value))
+    return out
 
 
-def _header(msg: Message, name: str) -> str:
-    """A header as decoded text; the raw text where decoding fails; '' when absent."""
-    try:
-        value = msg.get(name)
-    except Exception:  # noqa: BLE001 - the email package raises many types on hostile headers
-        value = None
-    if value is None:
-        return ""
-    try:
-        text = str(value)
-    except Exception:  # noqa: BLE001 - same: a broken encoded-word must not stop the mail
-        text = "\ufffd"
-    if "\ufffd" in text:
-        raw = _raw_header(msg, name)
-        if raw is not None and "\ufffd" not in (shown := raw_text(raw)):
-            text = shown
-        elif text == "\ufffd":
-            return ""
-    return CONTROL_RE.sub(" ", text).strip()
+def _header(msg: Message, name: str, *, max_chars: int = _MAX_SUBJECT) -> str:
+    """The first field `name` as printable text; '' when absent."""
+    values = _raw_values(msg, name)
+    return header_text(values[0], max_chars=max_chars) if values else ""
 
 
 def _all_headers(msg: Message, name: str) -> tuple[str, ...]:
-    try:
-        values = msg.get_all(name) or []
-    except Exception:  # noqa: BLE001 - see _header
-        return ()
-    out = []
-    for value in values:
-        try:
-            out.append(CONTROL_RE.sub(" ", str(value)).strip())
-        except Exception:  # noqa: BLE001, S112 - skip one undecodable field, keep the rest
-            continue
-    return tuple(out)
+    return tuple(header_text(v, max_chars=_MAX_LONG_FIELD) for v in _raw_values(msg, name))
 
 
 _TRACE_FIELDS = frozenset({"received", "authentication-results"})
 
 
 def _trace(msg: Message) -> tuple[tuple[str, str], ...]:
-    out: list[tuple[str, str]] = []
-    try:
-        items = msg.items()
-    except Exception:  # noqa: BLE001 - see _header
-        return ()
-    for name, value in items:
-        lowered = name.lower()
-        if lowered not in _TRACE_FIELDS:
-            continue
-        try:
-            out.append((lowered, CONTROL_RE.sub(" ", str(value)).strip()))
-        except Exception:  # noqa: BLE001, S112 - skip one undecodable field, keep the rest
-            continue
-    return tuple(out)
+    return tuple(
+        (key.lower(), header_text(str(value), max_chars=_MAX_LONG_FIELD))
+        for key, value in msg.raw_items()
+        if key.lower() in _TRACE_FIELDS
+    )
 
 
-def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
-    """(display name, lower-cased addr-spec) of every address in the field."""
-    raw = _all_headers(msg, name)
+def _address_text(addr: str) -> str:
+    """An addr-spec as the parser gave it (8-bit bytes escaped) as text: an internationalised
+    address in raw UTF-8 (RFC 6532) reads as itself. One with a control, a space or an
+    undecodable part is no address ('') rather than a cleaned one that might match another."""
+    text = decode(to_bytes(addr.strip()))
+    return "" if _BAD_ADDRESS_RE.search(text) else text.lower()
+
+
+def _from_field(msg: Message) -> tuple[list[tuple[str, str]], bool]:
+    """(display name, addr-spec) of every address in From, and whether From was too long.
+
+    The addresses come from the standard parser's reading of the field (a display name
+    cannot pose as an address there); the display name is decoded from the raw field.
+    """
+    raw = _raw_values(msg, "From")
     if not raw:
-        return []
-    pairs = getaddresses(list(raw))
-    return [(n.strip(), a.strip().lower()) for n, a in pairs if a and "@" in a]
+        return [], False
+    if sum(len(v) for v in raw) > _MAX_ADDRESS_FIELD:
+        return [], True
+    try:
+        parsed = [str(v) for v in msg.get_all("From") or []]
+    except Exception:  # noqa: BLE001 - the email package raises many types on hostile headers
+        return [], False
+    addrs = [_address_text(a) for _, a in getaddresses(parsed)]
+    addrs = [a for a in addrs if "@" in a]
+    if len(addrs) != 1:
+        return [("", a) for a in addrs], False
+    names = [n for n, a in getaddresses(raw) if _address_text(a) == addrs[0]]
+    name = header_text(names[0], max_chars=200) if len(names) == 1 else ""
+    return [(name, addrs[0])], False
 
 
 def derived_id(header_block: bytes) -> str:
@@ -162,12 +165,23 @@ def header_block(raw: bytes) -> bytes:
     return raw
 
 
+def _message_id(msg: Message, block: bytes) -> tuple[str, bool]:
+    """(the mail's stable id, whether it is a valid msg-id a reply may thread on)."""
+    raw = _header(msg, "Message-ID", max_chars=_MAX_LONG_FIELD)
+    valid = valid_msgids(raw)
+    if valid:
+        return valid[0], True
+    # Kept as the mail's id (what redeliveries are recognised by), never threaded on.
+    loose = _ANY_MSGID_RE.findall(raw)
+    return (loose[0] if loose else derived_id(block)), False
+
+
 def parse_headers(raw_headers: bytes) -> MailHeaders:
     """Parse a header block (or a whole message: only its headers are looked at)."""
     block = header_block(raw_headers)
     msg = BytesParser(policy=policy.default).parsebytes(block, headersonly=True)
-    message_ids = _MSGID_RE.findall(_header(msg, "Message-ID"))
-    from_list = _addresses(msg, "From")
+    message_id, has_message_id = _message_id(msg, block)
+    from_list, from_too_long = _from_field(msg)
     from_name, from_addr = from_list[0] if len(from_list) == 1 else ("", "")
     return_path_raw = _header(msg, "Return-Path")
     return_path: str | None = None
@@ -175,14 +189,14 @@ def parse_headers(raw_headers: bytes) -> MailHeaders:
         return_path = return_path_raw.strip().strip("<>").strip().lower()
     robot_markers = ("X-Autoreply", "X-Autorespond", "X-Autoresponder")
     return MailHeaders(
-        message_id=message_ids[0] if message_ids else derived_id(block),
-        has_message_id=bool(message_ids),
+        message_id=message_id,
+        has_message_id=has_message_id,
         from_addr=from_addr,
         from_name=from_name,
         from_count=len(from_list),
         subject=_header(msg, "Subject"),
-        references=tuple(_MSGID_RE.findall(" ".join(_all_headers(msg, "References")))),
-        in_reply_to=next(iter(_MSGID_RE.findall(_header(msg, "In-Reply-To"))), ""),
+        references=valid_msgids(" ".join(_all_headers(msg, "References")))[-100:],
+        in_reply_to=next(iter(valid_msgids(_header(msg, "In-Reply-To"))), ""),
         auto_submitted=_header(msg, "Auto-Submitted").lower(),
         precedence=_header(msg, "Precedence").lower(),
         has_list_id=bool(_header(msg, "List-Id")),
@@ -191,4 +205,5 @@ def parse_headers(raw_headers: bytes) -> MailHeaders:
         trace=_trace(msg),
         content_type=_header(msg, "Content-Type").lower(),
         autoreply_marked=any(_header(msg, name) for name in robot_markers),
+        from_too_long=from_too_long,
     )
