@@ -33,7 +33,13 @@ class LLMError(SquiddError):
 
 
 class LLMUnavailableError(LLMError, TransientError):
-    """The endpoint did not answer or kept failing: timeouts, connection errors, 429/5xx."""
+    """The endpoint did not answer or kept failing: timeouts, connection errors, 429/5xx.
+
+    `retry_after_s` is the wait the server asked for (`Retry-After`), when it said one."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class LLMRejectedError(LLMError, PermanentError):
@@ -42,6 +48,10 @@ class LLMRejectedError(LLMError, PermanentError):
 
 class LLMContextOverflowError(LLMRejectedError):
     """The request was longer than the model's context window (the provider said so)."""
+
+
+class LLMCredentialsError(LLMRejectedError):
+    """The endpoint does not accept the API key (401/403): no other model can help."""
 
 
 class StorageError(SquiddError):

@@ -20,20 +20,18 @@ inside a 200 raised as `APIError`, the response closed at the end). The stream i
 object and is read here as a plain dict, because building a pydantic `ChatCompletionChunk`
 per chunk (`construct_type`) was the largest CPU item left in a turn.
 
-openai's own errors are translated here into `squidd.errors` types; no message carries the
-API key.
+openai's and httpx2's errors become `squidd.errors` types through the adapter's table
+(`squidd.llm.errors`); no message carries the API key.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 import httpx2
-import openai
 import structlog
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion
@@ -50,30 +48,16 @@ from squidd.core.models import (
     ToolDefinition,
     Usage,
 )
-from squidd.errors import LLMContextOverflowError, LLMRejectedError, LLMUnavailableError
+from squidd.errors import (
+    LLMContextOverflowError,
+    LLMCredentialsError,
+    LLMRejectedError,
+    LLMUnavailableError,
+)
+from squidd.llm import errors
 from squidd.text import clean_text
 
 log = structlog.get_logger()
-
-_RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-_NEXT_MODEL_STATUSES = frozenset({400, 404, 422})
-
-
-class _Retry(Exception):
-    """This attempt failed in a way a retry may fix."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-class _NextModel(Exception):
-    """This model cannot serve the request; another model might."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def to_openai_message(message: Message) -> dict[str, Any]:
@@ -110,26 +94,6 @@ def to_openai_tool(tool: ToolDefinition) -> dict[str, Any]:
             "parameters": dict(tool.parameters),
         },
     }
-
-
-_OVERFLOW_HINTS = ("context_length_exceeded", "maximum context length", "context length")
-
-
-def _is_context_overflow(exc: openai.APIStatusError) -> bool:
-    if exc.status_code not in (400, 413, 422):
-        return False
-    text = f"{exc.code or ''} {exc.message}".lower()
-    return any(hint in text for hint in _OVERFLOW_HINTS)
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    value = exc.response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 class _CallSlot:
@@ -190,26 +154,28 @@ class OpenAILLM:
                         if isinstance(event, TextDelta):
                             streamed = True
                         yield event
-                except _Retry as exc:
-                    last_reason = exc.reason
+                except LLMUnavailableError as exc:
+                    last_reason = str(exc)
                     if streamed:
-                        yield StreamRestart(exc.reason)
+                        yield StreamRestart(last_reason)
                     if attempt < self._settings.max_retries:
-                        delay = self._delay(attempt, exc.retry_after)
+                        delay = self._delay(attempt, exc.retry_after_s)
                         log.warning(
                             "llm_retry",
                             model=model,
                             attempt=attempt + 1,
-                            reason=exc.reason,
+                            reason=last_reason,
                             delay_s=round(delay, 2),
                         )
                         await self._sleep(delay)
                     continue
-                except _NextModel as exc:
-                    last_reason = exc.reason
+                except (LLMContextOverflowError, LLMCredentialsError):
+                    raise  # the caller must send less, or a human must fix the key
+                except LLMRejectedError as exc:
+                    last_reason = str(exc)
                     if streamed:
-                        yield StreamRestart(exc.reason)
-                    log.warning("llm_model_failed", model=model, reason=exc.reason)
+                        yield StreamRestart(last_reason)
+                    log.warning("llm_model_failed", model=model, reason=last_reason)
                     break
                 else:
                     return
@@ -220,9 +186,9 @@ class OpenAILLM:
             raise LLMRejectedError(f"the model endpoint refused the request: {last_reason}")
         raise LLMUnavailableError(f"the model endpoint did not answer: {last_reason}")
 
-    async def _stream_once(
+    def _body(
         self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> AsyncIterator[LLMEvent]:
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -237,12 +203,19 @@ class OpenAILLM:
             body["temperature"] = self._settings.temperature
         if self._settings.max_tokens is not None:
             body["max_tokens"] = self._settings.max_tokens
+        return body
+
+    async def _stream_once(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncIterator[LLMEvent]:
+        """One request to one model: its text as it streams, then its tool calls and usage.
+        A failure leaves as the squidd error the adapter's table names (`squidd.llm.errors`)."""
         slots: dict[int, _CallSlot] = {}
-        usage: Usage | None = None
+        usage: list[Usage] = []
         try:
             stream = await self._client.post(
                 "/chat/completions",
-                body=body,
+                body=self._body(model, messages, tools),
                 cast_to=ChatCompletion,
                 options={"security": {"bearer_auth": True}},
                 stream=True,
@@ -252,48 +225,13 @@ class OpenAILLM:
             )
             async with stream:  # the response is closed however the reading ends
                 async for chunk in stream:
-                    if not isinstance(chunk, dict):
-                        raise _Retry("broken stream (event is not an object)")
-                    reported = chunk.get("usage")
-                    if isinstance(reported, dict):
-                        usage = _usage_of(model, reported)
-                    delta = _first_delta(chunk)
-                    if delta is None:
-                        continue
-                    content = delta.get("content")
-                    if content and isinstance(content, str):
-                        # A `\\ud800` escape in the stream decodes to a lone surrogate, which no
-                        # store or channel can encode: the model's text enters squidd clean.
-                        yield TextDelta(clean_text(content))
-                    _add_tool_call_deltas(slots, delta.get("tool_calls"))
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise LLMRejectedError(
-                f"the model endpoint rejected the credentials (HTTP {exc.status_code})"
-            ) from None
-        except openai.APIStatusError as exc:
-            status = exc.status_code
-            if _is_context_overflow(exc):
-                # No retry and no fallback model helps: the caller must send less.
-                raise LLMContextOverflowError(
-                    f"the request is longer than model {model}'s context window"
-                ) from None
-            if status in _RETRY_STATUSES or status >= 500:
-                raise _Retry(f"HTTP {status}", _retry_after(exc)) from None
-            if status in _NEXT_MODEL_STATUSES:
-                raise _NextModel(f"rejected by model {model} (HTTP {status})") from None
-            raise _NextModel(f"rejected (HTTP {status})") from None
-        except openai.APITimeoutError:
-            raise _Retry("timeout") from None
-        except openai.APIConnectionError as exc:
-            cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
-            raise _Retry(f"connection failed ({cause})") from None
-        except (httpx2.HTTPError, openai.APIResponseValidationError) as exc:
-            raise _Retry(f"broken response ({type(exc).__name__})") from None
-        except openai.APIError:
-            # An error event inside a 200 stream: proxies and routers report overload so.
-            raise _Retry("broken stream (error event)") from None
-        except json.JSONDecodeError:
-            raise _Retry("broken stream (unreadable event)") from None
+                    for text in _read_chunk(model, chunk, slots, usage):
+                        yield text
+        except errors.CAUGHT as exc:
+            error = errors.translate(exc, model)
+            if error is None:
+                raise  # a defect, not the endpoint's doing: no retry can help
+            raise error from None
         if slots:
             calls = tuple(
                 ToolCall(
@@ -304,8 +242,29 @@ class OpenAILLM:
                 for _, slot in sorted(slots.items())
             )
             yield ToolCallsReady(calls)
-        if usage is not None:
-            yield usage
+        if usage:
+            yield usage[-1]
+
+
+def _read_chunk(
+    model: str, chunk: object, slots: dict[int, _CallSlot], usage: list[Usage]
+) -> list[TextDelta]:
+    """One decoded chunk: its text to yield; tool-call fragments and usage kept aside."""
+    if not isinstance(chunk, dict):
+        raise LLMUnavailableError("broken stream (event is not an object)")
+    reported = chunk.get("usage")
+    if isinstance(reported, dict):
+        usage.append(_usage_of(model, reported))
+    delta = _first_delta(chunk)
+    if delta is None:
+        return []
+    _add_tool_call_deltas(slots, delta.get("tool_calls"))
+    content = delta.get("content")
+    if content and isinstance(content, str):
+        # A `\\ud800` escape in the stream decodes to a lone surrogate, which no store or
+        # channel can encode: the model's text enters squidd clean.
+        return [TextDelta(clean_text(content))]
+    return []
 
 
 def _first_delta(chunk: dict[str, Any]) -> dict[str, Any] | None:
