@@ -23,6 +23,7 @@ from squidd.commands import (
     config_check,
     cron,
     init,
+    matrix,
     mcp,
     run,
     skills,
@@ -44,6 +45,7 @@ COMMANDS: tuple[CommandModule, ...] = (
     skills,
     cron,
     mcp,
+    matrix,
 )
 
 

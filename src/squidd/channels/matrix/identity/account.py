@@ -41,7 +41,7 @@ log = structlog.get_logger()
 
 UIA_HINT = (
     "the homeserver asks for the account password to upload the cross-signing keys, and "
-    "only an access token is configured: run `squidd matrix bootstrap --reset`, which asks "
+    "only an access token is configured: run `squidd matrix bootstrap`, which asks "
     "for the password once"
 )
 
@@ -82,7 +82,7 @@ class OwnIdentity:
         self._api = api
         self._files = files
         self._user_id = api.user_id
-        self._device_id = device_id
+        self.device_id = device_id
         self._password = password
         self.keys: CrossSigningKeys | None = None
 
@@ -201,23 +201,23 @@ class OwnIdentity:
     async def sign_device(self, query: dict[str, Any] | None = None) -> bool:
         """Sign this device with the self-signing key unless it is already; True if signed."""
         keys = self.keys
-        if keys is None or self._device_id is None:
+        if keys is None or self.device_id is None:
             return False
         if query is None:
             query = await self._api.query_keys([self._user_id])
-        found = device_keys(query, self._user_id, self._device_id)
+        found = device_keys(query, self._user_id, self.device_id)
         if found is None:
-            log.warning("matrix_device_keys_not_published", device=self._device_id)
+            log.warning("matrix_device_keys_not_published", device=self.device_id)
             return False
         ours = PublicIdentity(self._user_id, keys.master.public, keys.self_signing.public)
-        if device_cross_signed(ours, found, self._device_id):
+        if device_cross_signed(ours, found, self.device_id):
             return True
-        body = {self._user_id: {self._device_id: keys.sign_device(self._user_id, found)}}
+        body = {self._user_id: {self.device_id: keys.sign_device(self._user_id, found)}}
         answer = await self._api.upload_signatures(body)
         if answer.get("failures"):
             log.warning("matrix_device_signature_refused", failures=answer["failures"])
             return False
-        log.info("matrix_device_cross_signed", device=self._device_id)
+        log.info("matrix_device_cross_signed", device=self.device_id)
         return True
 
     async def restore(self, recovery_key: str) -> CrossSigningKeys:

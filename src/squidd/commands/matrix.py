@@ -1,0 +1,103 @@
+"""`squidd matrix bootstrap|restore`: the bot account's cross-signing identity.
+
+* `bootstrap` creates the identity (if the daemon has not already) and prints the recovery
+  key once: a key the daemon made on its first start is printed and deleted from the data
+  dir. `--reset` replaces the account's identity (people then see an identity change).
+* `restore` reads the recovery key from a file or stdin and brings the identity back into
+  a fresh data dir; the daemon signs its device with it at the next start.
+
+Neither opens the daemon's device or crypto store (gateway/matrix_identity.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+import anyio
+
+from squidd.commands import Commands
+from squidd.config import Settings
+from squidd.errors import SquiddError
+
+
+def register(commands: Commands) -> None:
+    matrix = commands.add("matrix", help="the bot's Matrix identity (cross-signing)")
+    actions = commands.actions(matrix, "matrix_command")
+    boot = actions.add(
+        "bootstrap",
+        help="create the identity and print its recovery key once",
+        run=_bootstrap,
+    )
+    boot.add_argument(
+        "--reset",
+        action="store_true",
+        help="replace the account's identity with a new one (asks for the password)",
+    )
+    restore = actions.add(
+        "restore", help="bring the identity back from its recovery key", run=_restore
+    )
+    restore.add_argument(
+        "--recovery-key-file",
+        type=Path,
+        default=None,
+        help="a file holding the recovery key (default: read it from stdin)",
+    )
+
+
+def _enabled(settings: Settings) -> bool:
+    if settings.matrix.enabled and settings.matrix.e2ee:
+        return True
+    print("matrix: the Matrix channel with e2ee is not enabled in the config", file=sys.stderr)
+    return False
+
+
+def _ask_password() -> str | None:
+    if not sys.stdin.isatty():
+        return None
+    return getpass.getpass("The homeserver wants the bot account's password: ") or None
+
+
+def _bootstrap(args: argparse.Namespace, settings: Settings) -> int:
+    from squidd.gateway.matrix_identity import bootstrap, fingerprint
+
+    if not _enabled(settings):
+        return 1
+    try:
+        done = anyio.run(lambda: bootstrap(settings, reset=args.reset, ask_password=_ask_password))
+    except SquiddError as exc:
+        print(f"matrix: {exc}", file=sys.stderr)
+        return 1
+    print(f"master key: {fingerprint(done.master)}")
+    if done.recovery_key is None:
+        print(
+            "the identity is set up; its recovery key was shown when it was made "
+            "(`squidd matrix bootstrap --reset` makes a new identity)"
+        )
+        return 0
+    print("recovery key (shown once; keep it safe, away from this machine):")
+    print(f"  {done.recovery_key}")
+    print("with it, `squidd matrix restore` brings this identity back on a new data dir")
+    return 0
+
+
+def _restore(args: argparse.Namespace, settings: Settings) -> int:
+    from squidd.gateway.matrix_identity import SecretStorageError, fingerprint, restore
+
+    if not _enabled(settings):
+        return 1
+    path: Path | None = args.recovery_key_file
+    try:
+        text = path.read_text() if path is not None else sys.stdin.read()
+    except OSError as exc:
+        print(f"matrix: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    try:
+        master = anyio.run(restore, settings, text)
+    except (SquiddError, SecretStorageError) as exc:
+        print(f"matrix: {exc}", file=sys.stderr)
+        return 1
+    print(f"identity restored: master key {fingerprint(master)}")
+    return 0
