@@ -3,6 +3,27 @@
 Adapters translate their library's exceptions into these types at the edge
 (`raise TransientError(...) from exc`), so callers decide on retry versus give-up
 by type, never by matching strings. Messages never carry secrets.
+
+    SquiddError
+    ├── ConfigError                     the process must not start (exit 2)
+    ├── TransientError                  retry later
+    │   ├── DeliveryError               a reply not handed over; its inbound stays unacked
+    │   └── LLMUnavailableError         (also an LLMError) timeouts, 429/5xx, broken streams
+    ├── PermanentError                  a human must act; retrying cannot help
+    │   ├── DeliveryRefusedError        this reply refused for good (SMTP 5xx, M_FORBIDDEN)
+    │   └── LLMRejectedError            (also an LLMError) this model refused the request
+    │       ├── LLMContextOverflowError     the request is longer than the context window
+    │       └── LLMCredentialsError         the API key is refused: no other model helps
+    ├── LLMError                        the model could not answer (after retries, fallbacks)
+    ├── StorageError                    a file of the data dir could not be read or written
+    ├── ToolError                       shown to the model as the tool's result
+    └── TranscriptionError              a voice note could not be transcribed
+
+Each adapter maps its libraries' exceptions through one table with a test that every
+exception class the library defines is in it: `llm/errors.py` (openai, httpx2),
+`channels/matrix/errors.py` (matrix-nio, aiohttp), `channels/email/errors.py`
+(aioimaplib, aiosmtplib). An exception a table does not translate is a defect: it leaves
+unchanged, so it reaches a supervisor or the router's parking, never an endless retry.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from aiosmtplib import (
 
 from squidd.channels.email.body import extract_text
 from squidd.channels.email.compose import ThreadContext, build_message, reply_subject
+from squidd.channels.email.errors import smtp_error
 from squidd.channels.email.headers import parse_headers
 from squidd.channels.email.policy import (
     Gate,
@@ -25,7 +26,6 @@ from squidd.channels.email.policy import (
     parse_auth_results,
 )
 from squidd.channels.email.quoting import trim_reply
-from squidd.channels.email.smtp import classify
 from squidd.channels.email.state import state_path
 from squidd.config.email import EmailSettings
 from squidd.errors import DeliveryError, DeliveryRefusedError
@@ -378,6 +378,6 @@ def test_smtp_failures_are_split_into_refused_for_good_and_worth_retrying(
 ) -> None:
     """A 5xx for this recipient or this mail ends the delivery; 4xx, connection trouble and
     setup problems (every reply alike, a human fixes them) are retried."""
-    error = classify(exc)
+    error = smtp_error(exc)
     assert isinstance(error, DeliveryRefusedError) is refused
     assert isinstance(error, DeliveryError) is not refused

@@ -21,6 +21,7 @@ import aioimaplib
 import anyio
 import structlog
 
+from squidd.channels.email.errors import IMAP_CAUGHT, imap_error
 from squidd.config.email import EmailSettings
 from squidd.errors import PermanentError, TransientError
 from squidd.secrets import secret_value
@@ -116,15 +117,13 @@ class ImapFolder:
         try:
             with anyio.fail_after(self._settings.timeout_s + 5):
                 return await awaitable
-        except (TransientError, PermanentError):
-            raise
-        except ssl.SSLCertVerificationError as exc:
-            raise PermanentError(
-                f"IMAP server certificate not trusted: {exc.verify_message}"
-            ) from exc
-        except (OSError, TimeoutError, ssl.SSLError, aioimaplib.AioImapException) as exc:
-            self._lost = True
-            raise TransientError(f"IMAP {what} failed: {type(exc).__name__}") from exc
+        except IMAP_CAUGHT as exc:
+            error = imap_error(exc, what)
+            if error is None:
+                raise  # not the server's doing: a defect
+            if isinstance(error, TransientError):
+                self._lost = True
+            raise error from exc
 
     async def _ok(self, what: str, awaitable: Awaitable[Any]) -> Any:
         response = await self._call(what, awaitable)
@@ -214,7 +213,7 @@ class ImapFolder:
             try:
                 if not self._lost:
                     await client.logout()
-            except (OSError, TimeoutError, aioimaplib.AioImapException) as exc:
+            except IMAP_CAUGHT as exc:  # leaving anyway: a failed goodbye changes nothing
                 log.debug("email_imap_logout_failed", error=type(exc).__name__)
         transport = client.protocol.transport
         if transport is not None and not self._gone.is_set():
@@ -355,6 +354,6 @@ class ImapFolder:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self._settings.timeout_s):
                     try:
                         await idle
-                    except (OSError, aioimaplib.AioImapException) as exc:
+                    except IMAP_CAUGHT as exc:
                         self._lost = True
                         log.debug("email_idle_end_failed", error=type(exc).__name__)

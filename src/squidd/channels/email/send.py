@@ -6,7 +6,7 @@ past that cap, or gone by now, is named in a line added to the text instead.
 A target that is not a plain address, or a reply that cannot be built into a mail, is
 refused for good (`DeliveryRefusedError`): a retry would fail the same way. A reply to an
 email inbound carries that mail's threading headers; SMTP's own failures are sorted by
-`smtp.classify`.
+the SMTP error table (`errors.py`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Logging in, and translating matrix-nio's results into squidd's error types.
 
-nio returns `ErrorResponse` objects for refusals and raises aiohttp/asyncio errors for
-network trouble; both are turned into `TransientError` (worth retrying) or
-`PermanentError` (a human must act: a revoked token, a wrong password) here, at the edge.
+nio returns `ErrorResponse` objects for refusals, turned into `TransientError` (worth
+retrying) or `PermanentError` (a human must act: a revoked token, a wrong password) here;
+the exceptions it and aiohttp raise go through the adapter's table (`errors.py`).
 A refused *send* is permanent when the homeserver said no for good (a 4xx such as
 M_FORBIDDEN after the bot was kicked, M_TOO_LARGE); 429, 5xx and the network stay transient.
 
@@ -13,12 +13,10 @@ user id Synapse accepts).
 
 from __future__ import annotations
 
-import asyncio
 import os
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-import aiohttp
 import anyio
 import structlog
 from nio import (
@@ -31,6 +29,7 @@ from nio import (
 from nio.store import DefaultStore, MatrixStore
 from nio.store.file_trustdb import KeyStore
 
+from squidd.channels.matrix.errors import CAUGHT, call_error, describe
 from squidd.channels.matrix.state import Credentials, MatrixFiles
 from squidd.config.matrix import MatrixSettings
 from squidd.errors import DeliveryError, PermanentError, TransientError
@@ -38,12 +37,6 @@ from squidd.secrets import secret_value
 
 log = structlog.get_logger()
 
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (
-    aiohttp.ClientError,
-    asyncio.TimeoutError,
-    TimeoutError,
-    OSError,
-)
 _PERMANENT_CODES = frozenset(
     {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_USER_DEACTIVATED", "M_FORBIDDEN"}
 )
@@ -56,14 +49,6 @@ _SEND_RETRY_STATUSES = frozenset({408, 425, 429})
 
 class TokenRejectedError(PermanentError):
     """The homeserver does not accept the access token (revoked, logged out, expired)."""
-
-
-R = TypeVar("R")
-
-
-def describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def translate(action: str, response: ErrorResponse, *, login: bool = False) -> Exception:
@@ -94,11 +79,15 @@ def send_refusal(room_id: str, response: ErrorResponse) -> PermanentError | Deli
 
 
 async def call(action: str, awaitable: Any) -> Any:
-    """Await a nio request; network failures become `TransientError`."""
+    """Await a nio request; its exceptions are translated by the adapter's table (a homeserver
+    out of reach: `TransientError`), nio's own refusals and defects leave unchanged."""
     try:
         return await awaitable
-    except NETWORK_ERRORS as exc:
-        raise TransientError(f"{action}: homeserver unreachable ({describe(exc)})") from exc
+    except CAUGHT as exc:
+        error = call_error(action, exc)
+        if error is None:
+            raise
+        raise error from exc
 
 
 @dataclass

@@ -23,12 +23,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 import structlog
 from nio import AsyncClient, ErrorResponse, OlmUnverifiedDeviceError, RoomSendResponse
 
 from squidd.channels.matrix import e2ee
-from squidd.channels.matrix.client import NETWORK_ERRORS, describe, send_refusal
+from squidd.channels.matrix.client import send_refusal
+from squidd.channels.matrix.errors import CAUGHT, NETWORK_ERRORS, describe, send_error
 from squidd.channels.matrix.events import CHANNEL, event_id_or_none
 from squidd.channels.matrix.render import (
     MAX_CONTENT_BYTES,
@@ -39,7 +39,7 @@ from squidd.channels.matrix.render import (
 from squidd.channels.matrix.upload import file_content, upload_limit
 from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
-from squidd.errors import DeliveryError, PermanentError, SquiddError
+from squidd.errors import DeliveryError, PermanentError
 
 log = structlog.get_logger()
 
@@ -178,12 +178,11 @@ async def _room_send(
             if attempt == 2:
                 raise DeliveryError(f"cannot encrypt for {room_id}: {describe(exc)}") from exc
             continue
-        except NETWORK_ERRORS as exc:
-            raise DeliveryError(f"homeserver unreachable ({describe(exc)})") from exc
-        except (SquiddError, anyio.get_cancelled_exc_class()):
-            raise
-        except Exception as exc:  # nio's encryption errors: LocalProtocolError, etc.
-            raise DeliveryError(f"cannot send to {room_id}: {describe(exc)}") from exc
+        except CAUGHT as exc:
+            error = send_error(room_id, exc)
+            if error is None:
+                raise  # a defect: the router parks it after a few attempts, never loops
+            raise error from exc
         if isinstance(response, RoomSendResponse):
             event_id: str = response.event_id
             return event_id

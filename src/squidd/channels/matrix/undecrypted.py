@@ -17,7 +17,8 @@ import structlog
 from nio import AsyncClient, MegolmEvent
 
 from squidd.channels.matrix import e2ee
-from squidd.channels.matrix.client import call, describe
+from squidd.channels.matrix.client import call
+from squidd.channels.matrix.errors import describe
 from squidd.channels.matrix.events import is_text_message
 from squidd.channels.matrix.media import is_media_message
 from squidd.channels.matrix.policy import Policy

@@ -29,7 +29,7 @@ from nio import AsyncClient, ContentRepositoryConfigResponse, ErrorResponse, Upl
 from nio.crypto.attachments import encrypt_attachment
 from PIL import Image, UnidentifiedImageError
 
-from squidd.channels.matrix.client import NETWORK_ERRORS, describe
+from squidd.channels.matrix.errors import NETWORK_ERRORS, describe
 from squidd.core.reply_files import FileRef
 from squidd.errors import DeliveryError
 

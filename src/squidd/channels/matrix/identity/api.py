@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from squidd.channels.matrix.client import NETWORK_ERRORS, describe
+from squidd.channels.matrix.errors import NETWORK_ERRORS, describe
 from squidd.errors import PermanentError, TransientError
 
 PREFIX = "/_matrix/client/v3"
