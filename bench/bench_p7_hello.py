@@ -34,8 +34,7 @@ from squidd.commands.init import init_command
 from squidd.config import load_settings
 from squidd.core.models import SessionId
 from squidd.gateway.runtime import build_runtime
-from squidd.gateway.subagents import SubAgents
-from squidd.gateway.turn_tools import session_tools
+from squidd.gateway.turn_tools import TurnScope, TurnTools
 from squidd.log import configure_logging
 
 TARGET = 2000
@@ -64,13 +63,8 @@ async def hello(config: Path, channel: str, target: str) -> dict[str, Any]:
     try:
         session = SessionId(f"{channel}:{target}")
         # As the daemon builds a turn's tools: memory, cron, spawn (sub-agents on by default).
-        tools = session_tools(
-            runtime,
-            session,
-            default_target=f"{channel}:{target}",
-            subagents=SubAgents(runtime),
-            channel=channel,
-        )
+        scope = TurnScope(session, channel, reply_to=f"{channel}:{target}")
+        tools = TurnTools(runtime).for_turn(scope)
         await runtime.agent.run(session, "hello", channel, extra_tools=tools)
     finally:
         await runtime.aclose()

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.daemon import daemon_env, run_argv
 from tests.support.fake_llm import FakeLLM, Reply, Responder, echo_responder
 
 START_TIMEOUT_S = 60.0
@@ -80,12 +80,12 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def write_config(
-    root: Path, llm_url: str, *, log_level: str = "info", gateway: str = "", channels: bool = True
-) -> Path:
-    """A config for the bench: the scripted model, a data dir under root, and (with
-    `channels`) the load channel; `gateway` adds lines to the [gateway] section."""
-    extra = 'extra_channels = ["bench.load_channel:create_channel"]' if channels else ""
+LOAD_CHANNEL = "bench.load_channel:create_channel"
+
+
+def write_config(root: Path, llm_url: str, *, log_level: str = "info", gateway: str = "") -> Path:
+    """A config for the bench: the scripted model and a data dir under root; `gateway` adds
+    lines to the [gateway] section. The load channel is handed to the builder (`run_argv`)."""
     config = root / "config.toml"
     config.write_text(
         f"""
@@ -102,7 +102,6 @@ format = "json"
 level = "{log_level}"
 
 [gateway]
-{extra}
 {gateway}
 """
     )
@@ -146,7 +145,10 @@ class LoadedDaemon:
         extra = {"PYTHONTRACEMALLOC": str(self._trace_frames)} if self._trace_frames else {}
         self._log = (self.root / "daemon.log").open("wb")
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and argv
-            squidd_argv(config, "run"), env=daemon_env(**extra), stdout=self._log, stderr=self._log
+            run_argv(config, LOAD_CHANNEL),
+            env=daemon_env(**extra),
+            stdout=self._log,
+            stderr=self._log,
         )
         self._connect()
         return self

@@ -1,6 +1,6 @@
 """A loopback load channel for benchmarks that drive a real `squidd run` process.
 
-Enabled by `[gateway] extra_channels = ["bench.load_channel:create_channel"]` with the
+Handed to the daemon's builder by `tests/support/run_with_channel.py` (`run_argv`), with the
 repository root on PYTHONPATH. It listens on 127.0.0.1 on a free port and writes the port
 to `<data dir>/load/port` once it listens. A client sends one JSON object per line:
 

@@ -147,3 +147,47 @@ def test_a_planted_violation_is_caught(tmp_path: Path) -> None:
         "squidd.core.bad (core) imports squidd.store.jsonl (store)",
         "squidd.store.bad (store) imports squidd.commands.run (commands)",
     ]
+
+
+# The composition root (gateway/build.py, on gateway/runtime.py): each of these is built in
+# one module of src/ only (TurnTools twice there: for the daemon and for `squidd chat`).
+BUILT_ONCE = {
+    "MediaStore": "squidd.gateway.runtime",
+    "ToolResultFiles": "squidd.gateway.runtime",
+    "TurnTools": "squidd.gateway.build",
+    "Router": "squidd.gateway.build",
+    "HandledFile": "squidd.gateway.build",
+    "OutboxDir": "squidd.gateway.build",
+    "SubAgents": "squidd.gateway.turn_tools",
+}
+
+
+def constructions(src: Path, names: set[str]) -> dict[str, list[str]]:
+    """Where each class in `names` is called (constructed), as `module:line`."""
+    found: dict[str, list[str]] = {name: [] for name in names}
+    for path in sorted((src / "squidd").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name in found:
+                found[name].append(f"{module_name(path, src)}:{node.lineno}")
+    return found
+
+
+def test_each_store_and_service_is_built_in_one_place() -> None:
+    found = constructions(SRC, set(BUILT_ONCE))
+    for name, module in BUILT_ONCE.items():
+        assert {site.split(":")[0] for site in found[name]} == {module}, (name, found[name])
+    # The stores on disk: one construction, full stop.
+    assert len(found["MediaStore"]) == len(found["ToolResultFiles"]) == 1
+
+
+def test_a_second_construction_is_caught(tmp_path: Path) -> None:
+    _plant(tmp_path, "squidd.gateway.one", "m = MediaStore(d, lifetime_s=1)\n")
+    _plant(tmp_path, "squidd.commands.two", "from x import y\nm = store.MediaStore(d)\n")
+    assert constructions(tmp_path, {"MediaStore"}) == {
+        "MediaStore": ["squidd.commands.two:2", "squidd.gateway.one:1"]
+    }

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.config import write_daemon_config
-from tests.support.daemon import DaemonProcess
+from tests.support.daemon import SPOOL, DaemonProcess
 from tests.support.spool_channel import write_atomic
 
-SPOOL = "tests.support.spool_channel:create_channel"
 # Every scenario's counts, printed again at the end of the run by conftest.py.
 REPORTED: list[str] = []
 
@@ -76,7 +75,7 @@ class SpoolDaemon:
     """`squidd run` children (one at a time) on one config and data dir, fed by files."""
 
     def __init__(self, tmp: Path, llm_url: str, *, api_key: str, **sections: Any) -> None:
-        gateway = {"extra_channels": [SPOOL], "shutdown_grace_s": 2, **sections.pop("gateway", {})}
+        gateway = {"shutdown_grace_s": 2, **sections.pop("gateway", {})}
         self.tmp = tmp
         self.config = write_daemon_config(
             tmp, llm_url, api_key=api_key, gateway=gateway, **sections
@@ -90,7 +89,7 @@ class SpoolDaemon:
         return self.runs[-1]
 
     def start(self) -> DaemonProcess:
-        run = DaemonProcess(self.config, self.tmp / f"daemon-{len(self.runs)}.log")
+        run = DaemonProcess(self.config, self.tmp / f"daemon-{len(self.runs)}.log", channel=SPOOL)
         self.runs.append(run)
         return run
 

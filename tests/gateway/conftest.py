@@ -15,8 +15,9 @@ import structlog
 
 from squidd.config import Settings
 from squidd.core.ports import Channel
+from squidd.gateway.build import build_daemon
+from squidd.gateway.channels import fixed_channels
 from squidd.gateway.daemon import Daemon
-from squidd.gateway.runtime import build_runtime
 from tests.support.clock import FakeClock
 from tests.support.config import config_sections
 
@@ -57,8 +58,10 @@ def make_settings(data: Path, llm_url: str, **sections: dict[str, Any]) -> Setti
 async def running_daemon(
     settings: Settings, channels: Sequence[Channel], *, clock: FakeClock | None = None
 ) -> AsyncIterator[Daemon]:
-    runtime = build_runtime(settings)
-    daemon = Daemon(settings, runtime, list(channels), clock=clock, handle_signals=False)
+    daemon = build_daemon(
+        settings, channels=fixed_channels(*channels), clock=clock, handle_signals=False
+    )
+    runtime = daemon.runtime
     result: list[int] = []
     try:
         async with anyio.create_task_group() as tg:

@@ -59,10 +59,7 @@ def write_setup(tmp: Path, llm_url: str, search_url: str) -> Path:
         tmp,
         llm_url,
         api_key="sk-test-capabilities-key-5678",
-        gateway={
-            "extra_channels": ["tests.support.spool_channel:create_channel"],
-            "shutdown_grace_s": GRACE_S,
-        },
+        gateway={"shutdown_grace_s": GRACE_S},
         **{"tools.web_search": {"enabled": True, "backend": "searxng", "url": search_url}},
     )
     with config.open("a", encoding="utf-8") as out:

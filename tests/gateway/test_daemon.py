@@ -15,8 +15,8 @@ from structlog.testing import capture_logs
 from squidd.core.models import PendingReply, SessionId
 from squidd.core.ports import ChannelState
 from squidd.core.router import APOLOGY
-from squidd.gateway.daemon import Daemon
-from squidd.gateway.runtime import build_runtime
+from squidd.gateway.build import build_daemon
+from squidd.gateway.channels import fixed_channels
 from squidd.gateway.status import DaemonAlreadyRunningError, socket_path
 from squidd.store.outbox import OutboxDir
 from tests.gateway.conftest import eventually, make_settings, running_daemon
@@ -230,14 +230,15 @@ async def test_a_second_daemon_on_the_same_data_dir_changes_nothing(
         '{"channel":"c","id":"new","at":"2999-01-01T00:00:00+00:00"}\n'
     )
     before = handled.read_bytes()
-    runtime = build_runtime(settings)
+    daemon = build_daemon(
+        settings, channels=fixed_channels(MemoryChannel("memory")), handle_signals=False
+    )
     try:
-        daemon = Daemon(settings, runtime, [MemoryChannel("memory")], handle_signals=False)
         async with await anyio.create_unix_listener(socket_path(settings)):
             with pytest.raises(BaseExceptionGroup) as info:
                 await daemon.serve()
     finally:
-        await runtime.aclose()
+        await daemon.runtime.aclose()
     assert info.group_contains(DaemonAlreadyRunningError)
     assert handled.read_bytes() == before
 
@@ -290,7 +291,7 @@ async def test_a_channel_named_like_a_scheduled_run_gets_ordinary_turns(
             channel.inject(f"hi {channel.name}", session=f"s-{channel.name}", sender="u:1")
         for channel in channels:
             await channel.wait_for(1)
-        turns = daemon.turns_done
+        turns = daemon.turns.done
         records = await daemon.runtime.usage.read()
     for channel in channels:
         assert [s.text for s in channel.sent] == [f"re: hi {channel.name}"]

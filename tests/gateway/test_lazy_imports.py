@@ -2,7 +2,7 @@
 
 `mcp` alone is about half a second of start-up and several MiB; pypdf and Pillow another
 tenth. The check runs in a fresh interpreter (this one has imported everything already):
-it loads `squidd run`'s modules and builds the runtime and the daemon's MCP hub from a
+it loads `squidd run`'s modules and builds the daemon (runtime, MCP hub, channels) from a
 config without servers, then lists which of those libraries got imported.
 """
 
@@ -21,13 +21,10 @@ import json, sys
 from pathlib import Path
 from squidd.config import load_settings
 from squidd.commands.run import run_command
-import squidd.gateway.channels, squidd.gateway.daemon  # what run_command imports when it runs
-from squidd.gateway.runtime import build_runtime
-from squidd.tools.mcp import McpHub
+from squidd.gateway.build import build_daemon  # what run_command imports when it runs
 
 settings = load_settings(Path(sys.argv[1]))
-build_runtime(settings)
-McpHub(settings.mcp)
+build_daemon(settings)  # the runtime, the daemon's MCP hub, the (no) channels
 print(json.dumps(sorted(m for m in ("mcp", "mcp_types", "pypdf", "PIL") if m in sys.modules)))
 """
 

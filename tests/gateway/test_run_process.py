@@ -1,6 +1,7 @@
 """`squidd run` as a real process: sd_notify readiness, `squidd status`, SIGTERM, and a
 SIGKILL in the middle of a turn. Messages go in and replies come out through the test-only
-spool channel (tests/support/spool_channel.py), loaded by `gateway.extra_channels`."""
+spool channel (tests/support/spool_channel.py), handed to the builder by the test launcher
+(tests/support/run_with_channel.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.config import write_daemon_config
-from tests.support.daemon import REPO, DaemonProcess, daemon_env, squidd_argv
+from tests.support.daemon import REPO, SPOOL, DaemonProcess, daemon_env, squidd_argv
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_channel import write_atomic
 
@@ -29,10 +30,7 @@ def write_config(tmp: Path, llm_url: str) -> Path:
         tmp,
         llm_url,
         api_key="sk-test-run-process-key-1234",
-        gateway={
-            "extra_channels": ["tests.support.spool_channel:create_channel"],
-            "shutdown_grace_s": GRACE_S,
-        },
+        gateway={"shutdown_grace_s": GRACE_S},
         cron={"poll_s": 0.2},
     )
 
@@ -52,6 +50,7 @@ class Daemon(DaemonProcess):
             config,
             tmp / f"daemon-{uuid.uuid4().hex[:6]}.log",
             env={**env_for(self.notify_path), **env},
+            channel=SPOOL,
         )
         self.messages: list[str] = []
         # Read continuously, as systemd does: a full datagram queue would drop notifications.
@@ -210,10 +209,11 @@ def test_sigkill_mid_turn_is_answered_exactly_once_after_restart(
 
 def test_bad_config_exits_2_before_starting(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
+    # Channels are no config key: they are handed to the builder.
     config.write_text('[gateway]\nextra_channels = ["no.such.module:create_channel"]\n')
     result = squidd(config, "run")
     assert result.returncode == 2
-    assert "gateway.extra_channels" in result.stderr
+    assert "extra_channels" in result.stderr
     config.write_text("[gateway]\nmax_concurrent_turns = 0\n")
     assert squidd(config, "run").returncode == 2
 
@@ -247,7 +247,6 @@ def test_usage_and_daily_cap_of_a_running_daemon(
         tmp_path,
         fake_llm.base_url,
         api_key="sk-test-run-process-key-1234",
-        gateway={"extra_channels": ["tests.support.spool_channel:create_channel"]},
         limits={"daily_tokens": 1000, "refusal_text": "Budget used up for today."},
     )
     data = tmp_path / "data"

@@ -18,8 +18,7 @@ from squidd.core.models import SessionId
 from squidd.core.runs import PendingRun
 from squidd.errors import ToolError
 from squidd.gateway.runtime import Runtime, build_runtime
-from squidd.gateway.subagents import SubAgents
-from squidd.gateway.turn_tools import session_tools
+from squidd.gateway.turn_tools import TurnScope, TurnTools
 from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = pytest.mark.anyio
@@ -54,14 +53,9 @@ def last(request: dict[str, Any]) -> dict[str, Any]:
     return dict(request["messages"][-1])
 
 
-async def parent_turn(runtime: Runtime, text: str, subagents: SubAgents) -> str:
-    tools = session_tools(
-        runtime,
-        PARENT,
-        default_target="matrix:!room:example.org",
-        subagents=subagents,
-        channel="matrix",
-    )
+async def parent_turn(runtime: Runtime, text: str, turn_tools: TurnTools | None = None) -> str:
+    scope = TurnScope(PARENT, "matrix", reply_to="matrix:!room:example.org")
+    tools = (turn_tools or TurnTools(runtime)).for_turn(scope)
     return await runtime.agent.run(PARENT, text, "matrix", extra_tools=tools)
 
 
@@ -78,7 +72,7 @@ async def test_wait_returns_the_report_from_a_restricted_sub_session(
     fake_llm.responder = respond
     runtime = build_runtime(settings_for(tmp_path, fake_llm))
     try:
-        reply = await parent_turn(runtime, "how many moons?", SubAgents(runtime))
+        reply = await parent_turn(runtime, "how many moons?")
     finally:
         await runtime.aclose()
     assert reply == "The sub-agent says: Mars has two moons: Phobos and Deimos."
@@ -108,7 +102,7 @@ async def test_a_spawn_asked_to_spawn_forever_stops_at_the_depth_cap(
     try:
         with capture_logs() as logs:
             with anyio.fail_after(60):
-                reply = await parent_turn(runtime, "go", SubAgents(runtime))
+                reply = await parent_turn(runtime, "go")
     finally:
         await runtime.aclose()
     assert reply.startswith("done")
@@ -119,7 +113,7 @@ async def test_a_spawn_asked_to_spawn_forever_stops_at_the_depth_cap(
     fake_llm.requests.clear()
     runtime = build_runtime(settings_for(tmp_path, fake_llm))
     try:
-        reply = await parent_turn(runtime, "go", SubAgents(runtime))
+        reply = await parent_turn(runtime, "go")
     finally:
         await runtime.aclose()
     assert reply == "done (I cannot spawn here.)"
@@ -135,7 +129,7 @@ async def test_caps_refuse_with_a_log_line_and_the_turn_goes_on(
 
     runtime = build_runtime(settings_for(tmp_path, fake_llm, max_per_session=1, max_running=2))
     try:
-        agents = SubAgents(runtime, fire=fire)
+        agents = TurnTools(runtime, fire=fire).subagents
         sub = await agents.start_background(PARENT, "matrix", "task one", "matrix:!room:x")
         assert sub.startswith(f"{PARENT}/sub:")
         assert fired[0].session_id == sub and fired[0].target == "matrix:!room:x"
@@ -147,7 +141,7 @@ async def test_caps_refuse_with_a_log_line_and_the_turn_goes_on(
         with pytest.raises(ToolError, match="in the daemon"):
             await agents.start_background(SessionId("third"), "email", "task", "")
         with pytest.raises(ToolError, match="need the daemon"):
-            await SubAgents(runtime).start_background(PARENT, "matrix", "t", "")
+            await TurnTools(runtime).subagents.start_background(PARENT, "matrix", "t", "")
     finally:
         await runtime.aclose()
 
@@ -166,7 +160,7 @@ async def test_a_sub_agent_that_takes_too_long_is_stopped(
     runtime = build_runtime(settings_for(tmp_path, fake_llm, timeout_s=0.5))
     try:
         with capture_logs() as logs:
-            reply = await parent_turn(runtime, "go", SubAgents(runtime))
+            reply = await parent_turn(runtime, "go")
     finally:
         await runtime.aclose()
     assert reply == "parent saw: Error: the sub-agent did not finish within 0.5 s"
@@ -193,7 +187,7 @@ async def test_a_sub_agent_gets_no_tool_its_conversation_is_refused(
     )
     runtime = build_runtime(settings)
     try:
-        assert await parent_turn(runtime, "go", SubAgents(runtime)) == "done"
+        assert await parent_turn(runtime, "go") == "done"
     finally:
         await runtime.aclose()
     parent_request, sub_request = fake_llm.chat_requests[:2]
@@ -215,11 +209,12 @@ async def test_cancelling_the_parent_turn_cancels_its_waiting_sub_agent(
 
     fake_llm.responder = respond
     runtime = build_runtime(settings_for(tmp_path, fake_llm))
-    agents = SubAgents(runtime)
+    turn_tools = TurnTools(runtime)
+    agents = turn_tools.subagents
     try:
         with capture_logs() as logs:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(parent_turn, runtime, "go", agents)
+                tg.start_soon(parent_turn, runtime, "go", turn_tools)
                 assert await anyio.to_thread.run_sync(asked.wait, 30)
                 assert agents.running() == 1
                 tg.cancel_scope.cancel()

@@ -12,7 +12,8 @@ import pytest
 from squidd.core.models import InboundKind
 from squidd.core.runs import PendingRun
 from squidd.gateway.runtime import build_runtime
-from squidd.gateway.subagents import HANDED_ON, SubAgents
+from squidd.gateway.subagents import HANDED_ON
+from squidd.gateway.turn_tools import TurnTools
 from squidd.tools.spawn import REPORT_CHANNEL, SUBAGENT_CHANNEL
 from tests.gateway.test_spawn import PARENT, settings_for
 from tests.support.fake_llm import FakeLLM, Reply
@@ -37,7 +38,7 @@ async def test_the_report_is_handed_on_as_a_run_of_the_conversation_once(
 
     runtime = build_runtime(settings_for(tmp_path, fake_llm))
     try:
-        agents = SubAgents(runtime, fire=fire)
+        agents = TurnTools(runtime, fire=fire).subagents
         sub = await agents.start_background(PARENT, "matrix", "count hearts", "matrix:!room:x")
         run = fired.pop()
         assert run.channel == SUBAGENT_CHANNEL and run.quiet_reply == HANDED_ON

@@ -11,7 +11,7 @@ from squidd.commands.status import format_status
 from squidd.core.models import SessionId
 from squidd.core.runs import PendingRun
 from squidd.gateway.runtime import build_runtime
-from squidd.gateway.subagents import SubAgents
+from squidd.gateway.turn_tools import TurnTools
 from tests.gateway.test_spawn import PARENT, settings_for
 from tests.support.fake_llm import FakeLLM
 
@@ -27,7 +27,7 @@ async def test_status_counts_running_sub_agents_per_parent_and_shows_the_caps(
     settings = settings_for(tmp_path, fake_llm, max_per_session=2, max_running=5, timeout_s=90)
     runtime = build_runtime(settings)
     try:
-        agents = SubAgents(runtime, fire=fire)
+        agents = TurnTools(runtime, fire=fire).subagents
         await agents.start_background(PARENT, "matrix", "one", "matrix:!room:x")
         await agents.start_background(PARENT, "matrix", "two", "matrix:!room:x")
         await agents.start_background(SessionId("alice@example.org"), "email", "three", "")

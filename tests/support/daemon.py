@@ -38,14 +38,34 @@ def squidd_argv(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "squidd", "--config", str(config), *args]
 
 
-class DaemonProcess:
-    """One `squidd run` child; its output goes to `log_path`."""
+def run_argv(config: Path, channel: str | None = None) -> list[str]:
+    """`squidd run`, or with `channel` (`module:function`) the same daemon with that test
+    channel handed to the builder (tests/support/run_with_channel.py)."""
+    if channel is None:
+        return squidd_argv(config, "run")
+    launcher = "tests.support.run_with_channel"
+    return [sys.executable, "-m", launcher, channel, "--config", str(config)]
 
-    def __init__(self, config: Path, log_path: Path, *, env: Mapping[str, str] | None = None):
+
+SPOOL = "tests.support.spool_channel:create_channel"
+
+
+class DaemonProcess:
+    """One `squidd run` child; its output goes to `log_path`. With `channel` (e.g. `SPOOL`)
+    that test channel runs beside the configured ones."""
+
+    def __init__(
+        self,
+        config: Path,
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        channel: str | None = None,
+    ):
         self.log_path = log_path
         self._log = log_path.open("w")
         self.proc = subprocess.Popen(
-            squidd_argv(config, "run"),
+            run_argv(config, channel),
             env=dict(env) if env is not None else daemon_env(),
             stdout=self._log,
             stderr=subprocess.STDOUT,

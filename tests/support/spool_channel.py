@@ -1,9 +1,10 @@
 """A test-only channel for a real `squidd run` subprocess: messages in, replies out, as files.
 
-Enabled by `[gateway] extra_channels = ["tests.support.spool_channel:create_channel"]` with
-the repository root on PYTHONPATH. A test drops `<data dir>/spool/in/<id>.json`
-(`{"session": ..., "sender": ..., "text": ...}`, written atomically); each reply is written
-to `<data dir>/spool/out/<id>.<random>.json`, so a reply sent twice shows up as two files.
+Handed to the builder by `tests/support/run_with_channel.py` (`DaemonProcess(...,
+channel=SPOOL)`), with the repository root on PYTHONPATH. A test drops
+`<data dir>/spool/in/<id>.json` (`{"session": ..., "sender": ..., "text": ...}`, written
+atomically); each reply is written to `<data dir>/spool/out/<id>.<random>.json`, so a
+reply sent twice shows up as two files.
 Acknowledging a message moves its file to `spool/done/` - until then, a restarted daemon
 picks it up again, the way an unseen mail or an unconfirmed sync position would come back.
 """

@@ -16,6 +16,8 @@ from squidd.core.models import SessionId
 from squidd.errors import ToolError
 from squidd.gateway.runtime import build_registry, build_runtime, build_skills
 from squidd.store.jsonl import JsonlStore
+from squidd.store.media import MediaStore
+from squidd.store.tool_results import ToolResultFiles
 from squidd.tools.skills import ReadSkillTool, SkillCatalog
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM
@@ -154,7 +156,13 @@ async def test_the_runtime_puts_the_index_in_the_prompt_and_offers_read_skill(
     assert second == first  # the same bytes every turn: the provider's prompt cache holds
     catalog = build_skills(settings)
     assert catalog is not None
-    registry = build_registry(settings, JsonlStore(tmp_path), catalog)
+    registry = build_registry(
+        settings,
+        JsonlStore(tmp_path),
+        catalog,
+        results=ToolResultFiles(tmp_path),
+        media=MediaStore(tmp_path, lifetime_s=3600),
+    )
     assert "read_skill" in [d.name for d in registry.definitions()]
 
 

@@ -25,8 +25,7 @@ from squidd.core.ports import Tool
 from squidd.errors import LLMError, StorageError
 
 if TYPE_CHECKING:  # loaded by the handler: the runtime brings the LLM client
-    from squidd.gateway.runtime import Runtime
-    from squidd.tools.mcp import McpHub
+    from squidd.gateway.build import Terminal
 
 log = structlog.get_logger()
 
@@ -45,23 +44,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return chat_command(settings, message=args.message, session=args.session)
 
 
-def _tools(runtime: Runtime, session: SessionId, mcp: McpHub) -> list[Tool]:
+def _tools(terminal: Terminal, session: SessionId) -> list[Tool]:
     """The per-call tools of the daemon's turns (memory, cron, spawn) bound to this session,
-    and the tools of the MCP servers connected right now.
+    and the tools of the MCP servers connected right now, decided where every turn's are.
 
     Cron jobs made here have no delivery target by default (the terminal is not listening
     when they fire): their replies stay in the job's history unless a target is given.
     Sub-agents run here only with wait=true (background ones need the daemon's router).
     """
-    from squidd.gateway.subagents import SubAgents
-    from squidd.gateway.turn_tools import session_tools
+    from squidd.gateway.turn_tools import TurnScope
 
-    return [
-        *session_tools(
-            runtime, session, default_target="", subagents=SubAgents(runtime), channel=CHANNEL
-        ),
-        *mcp.tools(),
-    ]
+    return terminal.tools.for_turn(TurnScope(session, CHANNEL))
 
 
 def session_for(name: str) -> SessionId:
@@ -78,16 +71,14 @@ def _preflight(settings: Settings) -> str | None:
     return None
 
 
-async def _one_message(
-    runtime: Runtime, session: SessionId, mcp: McpHub, text: str, out: TextIO
-) -> None:
-    tools = _tools(runtime, session, mcp)
-    reply = await runtime.agent.run(session, text, CHANNEL, extra_tools=tools)
+async def _one_message(terminal: Terminal, session: SessionId, text: str, out: TextIO) -> None:
+    tools = _tools(terminal, session)
+    reply = await terminal.runtime.agent.run(session, text, CHANNEL, extra_tools=tools)
     out.write(reply + "\n")
     out.flush()
 
 
-async def _interactive(runtime: Runtime, session: SessionId, mcp: McpHub, out: TextIO) -> None:
+async def _interactive(terminal: Terminal, session: SessionId, out: TextIO) -> None:
     async def show(event: LLMEvent) -> None:
         if isinstance(event, TextDelta):
             out.write(event.text)
@@ -110,8 +101,8 @@ async def _interactive(runtime: Runtime, session: SessionId, mcp: McpHub, out: T
             return
         out.write("squidd> ")
         try:
-            await runtime.agent.run(
-                session, text, CHANNEL, extra_tools=_tools(runtime, session, mcp), on_event=show
+            await terminal.runtime.agent.run(
+                session, text, CHANNEL, extra_tools=_tools(terminal, session), on_event=show
             )
         except LLMError as exc:
             out.write(f"\n[no answer: {exc}]\n")
@@ -120,19 +111,19 @@ async def _interactive(runtime: Runtime, session: SessionId, mcp: McpHub, out: T
 
 
 async def _chat(settings: Settings, message: str | None, session_name: str, errlog: TextIO) -> int:
+    from squidd.gateway.build import build_terminal
     from squidd.gateway.mcp import connected_mcp
-    from squidd.gateway.runtime import build_runtime
 
-    runtime = build_runtime(settings)
     session = session_for(session_name)
-    try:
-        async with connected_mcp(settings, errlog=errlog) as mcp:
+    async with connected_mcp(settings, errlog=errlog) as mcp:
+        terminal = build_terminal(settings, mcp)
+        try:
             if message is not None:
-                await _one_message(runtime, session, mcp, message, sys.stdout)
+                await _one_message(terminal, session, message, sys.stdout)
             else:
-                await _interactive(runtime, session, mcp, sys.stdout)
-    finally:
-        await runtime.aclose()
+                await _interactive(terminal, session, sys.stdout)
+        finally:
+            await terminal.runtime.aclose()
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -19,6 +20,10 @@ from squidd.config import Settings
 from squidd.core.models import Destination
 from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError
 from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, socket_path
+
+if TYPE_CHECKING:
+    from squidd.gateway.channels import ChannelRegistry
+    from squidd.gateway.daemon import Daemon
 
 log = structlog.get_logger()
 
@@ -52,36 +57,31 @@ def _prepare(settings: Settings) -> list[str]:
     return problems
 
 
-def run_command(settings: Settings) -> int:
+def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) -> int:
+    """`squidd run`; `channels` replaces the built-in channel registry (tests, embedding)."""
     # The daemon's modules load here, not with the parser every command builds.
-    from squidd.gateway.channels import build_channels
-    from squidd.gateway.daemon import Daemon
-    from squidd.gateway.runtime import build_runtime
-    from squidd.store.media import MediaStore
+    from squidd.gateway.build import build_daemon
 
     problems = _prepare(settings)
+    daemon: Daemon | None = None
     try:
-        media = MediaStore(
-            settings.storage.data_dir, lifetime_s=settings.media.lifetime_hours * 3600
-        )
-        channels = build_channels(settings, media=media)
-        runtime = build_runtime(settings)
+        daemon = build_daemon(settings, channels=channels)
     except ConfigError as exc:
         problems.extend(exc.problems)
-        channels, runtime = [], None
-    if problems or runtime is None:
+    if problems or daemon is None:
         for problem in problems:
             print(f"config: {problem}", flush=True, file=sys.stderr)
         return EXIT_CONFIG
-    if not channels:
+    if not daemon.channels:
         log.warning("no_channel_enabled", note="only cron and heartbeat will run")
+    serving = daemon
 
     async def main() -> int:
         try:
-            return await Daemon(settings, runtime, channels).serve()
+            return await serving.serve()
         finally:
             with anyio.CancelScope(shield=True):
-                await runtime.aclose()
+                await serving.runtime.aclose()
 
     try:
         return anyio.run(main)

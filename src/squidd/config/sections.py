@@ -130,17 +130,6 @@ class GatewaySettings(Section):
     handled_retention_days: int = Field(default=30, gt=0)
     delivery_retry_initial_s: float = Field(default=2.0, gt=0)
     delivery_retry_max_s: float = Field(default=120.0, gt=0)
-    # Extra channel factories, "package.module:function" taking the Settings and returning a
-    # Channel: for channels that live outside squidd (and for the daemon's own tests).
-    extra_channels: list[str] = Field(default_factory=list)
-
-    @field_validator("extra_channels")
-    @classmethod
-    def _factories(cls, value: list[str]) -> list[str]:
-        for spec in value:
-            if not re.fullmatch(r"[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?", spec):
-                raise ValueError(f"{spec!r} must look like 'package.module:function'")
-        return value
 
     @model_validator(mode="after")
     def _delays(self) -> GatewaySettings:

@@ -1,53 +1,103 @@
-"""Channel construction: the enabled channels, built from the settings.
+"""The channel seam: a registry of channel factories, and the built-in one.
 
-An adapter is imported only when its channel is enabled, so a daemon without Matrix never
-loads nio. `gateway.extra_channels` names further factories (`module:function`), which is
-how the tests plug in their loopback channels.
+A `ChannelRegistry` names channel factories, each with the setting that enables it; it is
+built explicitly (`builtin_channels()`), nothing registers itself at import. A factory
+takes the settings and the media store (for the files that come with messages) and returns
+a `core.ports.Channel`. The built-in adapters are imported only when their channel is
+enabled, so a daemon without Matrix never loads nio. A new channel is one folder under
+`channels/` and one `add` in `builtin_channels`; tests hand the composition root a registry
+with their own channels (`squidd.gateway.build.build_daemon(channels=...)`).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from squidd.config import Settings
 from squidd.core.ports import Channel, MediaSink
 from squidd.errors import ConfigError
 
-ChannelFactory = Callable[..., Channel]  # (settings) -> Channel; built-ins also take media=
+ChannelFactory = Callable[[Settings, MediaSink], Channel]
 
 
-def _factory(spec: str) -> ChannelFactory:
-    module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
-    factory = getattr(module, attr or "create_channel")
-    if not callable(factory):
-        raise TypeError(f"{spec} is not callable")
-    return factory  # type: ignore[no-any-return]
+def _always(settings: Settings) -> bool:
+    return True
 
 
-def build_channels(settings: Settings, *, media: MediaSink | None = None) -> list[Channel]:
-    """The enabled channels; adapters are imported only when enabled. The built-in ones get
-    the media store for the files that come with messages."""
-    factories: list[tuple[str, ChannelFactory]] = []
-    specs = [
-        *(["squidd.channels.matrix:create_channel"] if settings.matrix.enabled else []),
-        *(["squidd.channels.email:create_channel"] if settings.email.enabled else []),
-    ]
-    problems: list[str] = []
-    for spec in specs:
-        factories.append((spec, functools.partial(_factory(spec), media=media)))
-    for spec in settings.gateway.extra_channels:
-        try:
-            factories.append((spec, _factory(spec)))
-        except (ImportError, AttributeError, TypeError) as exc:
-            problems.append(f"gateway.extra_channels: cannot load {spec!r}: {exc}")
-    if problems:
-        raise ConfigError(problems)
-    channels = [factory(settings) for _, factory in factories]
-    names = [channel.name for channel in channels]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ConfigError([f"two channels are named {', '.join(duplicates)}"])
-    return channels
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    factory: ChannelFactory
+    enabled: Callable[[Settings], bool]
+
+
+class ChannelRegistry:
+    """Channel factories by name; `build` makes the enabled ones."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+
+    def add(
+        self,
+        name: str,
+        factory: ChannelFactory,
+        *,
+        enabled: Callable[[Settings], bool] = _always,
+    ) -> ChannelRegistry:
+        if name in self._entries:
+            raise ValueError(f"a channel factory named {name!r} is already registered")
+        self._entries[name] = _Entry(factory, enabled)
+        return self
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def build(self, settings: Settings, media: MediaSink) -> list[Channel]:
+        """The channels enabled in `settings`; two with one name are a config problem."""
+        channels = [
+            entry.factory(settings, media)
+            for entry in self._entries.values()
+            if entry.enabled(settings)
+        ]
+        names = [channel.name for channel in channels]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ConfigError([f"two channels are named {', '.join(duplicates)}"])
+        return channels
+
+
+def _matrix(settings: Settings, media: MediaSink) -> Channel:
+    from squidd.channels.matrix import create_channel  # nio only when Matrix is on
+
+    return create_channel(settings, media=media)
+
+
+def _email(settings: Settings, media: MediaSink) -> Channel:
+    from squidd.channels.email import create_channel
+
+    return create_channel(settings, media=media)
+
+
+def builtin_channels() -> ChannelRegistry:
+    """The channels squidd ships, each enabled by its own config section."""
+    return (
+        ChannelRegistry()
+        .add("matrix", _matrix, enabled=lambda settings: settings.matrix.enabled)
+        .add("email", _email, enabled=lambda settings: settings.email.enabled)
+    )
+
+
+def fixed_channels(*channels: Channel) -> ChannelRegistry:
+    """A registry of channels already built (tests, embedding): always enabled."""
+    registry = ChannelRegistry()
+    for channel in channels:
+        registry.add(channel.name, _Built(channel))
+    return registry
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    channel: Channel
+
+    def __call__(self, settings: Settings, media: MediaSink) -> Channel:
+        return self.channel

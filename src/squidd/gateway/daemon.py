@@ -1,9 +1,11 @@
-"""The daemon: everything `squidd run` runs, wired, under one root task group.
+"""The daemon: serves what the composition root built, under one root task group.
 
-One root task group holds the status socket, the router and, each under the supervisor,
-every channel's receive loop, the cron scheduler, the heartbeat and each MCP server's
-connection (`mcp:<name>`; its tools join a turn only while it is up). SIGTERM/SIGINT stop
-intake and give in-flight turns a grace period; SIGHUP re-reads the workspace prompt files.
+`squidd.gateway.build.build_daemon` builds every store and service once and hands them
+here; the daemon only serves. One root task group holds the status socket, the router and,
+each under the supervisor, every channel's receive loop, the cron scheduler, the heartbeat
+and each MCP server's connection (`mcp:<name>`; its tools join a turn only while it is up).
+SIGTERM/SIGINT stop intake and give in-flight turns a grace period; SIGHUP re-reads the
+workspace prompt files.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -21,171 +24,57 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from squidd import __version__
 from squidd.config import Settings
-from squidd.core.backoff import Backoff
-from squidd.core.clock import SystemClock
-from squidd.core.heartbeat import Heartbeat, parse_active_hours
-from squidd.core.models import Inbound, InboundKind, utcnow
-from squidd.core.ports import Channel, Clock, Tool
-from squidd.core.reply_files import Reply, ReplyFiles
+from squidd.core.heartbeat import Heartbeat
+from squidd.core.models import utcnow
+from squidd.core.ports import Channel
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.caps import DailyCaps
-from squidd.gateway.chat_commands import ChatCommands
-from squidd.gateway.costs import prices_of, usage_today
+from squidd.gateway.costs import usage_today
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.status import StatusServer, socket_path
 from squidd.gateway.subagents import SubAgents
 from squidd.gateway.systemd import Notifier, watchdog, watchdog_interval_s
-from squidd.gateway.turn_tools import reply_address, session_tools
+from squidd.gateway.turn_runner import TurnRunner
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
-from squidd.store.media import MediaStore
 from squidd.store.outbox import OutboxDir
-from squidd.store.pending_runs import PendingRunsDir
-from squidd.store.tool_results import ToolResultFiles
 from squidd.tools.mcp import McpHub
 
 log = structlog.get_logger()
 
 MCP_CHILD_PREFIX = "mcp:"
 
-PURPOSES = {InboundKind.CRON: "cron", InboundKind.HEARTBEAT: "heartbeat"}
-"""How the usage ledger files the model calls of a run of these kinds (others: by round)."""
 
-
+@dataclass(eq=False)
 class Daemon:
-    """Everything `squidd run` runs, wired; `serve()` returns the exit code."""
+    """Everything `squidd run` runs, built by `build_daemon`; `serve()` returns the exit code."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        runtime: Runtime,
-        channels: list[Channel],
-        *,
-        clock: Clock | None = None,
-        notifier: Notifier | None = None,
-        handle_signals: bool = True,
-    ) -> None:
-        gw = settings.gateway
-        data_dir = settings.storage.data_dir
-        self.settings = settings
-        self.runtime = runtime
-        self.clock = clock or SystemClock()
-        self.notifier = notifier or Notifier()
-        self.channels = {channel.name: channel for channel in channels}
-        self.supervisor = Supervisor(
-            Backoff(gw.restart_initial_delay_s, gw.restart_max_delay_s),
-            healthy_after_s=gw.healthy_after_s,
-        )
-        self.handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
-        self.outbox = OutboxDir(data_dir)
-        self.jobs = JobsFile(data_dir)
-        self.media = MediaStore(data_dir, lifetime_s=settings.media.lifetime_hours * 3600)
-        self.router = Router(
-            run_turn=self._run_turn,
-            channels=self.channels,
-            handled=self.handled,
-            outbox=self.outbox,
-            health_of=self.supervisor.health,
-            max_concurrent_turns=gw.max_concurrent_turns,
-            delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
-        )
-        self.caps = DailyCaps(
-            settings.limits,
-            runtime.usage,
-            prices_of(settings),
-            submit=self.router.submit,
-        )
-        self.scheduled = ScheduledRuns(
-            self.router,
-            PendingRunsDir(data_dir),
-            workspace_dir=settings.workspace_dir,
-            heartbeat_target=settings.heartbeat.target,
-        )
-        self.subagents = SubAgents(runtime, fire=self.scheduled.fire)
-        self.scheduler: CronScheduler | None = None
-        if settings.cron.enabled:
-            self.scheduler = CronScheduler(
-                self.jobs,
-                self.scheduled.fire_cron,
-                clock=self.clock,
-                misfire_grace=timedelta(seconds=settings.cron.misfire_grace_s),
-                poll_s=settings.cron.poll_s,
-            )
-        self.heartbeat: Heartbeat | None = None
-        if settings.heartbeat.enabled:
-            hb = settings.heartbeat
-            self.heartbeat = Heartbeat(
-                interval=timedelta(minutes=hb.interval_minutes),
-                active_hours=parse_active_hours(hb.active_hours),
-                timezone=hb.timezone,
-                read_checklist=self.scheduled.read_checklist,
-                fire=self.scheduled.fire_heartbeat,
-                clock=self.clock,
-                activity=lambda: self.turns_done,
-            )
-        self.mcp = McpHub(settings.mcp)
-        self.chat_commands = ChatCommands(self)
-        self.status_server = StatusServer(socket_path(settings), self.snapshot)
-        self.started_monotonic = time.monotonic()
-        self.started_at = utcnow()
-        self._handle_signals = handle_signals
-        self._stopping = False
-        self._tg: TaskGroup | None = None
-        self.ready = anyio.Event()
-        self.turns_done = 0
-
-    # --- turns -----------------------------------------------------------------------------
-
-    def tools_for(
-        self, inbound: Inbound, channel: str | None = None, reply_files: ReplyFiles | None = None
-    ) -> list[Tool]:
-        notify = self.scheduler.notify_changed if self.scheduler else (lambda: None)
-        tools = session_tools(
-            self.runtime,
-            inbound.session_id,
-            default_target=reply_address(inbound),
-            jobs=self.jobs,
-            on_cron_change=notify,
-            subagents=self.subagents,
-            channel=channel or inbound.channel,
-            reply_files=reply_files,
-        )
-        # The MCP tools of the servers up right now (the policy filters them per channel).
-        return [*tools, *self.mcp.tools()]
-
-    async def _run_turn(self, inbound: Inbound) -> str | Reply:
-        if inbound.kind is InboundKind.NOTICE:
-            return inbound.text  # the owner's daily-cap notice: no model call
-        command_reply = await self.chat_commands.answer(inbound)
-        if command_reply is not None:
-            return command_reply  # `/help` and the like: answered here, no model call
-        refusal = await self.caps.refusal(inbound)
-        if refusal is not None:
-            return refusal
-        if inbound.kind is not InboundKind.HEARTBEAT:
-            # Anything but the heartbeat itself counts as a change the heartbeat should see.
-            self.turns_done += 1
-        if inbound.kind is InboundKind.SUBAGENT:
-            return await self.subagents.run_background_turn(inbound)
-        # A sub-agent's report is a turn of its conversation, under the conversation's own
-        # channel (`turn_channel`), so it gets that channel's tools.
-        channel = inbound.turn_channel
-        # send_file only where the answer goes somewhere that can carry a file.
-        files = ReplyFiles() if inbound.destination is not None else None
-        text = await self.runtime.agent.run(
-            inbound.session_id,
-            inbound.text,
-            channel,
-            extra_tools=self.tools_for(inbound, channel, files),
-            turn_id=f"{inbound.channel}:{inbound.source_id}",
-            attachments=inbound.attachments,
-            purpose=PURPOSES.get(inbound.kind),
-        )
-        return Reply(text, files.files if files is not None else ())
+    settings: Settings
+    runtime: Runtime
+    channels: dict[str, Channel]
+    supervisor: Supervisor
+    handled: HandledFile
+    outbox: OutboxDir
+    jobs: JobsFile
+    router: Router
+    turns: TurnRunner
+    caps: DailyCaps
+    scheduled: ScheduledRuns
+    subagents: SubAgents
+    mcp: McpHub
+    scheduler: CronScheduler | None
+    heartbeat: Heartbeat | None
+    notifier: Notifier
+    handle_signals: bool = True
+    ready: anyio.Event = field(default_factory=anyio.Event, init=False)
+    started_at: datetime = field(default_factory=utcnow, init=False)
+    started_monotonic: float = field(default_factory=time.monotonic, init=False)
+    _stopping: bool = field(default=False, init=False)
+    _tg: TaskGroup | None = field(default=None, init=False)
 
     # --- status ----------------------------------------------------------------------------
 
@@ -232,7 +121,7 @@ class Daemon:
         return f"{states or 'no channels'}; {stats['in_flight']} turn(s) in flight"
 
     async def _sweep_tool_results(self, every_s: float = 3600.0) -> None:
-        results = ToolResultFiles(self.settings.storage.data_dir)
+        results = self.runtime.results
         keep_s = self.settings.tools.result_retention_days * 86400.0
         while True:
             await results.sweep(time.time(), keep_s)
@@ -248,7 +137,7 @@ class Daemon:
         while True:
             await anyio.sleep(self.settings.media.sweep_interval_s)
             try:
-                await self.media.sweep()
+                await self.runtime.media.sweep()
             except OSError as exc:
                 log.warning("media_sweep_failed", error=str(exc))
 
@@ -267,15 +156,15 @@ class Daemon:
         self.notifier.status("starting")
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            if self._handle_signals:
+            if self.handle_signals:
                 tg.start_soon(self._signals, tg)
             # The socket first: a second daemon on this data dir stops before touching state.
-            await tg.start(self.status_server.serve)
+            await tg.start(StatusServer(socket_path(self.settings), self.snapshot).serve)
             await self.handled.load()
             await tg.start(self.router.run)
             await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()
-            await self.media.sweep()
+            await self.runtime.media.sweep()
             # Side by side: one channel's connection (a Matrix login and first sync) does
             # not wait for another's (an IMAP login); READY still waits for all of them.
             async with anyio.create_task_group() as starting:

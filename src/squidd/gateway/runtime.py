@@ -1,6 +1,7 @@
-"""Builds the pieces every entry point shares (store, LLM, memory, tools, prompt, agent)
-from the settings. `squidd chat` and `squidd run` both start here; the daemon adds its
-channels, router and scheduler on top (see `squidd.gateway.daemon`)."""
+"""Builds the pieces every entry point shares (store, LLM, memory, tools, prompt, agent, the
+media store and the saved tool results) from the settings, each once. `squidd chat` and
+`squidd run` both start here; the composition root (`squidd.gateway.build`) adds the
+daemon's channels, router and scheduler on top."""
 
 from __future__ import annotations
 
@@ -14,20 +15,20 @@ from squidd.config import Settings
 from squidd.core.agent import AgentLoop
 from squidd.core.budget import PromptBudget
 from squidd.core.memory import MemoryManager
-from squidd.core.models import HistoryHit, SessionId
-from squidd.core.ports import PromptSource, Tool, ToolPolicy
+from squidd.core.models import HistoryHit
+from squidd.core.ports import PromptSource, ToolPolicy
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.media.reader import MediaReader
 from squidd.secrets import known_secrets
 from squidd.store.jsonl import JsonlStore
+from squidd.store.media import MediaStore
 from squidd.store.tool_results import ToolResultFiles
 from squidd.store.usage import UsageLedger
 from squidd.tools.files import file_tools
-from squidd.tools.memory_write import MemoryWriteTool
 from squidd.tools.policy import ConfiguredToolPolicy
-from squidd.tools.search_history import SearchAllHistoryTool, SearchHistoryTool
+from squidd.tools.search_history import SearchAllHistoryTool
 from squidd.tools.shell import ShellTool
 from squidd.tools.skills import ReadSkillTool, SkillCatalog
 from squidd.tools.spawn import SubAgentPolicy
@@ -65,19 +66,10 @@ class Runtime:
     prompt: PromptSource
     agent: AgentLoop
     usage: UsageLedger
+    media: MediaStore
+    results: ToolResultFiles
     policy: ToolPolicy | None = None
     extra: dict[str, object] = field(default_factory=dict)
-
-    def memory_tools(self, session_id: SessionId) -> list[Tool]:
-        """Per-call tools bound to `session_id`, for `AgentLoop.run(extra_tools=...)`."""
-        return [
-            MemoryWriteTool(
-                self.store, session_id, max_chars=self.settings.agents.memory_max_chars
-            ),
-            SearchHistoryTool(
-                self.store, session_id, limit=self.settings.tools.search_history_limit
-            ),
-        ]
 
     async def aclose(self) -> None:
         await self.llm.aclose()
@@ -131,16 +123,20 @@ def build_budget(settings: Settings) -> PromptBudget:
 
 
 def build_registry(
-    settings: Settings, store: JsonlStore, skills: SkillCatalog | None = None
+    settings: Settings,
+    store: JsonlStore,
+    skills: SkillCatalog | None = None,
+    *,
+    results: ToolResultFiles,
+    media: MediaStore,
 ) -> ToolRegistry:
     tools = settings.tools
-    results_dir = ToolResultFiles(settings.storage.data_dir).directory
     registry = ToolRegistry(
         file_tools(
             settings.workspace_dir,
             tools.files,
-            results_dir=results_dir,
-            media_dir=settings.storage.data_dir / "media",
+            results_dir=results.directory,
+            media_dir=media.root,
         )
     )
     if skills is not None:
@@ -180,7 +176,10 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         keep_recent_ratio=settings.agents.keep_recent_ratio,
     )
     skills = build_skills(settings)
-    registry = build_registry(settings, store, skills)
+    data_dir = settings.storage.data_dir
+    results = ToolResultFiles(data_dir)
+    media = MediaStore(data_dir, lifetime_s=settings.media.lifetime_hours * 3600)
+    registry = build_registry(settings, store, skills, results=results, media=media)
     prompt = build_prompt(settings)
     transcriber = (
         WhisperTranscriber(settings.transcription) if settings.transcription.base_url else None
@@ -198,7 +197,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         on_demand=settings.tools.on_demand,
         policy=policy,
         usage=usage,
-        results=ToolResultFiles(settings.storage.data_dir),
+        results=results,
         max_result_chars=settings.tools.max_result_chars,
         attachments=MediaReader(
             settings.media, vision=settings.llm.vision, transcriber=transcriber
@@ -214,6 +213,8 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         prompt=prompt,
         agent=agent,
         usage=usage,
+        media=media,
+        results=results,
         policy=policy,
         extra={"transcriber": transcriber} if transcriber else {},
     )

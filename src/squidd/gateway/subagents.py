@@ -32,7 +32,6 @@ from squidd.core.ports import Tool
 from squidd.core.runs import PendingRun
 from squidd.errors import ToolError
 from squidd.gateway.runtime import Runtime
-from squidd.tools.search_history import SearchHistoryTool
 from squidd.tools.spawn import (
     SUB_MARK,
     SpawnTool,
@@ -43,6 +42,8 @@ from squidd.tools.spawn import (
 log = structlog.get_logger()
 
 Fire = Callable[[PendingRun], Awaitable[None]]
+SubTools = Callable[[SessionId, str, str], list[Tool]]
+"""The per-call tools of a sub-agent's turn: (its session, root channel, reply_to)."""
 
 REPORT_NOTE = "(A sub-agent you started in the background finished; tell the user what it found.)"
 
@@ -54,8 +55,9 @@ router delivers nothing for it (its `quiet_reply`)."""
 class SubAgents:
     """Implements `squidd.tools.spawn.SubAgentRunner` for the daemon and `squidd chat`."""
 
-    def __init__(self, runtime: Runtime, *, fire: Fire | None = None) -> None:
+    def __init__(self, runtime: Runtime, *, tools: SubTools, fire: Fire | None = None) -> None:
         self._runtime = runtime
+        self._tools = tools  # decided with every other turn's, by `TurnTools.for_turn`
         self._settings: SpawnSettings = runtime.settings.tools.spawn
         self._fire = fire
         self._active: dict[str, str] = {}  # sub-agent session -> its parent session
@@ -70,12 +72,6 @@ class SubAgents:
             return []
         max_depth = settings.max_depth if settings.allow_nested else 1
         return [SpawnTool(self, session, root_channel, reply_to=reply_to, max_depth=max_depth)]
-
-    def _sub_tools(self, sub: SessionId, root_channel: str, reply_to: str) -> list[Tool]:
-        store = self._runtime.store
-        limit = self._runtime.settings.tools.search_history_limit
-        tools: list[Tool] = [SearchHistoryTool(store, sub, limit=limit)]
-        return tools + self.spawn_tools(sub, root_channel, reply_to)
 
     # --- caps --------------------------------------------------------------------------------
     def _reserve(self, parent: SessionId) -> SessionId:
@@ -124,7 +120,7 @@ class SubAgents:
                 sub,
                 task,
                 subagent_channel(root_channel),
-                extra_tools=self._sub_tools(sub, root_channel, reply_to),
+                extra_tools=self._tools(sub, root_channel, reply_to),
                 turn_id=turn_id,
                 max_tool_rounds=settings.max_tool_rounds,
                 purpose="sub_agent",

@@ -1,67 +1,123 @@
-"""The per-turn tools of a session and where its scheduled replies go by default.
+"""The one place that decides a turn's per-call tools, for every kind of turn.
 
-Per-call tools (memory_write, search_history, the cron tools, spawn, send_file) are bound to
-one session (send_file to one turn's reply) and handed to `AgentLoop.run(..., extra_tools=...)`;
-the daemon and `squidd chat` build them here.
+Per-call tools are bound to one session (send_file to one turn's reply) and handed to
+`AgentLoop.run(..., extra_tools=...)`; they are built anew for each call. `TurnTools.for_turn`
+decides them from a `TurnScope` for every kind of turn:
+
+- a conversation's turn (terminal, Matrix, email, a cron job, the heartbeat, a sub-agent's
+  report): memory_write and search_history, the cron tools (cron on), spawn (sub-agents on;
+  its sub-agents inherit the channel's restrictions), send_file (only when the answer goes
+  somewhere that can carry a file) and the tools of the MCP servers up right now (the
+  policy filters them per channel);
+- a sub-agent's own turn: search_history over its own session and, where nesting is
+  allowed, spawn; it writes no memory, schedules nothing, sends no file.
+
+`TurnTools` also owns the `SubAgents` (the spawn tool's runner), whose runs take their tools
+from the same function.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from squidd.core.models import Inbound, SessionId
 from squidd.core.ports import Tool
 from squidd.core.reply_files import ReplyFiles
 from squidd.gateway.runtime import Runtime
+from squidd.gateway.subagents import Fire, SubAgents
 from squidd.store.cron_jobs import JobsFile
 from squidd.tools.cron import CronToolContext, cron_tools
+from squidd.tools.mcp import McpHub
+from squidd.tools.memory_write import MemoryWriteTool
+from squidd.tools.search_history import SearchHistoryTool
 from squidd.tools.send_file import SendFileTool
 
-if TYPE_CHECKING:
-    from squidd.gateway.subagents import SubAgents
 
+@dataclass(frozen=True, slots=True)
+class TurnScope:
+    """What a turn's per-call tools depend on.
 
-def session_tools(
-    runtime: Runtime,
-    session: SessionId,
-    *,
-    default_target: str,
-    jobs: JobsFile | None = None,
-    on_cron_change: Callable[[], None] = lambda: None,
-    subagents: SubAgents | None = None,
-    channel: str = "",
-    reply_files: ReplyFiles | None = None,
-) -> list[Tool]:
-    """Every per-call tool of a turn: memory tools, the cron tools bound to `session`,
-    `spawn` when `subagents` is given (its sub-agents inherit `channel`'s restrictions) and
-    `send_file` when the turn's reply can carry files (`reply_files`).
-
-    Call sites (channels, cron, heartbeat, the terminal) pass the result as `extra_tools`.
+    `channel` is the channel whose restrictions apply (a sub-agent's: its root
+    conversation's); `reply_to` is where scheduled replies and reports go by default ("" for
+    nowhere); `reply_files` collects the files of a reply that can carry them (else None: no
+    send_file); `sub_agent` marks a sub-agent's own turn.
     """
-    settings = runtime.settings
-    tools = list(runtime.memory_tools(session))
-    if settings.cron.enabled:
-        context = CronToolContext(
-            store=jobs or JobsFile(settings.storage.data_dir),
-            session_id=session,
-            default_target=default_target,
-            default_timezone=settings.cron.default_timezone,
-            on_change=on_cron_change,
+
+    session: SessionId
+    channel: str
+    reply_to: str = ""
+    reply_files: ReplyFiles | None = None
+    sub_agent: bool = False
+
+    @classmethod
+    def of(cls, inbound: Inbound, reply_files: ReplyFiles | None = None) -> TurnScope:
+        """The scope of a router turn: under the conversation's channel (`turn_channel`),
+        scheduled replies going where its answers go."""
+        destination = inbound.destination
+        return cls(
+            session=inbound.session_id,
+            channel=inbound.turn_channel,
+            reply_to=str(destination) if destination is not None else "",
+            reply_files=reply_files,
         )
-        tools.extend(cron_tools(context))
-    if subagents is not None:
-        tools.extend(subagents.spawn_tools(session, channel, default_target))
-    if reply_files is not None:
-        media_dir = settings.storage.data_dir / "media"
-        max_bytes = settings.media.max_send_bytes
-        tools.append(
-            SendFileTool(settings.workspace_dir, media_dir, reply_files, max_bytes=max_bytes)
-        )
-    return tools
 
 
-def reply_address(inbound: Inbound) -> str:
-    """Where a conversation's scheduled replies go by default: where its answers go."""
-    destination = inbound.destination
-    return str(destination) if destination is not None else ""
+class TurnTools:
+    """Decides the per-call tools of every turn; built once by the composition root."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        jobs: JobsFile | None = None,
+        mcp: McpHub | None = None,
+        fire: Fire | None = None,
+        on_cron_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._runtime = runtime
+        self._jobs = jobs or JobsFile(runtime.settings.storage.data_dir)
+        self._mcp = mcp
+        self._on_cron_change = on_cron_change
+        # Background sub-agents need `fire` (the daemon's durable runs); without it (the
+        # terminal) they run only with wait=true.
+        self.subagents = SubAgents(runtime, tools=self._sub_agent_tools, fire=fire)
+
+    def _sub_agent_tools(self, session: SessionId, channel: str, reply_to: str) -> list[Tool]:
+        return self.for_turn(TurnScope(session, channel, reply_to=reply_to, sub_agent=True))
+
+    def for_turn(self, scope: TurnScope) -> list[Tool]:
+        """Every per-call tool of one turn, built anew (see the module docstring)."""
+        runtime = self._runtime
+        settings = runtime.settings
+        search = SearchHistoryTool(
+            runtime.store, scope.session, limit=settings.tools.search_history_limit
+        )
+        spawn = self.subagents.spawn_tools(scope.session, scope.channel, scope.reply_to)
+        if scope.sub_agent:
+            return [search, *spawn]
+        memory = MemoryWriteTool(
+            runtime.store, scope.session, max_chars=settings.agents.memory_max_chars
+        )
+        tools: list[Tool] = [memory, search]
+        if settings.cron.enabled:
+            context = CronToolContext(
+                store=self._jobs,
+                session_id=scope.session,
+                default_target=scope.reply_to,
+                default_timezone=settings.cron.default_timezone,
+                on_change=self._on_cron_change,
+            )
+            tools.extend(cron_tools(context))
+        tools.extend(spawn)
+        if scope.reply_files is not None:
+            tools.append(
+                SendFileTool(
+                    settings.workspace_dir,
+                    runtime.media.root,
+                    scope.reply_files,
+                    max_bytes=settings.media.max_send_bytes,
+                )
+            )
+        # The MCP tools of the servers up right now (the policy filters them per channel).
+        return [*tools, *(self._mcp.tools() if self._mcp is not None else ())]

@@ -1,0 +1,169 @@
+"""The composition root: every store and service of the daemon, built once, in one place.
+
+`build_daemon` builds the runtime (`gateway.runtime.build_runtime`: store, LLM, memory,
+tools, media store, saved tool results, agent), the daemon's own stores (handled ids,
+outbox, cron jobs, pending runs), the router, the per-turn tools (`gateway.turn_tools`),
+the caps, scheduled runs, cron scheduler, heartbeat, MCP hub and the enabled channels (from
+a `gateway.channels.ChannelRegistry`), and hands them to `Daemon`, which only serves.
+`build_terminal` is the same for `squidd chat`: the runtime and the per-turn tools, no
+daemon. Construction does no I/O; the daemon loads and sweeps when it serves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import httpx2
+
+from squidd.config import Settings
+from squidd.core.backoff import Backoff
+from squidd.core.clock import SystemClock
+from squidd.core.heartbeat import Heartbeat, parse_active_hours
+from squidd.core.models import Inbound
+from squidd.core.ports import Clock
+from squidd.core.reply_files import Reply
+from squidd.core.router import Router
+from squidd.core.scheduler import CronScheduler
+from squidd.core.supervisor import Supervisor
+from squidd.gateway.caps import DailyCaps
+from squidd.gateway.channels import ChannelRegistry, builtin_channels
+from squidd.gateway.costs import prices_of
+from squidd.gateway.daemon import Daemon
+from squidd.gateway.runtime import Runtime, build_runtime
+from squidd.gateway.scheduled import ScheduledRuns
+from squidd.gateway.systemd import Notifier
+from squidd.gateway.turn_runner import TurnRunner
+from squidd.gateway.turn_tools import TurnTools
+from squidd.store.cron_jobs import JobsFile
+from squidd.store.handled import HandledFile
+from squidd.store.outbox import OutboxDir
+from squidd.store.pending_runs import PendingRunsDir
+from squidd.tools.mcp import McpHub
+
+__all__ = ["Terminal", "build_daemon", "build_terminal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    """What `squidd chat` runs a turn with."""
+
+    runtime: Runtime
+    tools: TurnTools
+
+
+def build_terminal(settings: Settings, mcp: McpHub | None = None) -> Terminal:
+    """The runtime and the per-turn tools for turns in the terminal (no daemon: cron jobs
+    made there have no scheduler to wake, sub-agents run only with wait=true)."""
+    runtime = build_runtime(settings)
+    return Terminal(runtime, TurnTools(runtime, mcp=mcp))
+
+
+def build_daemon(
+    settings: Settings,
+    *,
+    channels: ChannelRegistry | None = None,
+    clock: Clock | None = None,
+    notifier: Notifier | None = None,
+    handle_signals: bool = True,
+    http_client: httpx2.AsyncClient | None = None,
+) -> Daemon:
+    """The daemon for `settings`, with the enabled channels of `channels` (default: the
+    built-in ones). The caller closes `daemon.runtime` when the daemon is done.
+
+    Raises `ConfigError` when a channel cannot be built from the settings.
+    """
+    gw = settings.gateway
+    data_dir = settings.storage.data_dir
+    clock = clock or SystemClock()
+    runtime = build_runtime(settings, http_client=http_client)
+    built = (channels or builtin_channels()).build(settings, runtime.media)
+    supervisor = Supervisor(
+        Backoff(gw.restart_initial_delay_s, gw.restart_max_delay_s),
+        healthy_after_s=gw.healthy_after_s,
+    )
+    handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
+    outbox = OutboxDir(data_dir)
+    jobs = JobsFile(data_dir)
+    mcp = McpHub(settings.mcp)
+    by_name = {channel.name: channel for channel in built}
+    turns: list[TurnRunner] = []  # the router's turn, made below: it needs the router's caps
+
+    async def run_turn(inbound: Inbound) -> str | Reply:
+        return await turns[0](inbound)
+
+    router = Router(
+        run_turn=run_turn,
+        channels=by_name,
+        handled=handled,
+        outbox=outbox,
+        health_of=supervisor.health,
+        max_concurrent_turns=gw.max_concurrent_turns,
+        delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
+    )
+    scheduled = ScheduledRuns(
+        router,
+        PendingRunsDir(data_dir),
+        workspace_dir=settings.workspace_dir,
+        heartbeat_target=settings.heartbeat.target,
+    )
+    scheduler = _scheduler(settings, jobs, scheduled, clock)
+    tools = TurnTools(
+        runtime,
+        jobs=jobs,
+        mcp=mcp,
+        fire=scheduled.fire,
+        on_cron_change=scheduler.notify_changed if scheduler else (lambda: None),
+    )
+    caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
+    turns.append(TurnRunner(runtime, caps, tools))
+    return Daemon(
+        settings=settings,
+        runtime=runtime,
+        channels=by_name,
+        supervisor=supervisor,
+        handled=handled,
+        outbox=outbox,
+        jobs=jobs,
+        router=router,
+        turns=turns[0],
+        caps=caps,
+        scheduled=scheduled,
+        subagents=tools.subagents,
+        mcp=mcp,
+        scheduler=scheduler,
+        heartbeat=_heartbeat(settings, scheduled, turns[0], clock),
+        notifier=notifier or Notifier(),
+        handle_signals=handle_signals,
+    )
+
+
+def _scheduler(
+    settings: Settings, jobs: JobsFile, scheduled: ScheduledRuns, clock: Clock
+) -> CronScheduler | None:
+    if not settings.cron.enabled:
+        return None
+    return CronScheduler(
+        jobs,
+        scheduled.fire_cron,
+        clock=clock,
+        misfire_grace=timedelta(seconds=settings.cron.misfire_grace_s),
+        poll_s=settings.cron.poll_s,
+    )
+
+
+def _heartbeat(
+    settings: Settings, scheduled: ScheduledRuns, turns: TurnRunner, clock: Clock
+) -> Heartbeat | None:
+    hb = settings.heartbeat
+    if not hb.enabled:
+        return None
+    return Heartbeat(
+        interval=timedelta(minutes=hb.interval_minutes),
+        active_hours=parse_active_hours(hb.active_hours),
+        timezone=hb.timezone,
+        read_checklist=scheduled.read_checklist,
+        fire=scheduled.fire_heartbeat,
+        clock=clock,
+        activity=lambda: turns.done,
+    )

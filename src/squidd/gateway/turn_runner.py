@@ -1,0 +1,66 @@
+"""The router's turn: what runs for one message, cron firing, heartbeat or sub-agent run.
+
+The owner's daily-cap notice is its own answer; a chat command (`/help`, `/usage`) is
+answered by its module without a model call; a capped turn answers with the refusal; a
+background sub-agent's run goes to `SubAgents`; anything else is one `AgentLoop.run` with
+the per-call tools `TurnTools` decides for it. It also counts the turns the heartbeat sees
+as activity (every turn but the heartbeat's own).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from squidd.core.models import Inbound, InboundKind
+from squidd.core.reply_files import Reply, ReplyFiles
+from squidd.gateway.caps import DailyCaps
+from squidd.gateway.chat_commands import ChatCommands
+from squidd.gateway.costs import usage_today
+from squidd.gateway.runtime import Runtime
+from squidd.gateway.turn_tools import TurnScope, TurnTools
+
+PURPOSES = {InboundKind.CRON: "cron", InboundKind.HEARTBEAT: "heartbeat"}
+"""How the usage ledger files the model calls of a run of these kinds (others: by round)."""
+
+
+class TurnRunner:
+    """`Router(run_turn=...)` for the daemon; the chat commands' `CommandHost`."""
+
+    def __init__(self, runtime: Runtime, caps: DailyCaps, tools: TurnTools) -> None:
+        self._runtime = runtime
+        self._caps = caps
+        self._tools = tools
+        self._commands = ChatCommands(self)
+        self.done = 0  # turns other than heartbeats, for the heartbeat's `activity`
+
+    async def usage_today(self) -> dict[str, Any]:
+        return await usage_today(self._runtime.settings, self._runtime.usage)
+
+    async def __call__(self, inbound: Inbound) -> str | Reply:
+        if inbound.kind is InboundKind.NOTICE:
+            return inbound.text  # the owner's daily-cap notice: no model call
+        command_reply = await self._commands.answer(inbound)
+        if command_reply is not None:
+            return command_reply  # `/help` and the like: answered here, no model call
+        refusal = await self._caps.refusal(inbound)
+        if refusal is not None:
+            return refusal
+        if inbound.kind is not InboundKind.HEARTBEAT:
+            # Anything but the heartbeat itself counts as a change the heartbeat should see.
+            self.done += 1
+        if inbound.kind is InboundKind.SUBAGENT:
+            return await self._tools.subagents.run_background_turn(inbound)
+        # send_file only where the answer goes somewhere that can carry a file.
+        files = ReplyFiles() if inbound.destination is not None else None
+        # A sub-agent's report is a turn of its conversation, under the conversation's own
+        # channel (`turn_channel`), so it gets that channel's tools.
+        text = await self._runtime.agent.run(
+            inbound.session_id,
+            inbound.text,
+            inbound.turn_channel,
+            extra_tools=self._tools.for_turn(TurnScope.of(inbound, files)),
+            turn_id=f"{inbound.channel}:{inbound.source_id}",
+            attachments=inbound.attachments,
+            purpose=PURPOSES.get(inbound.kind),
+        )
+        return Reply(text, files.files if files is not None else ())
