@@ -3,7 +3,12 @@ that starts over once a loop stayed healthy."""
 
 from __future__ import annotations
 
-from squidd.core.backoff import Backoff, Failures
+import pytest
+
+from squidd.core.backoff import Backoff, Failures, reconnecting
+from squidd.errors import PermanentError, TransientError
+
+pytestmark = pytest.mark.anyio
 
 
 def test_backoff_doubles_up_to_the_cap_with_bounded_jitter() -> None:
@@ -42,3 +47,49 @@ def test_without_a_healthy_period_one_success_resets() -> None:
     failures.up()
     assert failures.count == 0
     assert failures.next_delay() == 1
+
+
+async def test_reconnecting_retries_transient_failures_and_reports_recovery() -> None:
+    outcomes: list[Exception | None] = [
+        TransientError("down"),
+        TransientError("still down"),
+        None,
+        None,
+        PermanentError("login refused"),
+    ]
+    retries: list[tuple[str, float]] = []
+    recovered: list[int] = []
+
+    async def attempt() -> None:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    failures = Failures(Backoff(0.001, 0.002, jitter=lambda: 0.0))
+    with pytest.raises(PermanentError):
+        await reconnecting(
+            attempt,
+            failures,
+            on_retry=lambda exc, delay: retries.append((str(exc), delay)),
+            on_recovered=recovered.append,
+        )
+    assert retries == [("down", 0.0005), ("still down", 0.001)]
+    assert recovered == [2]  # once, after the two failures; not after the next success
+    assert failures.count == 0
+    assert outcomes == []
+
+
+async def test_on_retry_may_stop_the_loop() -> None:
+    calls = 0
+
+    async def attempt() -> None:
+        nonlocal calls
+        calls += 1
+        raise TransientError("no route")
+
+    def give_up(exc: TransientError, delay: float) -> None:
+        raise exc
+
+    with pytest.raises(TransientError):
+        await reconnecting(attempt, Failures(Backoff(1, 2)), on_retry=give_up)
+    assert calls == 1

@@ -5,16 +5,26 @@ loop and forgets them once the loop stayed healthy for a while, so a child that 
 hour and then lost its connection starts again at the short delay instead of the long one.
 The supervisor, both channels' reconnect and acknowledgement loops, the router's delivery
 retries and the LLM adapter all take their delays from here.
+
+`reconnecting` is the one reconnect loop both channels run (Matrix's sync, email's IMAP
+folder): it runs one attempt after the other, waits the next delay after a
+`TransientError`, says so through `on_retry` (the channel's log line and state), marks the
+loop up after an attempt that returned and lets anything else (a `PermanentError`) out.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
-__all__ = ["Backoff", "Failures"]
+import anyio
+
+from squidd.errors import TransientError
+
+__all__ = ["Backoff", "Failures", "reconnecting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +81,31 @@ class Failures:
         self._up_since = None
         self.count += 1
         return self._backoff.delay(self.count)
+
+
+async def reconnecting(
+    attempt: Callable[[], Awaitable[None]],
+    failures: Failures,
+    *,
+    on_retry: Callable[[TransientError, float], None],
+    on_recovered: Callable[[int], None] = lambda failed: None,
+) -> NoReturn:
+    """Run `attempt` again and again, forever.
+
+    After a `TransientError`: count it, call `on_retry(error, delay)` (which may re-raise
+    the error to stop here) and sleep the delay. After an attempt that returned: call
+    `on_recovered(n)` if n failures came before it, then `failures.up()`. An attempt that
+    holds a connection for long calls `failures.up()` itself once it is connected. Any other
+    exception ends the loop.
+    """
+    while True:
+        try:
+            await attempt()
+        except TransientError as exc:
+            delay = failures.next_delay()
+            on_retry(exc, delay)
+            await anyio.sleep(delay)
+            continue
+        if failures.count:
+            on_recovered(failures.count)
+        failures.up()

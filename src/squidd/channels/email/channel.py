@@ -7,9 +7,10 @@ second connection; a reply refused for good ends in `on_undeliverable` instead (
 is left unread and flagged). Nothing is marked read before the reply left, so a crash at
 any point loses no mail.
 
-The loop here reconnects on transient failures with `core.backoff` delays (reset once a
-connection stayed up a while), re-raises a permanent one (a rejected login) after reporting
-it, and reports the channel's state to the inbox.
+The loop here is `core.backoff.reconnecting` (the one both channels run): it reconnects on
+transient failures with `core.backoff` delays (reset once a connection stayed up a while);
+a permanent one (a rejected login) is re-raised after reporting it; the channel's state is
+reported to the inbox.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from squidd.channels.email.smtp import SmtpSender
 from squidd.channels.email.state import StateFile, state_path
 from squidd.channels.email.tls import make_tls_context
 from squidd.config.email import EmailSettings
-from squidd.core.backoff import Backoff, Failures
+from squidd.core.backoff import Backoff, Failures, reconnecting
 from squidd.core.models import Outbound
 from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import PermanentError, TransientError
@@ -92,39 +93,40 @@ class EmailChannel:
         inbox.report(ChannelState.STARTING, "")
         started = False
         failures = Failures(self._backoff, healthy_after_s=_HEALTHY_AFTER_S, clock=self._clock)
+
+        async def attempt() -> None:
+            nonlocal started
+            folder = ImapFolder(s, self._tls)
+            try:
+                await folder.connect(s.folder)
+                failures.up()
+                await self._receiver.reconcile(folder)
+                inbox.report(ChannelState.CONNECTED, f"{s.imap_host} {s.folder}")
+                log.info(
+                    "email_connected",
+                    host=s.imap_host,
+                    folder=s.folder,
+                    idle=s.idle and folder.has_capability("IDLE"),
+                )
+                if not started:
+                    started = True
+                    task_status.started()
+                await self._receiver.receive(folder, inbox)
+            finally:
+                await folder.close()
+
+        def on_retry(exc: TransientError, delay: float) -> None:
+            inbox.report(ChannelState.RECONNECTING, str(exc))
+            if not started:
+                raise exc  # the first connection failed: the supervisor says so and retries
+            log.warning("email_reconnecting", error=str(exc), delay_s=round(delay, 2))
+
         try:
-            while True:
-                folder = ImapFolder(s, self._tls)
-                try:
-                    await folder.connect(s.folder)
-                    failures.up()
-                    await self._receiver.reconcile(folder)
-                    inbox.report(ChannelState.CONNECTED, f"{s.imap_host} {s.folder}")
-                    log.info(
-                        "email_connected",
-                        host=s.imap_host,
-                        folder=s.folder,
-                        idle=s.idle and folder.has_capability("IDLE"),
-                    )
-                    if not started:
-                        started = True
-                        task_status.started()
-                    await self._receiver.receive(folder, inbox)
-                except PermanentError as exc:
-                    inbox.report(ChannelState.FAILED, str(exc))
-                    log.error("email_failed", error=str(exc))  # noqa: TRY400 - no traceback needed
-                    raise
-                except TransientError as exc:
-                    if not started:
-                        inbox.report(ChannelState.RECONNECTING, str(exc))
-                        raise
-                    wait = failures.next_delay()
-                    inbox.report(ChannelState.RECONNECTING, str(exc))
-                    log.warning("email_reconnecting", error=str(exc), delay_s=round(wait, 2))
-                    await folder.close()
-                    await anyio.sleep(wait)
-                finally:
-                    await folder.close()
+            await reconnecting(attempt, failures, on_retry=on_retry)
+        except PermanentError as exc:
+            inbox.report(ChannelState.FAILED, str(exc))
+            log.error("email_failed", error=str(exc))  # noqa: TRY400 - no traceback needed
+            raise
         finally:
             await self._acks.close()
 

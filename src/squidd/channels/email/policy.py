@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from squidd.channels.email.headers import MailHeaders
+from squidd.core.allowlist import Allowlist
 
 _ROBOT_LOCAL_RE = re.compile(
     r"^(mailer-daemon|postmaster|no-?reply|do-?not-?reply|bounces?|notifications?)([+._-].*)?$"
@@ -149,11 +150,14 @@ def loop_reason(headers: MailHeaders, own_address: str) -> str | None:
     return None
 
 
+def domain_of(address: str) -> str:
+    return address.rpartition("@")[2]
+
+
 def is_allowed(address: str, senders: Sequence[str], domains: Sequence[str]) -> bool:
-    """Allowlisted by exact address or by domain (subdomains not included). Empty: nobody."""
-    address = address.lower()
-    domain = address.rpartition("@")[2]
-    return address in senders or domain in domains
+    """Allowlisted by exact address or by domain (subdomains not included). Empty: nobody.
+    The common part every channel shares (`core.allowlist`), addresses in lowercase."""
+    return Allowlist.of(senders, domains, domain_of=domain_of, fold=str.lower).allows(address)
 
 
 class RateLimiter:

@@ -56,7 +56,7 @@ from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
 from squidd.config.matrix import MatrixSettings
-from squidd.core.backoff import Backoff, Failures
+from squidd.core.backoff import Backoff, Failures, reconnecting
 from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import SquiddError, TransientError
@@ -221,32 +221,34 @@ class Connection:
         self.own_identity = own
 
     async def _sync_loop(self, since: str) -> None:
+        """Sync after sync, through `core.backoff.reconnecting` (the loop both channels run)."""
+        position = since
+
+        async def one_sync() -> None:
+            nonlocal position
+            response = await self._sync(since=position, wait=True)
+            position = await self._handle_batch(response, position)
+
+        def on_retry(exc: TransientError, delay: float) -> None:
+            log.warning(
+                "matrix_sync_failed",
+                attempt=failures.count,
+                retry_in_s=round(delay, 2),
+                reason=str(exc),
+            )
+            self._inbox.report(
+                ChannelState.RECONNECTING, f"{exc}; retry {failures.count} in {delay:.1f}s"
+            )
+
+        def on_recovered(failed: int) -> None:
+            log.info("matrix_reconnected", after_attempts=failed)
+            self._inbox.report(ChannelState.CONNECTED, f"{self._user_id} on {self._cfg.homeserver}")
+
         failures = Failures(self._carried.backoff)
-        while True:
-            try:
-                response = await self._sync(since=since, wait=True)
-                since = await self._handle_batch(response, since)
-            except TokenRejectedError as exc:
-                await self._token_rejected(exc)
-            except TransientError as exc:
-                delay = failures.next_delay()
-                log.warning(
-                    "matrix_sync_failed",
-                    attempt=failures.count,
-                    retry_in_s=round(delay, 2),
-                    reason=str(exc),
-                )
-                self._inbox.report(
-                    ChannelState.RECONNECTING, f"{exc}; retry {failures.count} in {delay:.1f}s"
-                )
-                await anyio.sleep(delay)
-                continue
-            if failures.count:
-                log.info("matrix_reconnected", after_attempts=failures.count)
-                self._inbox.report(
-                    ChannelState.CONNECTED, f"{self._user_id} on {self._cfg.homeserver}"
-                )
-            failures.up()
+        try:
+            await reconnecting(one_sync, failures, on_retry=on_retry, on_recovered=on_recovered)
+        except TokenRejectedError as exc:
+            await self._token_rejected(exc)
 
     async def _token_rejected(self, exc: TokenRejectedError) -> None:
         if self._cfg.access_token is None and self._cfg.password is not None:

@@ -1,4 +1,5 @@
 """Who is answered, where, and whose invites are accepted. Pure logic, no I/O.
+The allowlist of senders is the common part every channel shares (`core.allowlist`).
 
 The rules (README, Matrix section):
 * a sender must be allowlisted (full MXID, or a whole server);
@@ -16,6 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from squidd.core.allowlist import Allowlist
 
 
 def server_of(mxid: str) -> str:
@@ -35,8 +38,7 @@ class Policy:
     """The allowlists; room aliases are resolved to ids by the channel at start-up."""
 
     bot_user_id: str
-    allowed_users: frozenset[str]
-    allowed_servers: frozenset[str]
+    senders: Allowlist  # users by MXID, or whole servers; never the bot itself
     allowed_rooms: frozenset[str]
     open_rooms: frozenset[str]
 
@@ -52,16 +54,15 @@ class Policy:
     ) -> Policy:
         return cls(
             bot_user_id=bot_user_id,
-            allowed_users=frozenset(allowed_users),
-            allowed_servers=frozenset(s.lower() for s in allowed_servers),
+            senders=Allowlist.of(
+                allowed_users, allowed_servers, domain_of=server_of, own=bot_user_id
+            ),
             allowed_rooms=frozenset(allowed_rooms),
             open_rooms=frozenset(open_rooms),
         )
 
     def user_allowed(self, mxid: str) -> bool:
-        if mxid == self.bot_user_id:
-            return False
-        return mxid in self.allowed_users or server_of(mxid) in self.allowed_servers
+        return self.senders.allows(mxid)
 
     def invite_accepted(self, inviter: str) -> bool:
         return self.user_allowed(inviter)
