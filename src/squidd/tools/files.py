@@ -21,14 +21,16 @@ import stat
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
 import anyio.to_thread
 import structlog
+from pydantic import Field
 
 from squidd.config.tools import FilesSettings
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
+from squidd.tools.arguments import Arguments, parse, schema_of
 
 log = structlog.get_logger()
 
@@ -79,13 +81,6 @@ class WorkspaceJail:
         if not real.is_relative_to(root):
             raise ToolError(f"refused {raw!r}: it leads outside the workspace (symlink)")
         return real
-
-
-def _string_arg(arguments: Mapping[str, Any], name: str, *, default: str | None = None) -> str:
-    value = arguments.get(name, default)
-    if not isinstance(value, str):
-        raise ToolError(f"argument {name!r} must be a string")
-    return value
 
 
 def open_regular(real: Path, shown: str, flags: int) -> tuple[int, os.stat_result]:
@@ -168,17 +163,6 @@ def _atomic_replace(jail: WorkspaceJail, real: Path, shown: str, data: bytes) ->
 _RESULT_READ_CAP = 16 * 1024 * 1024
 
 
-def _int_arg(
-    arguments: Mapping[str, Any], name: str, default: int | None, *, minimum: int
-) -> int | None:
-    value = arguments.get(name, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ToolError(f"argument {name!r} must be a whole number >= {minimum}")
-    return value
-
-
 class _FileTool:
     """Shared plumbing: argument errors and refusals become error results for the model."""
 
@@ -203,6 +187,27 @@ class _FileTool:
         return ToolResult(content)
 
 
+class ReadArguments(Arguments):
+    path: str = Field(description="e.g. notes/todo.md")
+    offset: Annotated[int, Field(ge=0, description="first character")] = 0
+    limit: Annotated[int, Field(ge=1, description="characters to read")] | None = None
+
+
+class WriteArguments(Arguments):
+    path: str = Field(description="relative to the workspace")
+    content: str = Field(description="the whole new content")
+
+
+class EditArguments(Arguments):
+    path: str = Field(description="relative to the workspace")
+    old_text: str = Field(min_length=1, description="exact text to replace")
+    new_text: str = Field(description="replacement text")
+
+
+class ListArguments(Arguments):
+    path: str = Field(".", description="default '.'")
+
+
 class ReadFileTool(_FileTool):
     name = "read_file"
     description = (
@@ -210,16 +215,7 @@ class ReadFileTool(_FileTool):
         "tool result (tool-results/...) or a received attachment (media/... or its saved "
         "path; read-only). offset and limit, in characters, read a part."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "e.g. notes/todo.md"},
-            "offset": {"type": "integer", "minimum": 0, "description": "first character"},
-            "limit": {"type": "integer", "minimum": 1, "description": "characters to read"},
-        },
-        "required": ["path"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(ReadArguments)
 
     def __init__(
         self,
@@ -237,10 +233,8 @@ class ReadFileTool(_FileTool):
         self._media_dir = media_dir
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
-        path = _string_arg(arguments, "path")
-        offset = _int_arg(arguments, "offset", 0, minimum=0) or 0
-        limit = _int_arg(arguments, "limit", None, minimum=1)
-        return partial(self._read, path, offset, limit)
+        args = parse(ReadArguments, arguments)
+        return partial(self._read, args.path, args.offset, args.limit)
 
     def _read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
         prefix = "tool-results/"
@@ -279,20 +273,11 @@ class WriteFileTool(_FileTool):
         "Create or replace a UTF-8 text file in the workspace with the given content. "
         "Missing directories are created."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "relative to the workspace"},
-            "content": {"type": "string", "description": "the whole new content"},
-        },
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(WriteArguments)
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
-        path = _string_arg(arguments, "path")
-        content = _string_arg(arguments, "content")
-        return partial(self._write, path, content)
+        args = parse(WriteArguments, arguments)
+        return partial(self._write, args.path, args.content)
 
     def _write(self, path: str, content: str) -> str:
         data = content.encode("utf-8")
@@ -314,24 +299,11 @@ class EditFileTool(_FileTool):
         "Replace one exact piece of text in a workspace file. Fails when old_text is not "
         "found or occurs more than once (then include more surrounding text)."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "relative to the workspace"},
-            "old_text": {"type": "string", "description": "exact text to replace"},
-            "new_text": {"type": "string", "description": "replacement text"},
-        },
-        "required": ["path", "old_text", "new_text"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(EditArguments)
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
-        path = _string_arg(arguments, "path")
-        old = _string_arg(arguments, "old_text")
-        new = _string_arg(arguments, "new_text")
-        if not old:
-            raise ToolError("old_text must not be empty")
-        return partial(self._edit, path, old, new)
+        args = parse(EditArguments, arguments)
+        return partial(self._edit, args.path, args.old_text, args.new_text)
 
     def _edit(self, path: str, old: str, new: str) -> str:
         real, shown, text = _read_text(self._jail, path, self._settings.max_read_bytes)
@@ -357,15 +329,10 @@ class ListDirTool(_FileTool):
         "List a directory of the workspace ('.' for its top). Directories end with '/', "
         "symlinks with '@'; files show their size in bytes."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {"path": {"type": "string", "description": "default '.'"}},
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(ListArguments)
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
-        path = _string_arg(arguments, "path", default=".")
-        return partial(self._list, path)
+        return partial(self._list, parse(ListArguments, arguments).path)
 
     def _list(self, path: str) -> str:
         real = self._jail.resolve(path)

@@ -8,11 +8,21 @@ session and names the session and date of each hit. It is off unless configured
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints
 
 from squidd.core.models import HistoryHit, SessionId, ToolResult
 from squidd.core.ports import MemoryStore
 from squidd.errors import StorageError, ToolError
+from squidd.tools.arguments import Arguments, parse, schema_of
+
+
+class SearchArguments(Arguments):
+    query: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)
+    ] = Field(description="Words that must all appear.")
+    limit: Annotated[int, Field(ge=1, le=50)] | None = None
 
 
 class SearchHistoryTool:
@@ -22,15 +32,7 @@ class SearchHistoryTool:
         "summary, for messages containing all the given words. Returns short snippets, "
         "newest first."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "Words that must all appear."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(SearchArguments)
 
     def __init__(self, storage: MemoryStore, session_id: SessionId, *, limit: int = 10) -> None:
         self._storage = storage
@@ -38,7 +40,7 @@ class SearchHistoryTool:
         self._limit = limit
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        query, limit = _query_and_limit(self.name, arguments, self._limit)
+        query, limit = _query_and_limit(arguments, self._limit)
         try:
             hits = await self._storage.search_history(self._session_id, query, limit=limit)
         except StorageError as exc:
@@ -53,16 +55,9 @@ class SearchHistoryTool:
         return ToolResult("\n".join(lines))
 
 
-def _query_and_limit(tool: str, arguments: Mapping[str, Any], most: int) -> tuple[str, int]:
-    query = arguments.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ToolError(f"{tool} needs a non-empty 'query' string")
-    if len(query) > 500:
-        raise ToolError("the query is too long (500 characters at most)")
-    limit = arguments.get("limit", most)
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise ToolError("'limit' must be a positive integer")
-    return query, min(limit, most, 50)
+def _query_and_limit(arguments: Mapping[str, Any], most: int) -> tuple[str, int]:
+    args = parse(SearchArguments, arguments)
+    return args.query, min(args.limit or most, most)
 
 
 class SearchAllHistoryTool:
@@ -81,7 +76,7 @@ class SearchAllHistoryTool:
         self._limit = limit
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        query, limit = _query_and_limit(self.name, arguments, self._limit)
+        query, limit = _query_and_limit(arguments, self._limit)
         try:
             hits = await self._search(query, limit)
         except StorageError as exc:

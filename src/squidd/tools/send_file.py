@@ -20,17 +20,24 @@ from typing import Any
 
 import anyio.to_thread
 import structlog
+from pydantic import Field
 
 from squidd.core.models import ToolResult
 from squidd.core.reply_files import FileKind, FileRef, ReplyFiles
 from squidd.errors import ToolError
 from squidd.fs import display_name
+from squidd.tools.arguments import Arguments, parse, schema_of
 from squidd.tools.files import WorkspaceJail, media_relative, open_regular
 
 log = structlog.get_logger()
 
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _CHUNK = 1024 * 1024
+
+
+class SendFileArguments(Arguments):
+    path: str = Field(description="e.g. reports/summary.pdf")
+    name: str = Field("", description="file name shown (default: its own)")
 
 
 class SendFileTool:
@@ -40,15 +47,7 @@ class SendFileTool:
         "received attachment (media/...). It goes out with your answer (Matrix: as an "
         "image or a file; email: as an attachment). Say in your answer what you sent."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "e.g. reports/summary.pdf"},
-            "name": {"type": "string", "description": "file name shown (default: its own)"},
-        },
-        "required": ["path"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(SendFileArguments)
 
     def __init__(
         self, workspace: Path, media_dir: Path, files: ReplyFiles, *, max_bytes: int
@@ -60,9 +59,9 @@ class SendFileTool:
         self._max_bytes = max_bytes
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        path, name = arguments.get("path"), arguments.get("name", "")
         try:
-            ref = await anyio.to_thread.run_sync(self._describe, path, name)
+            args = parse(SendFileArguments, arguments)
+            ref = await anyio.to_thread.run_sync(self._describe, args.path, args.name)
             added = self._files.add(ref)
         except (ToolError, ValueError) as exc:
             log.info("tool_refused", tool=self.name, reason=str(exc))
@@ -74,11 +73,7 @@ class SendFileTool:
             f"Attached {ref.name} ({ref.mime}, {ref.size} bytes); it is sent with your reply."
         )
 
-    def _describe(self, raw: object, name: object) -> FileRef:
-        if not isinstance(raw, str):
-            raise ToolError("path must be a non-empty string (relative to the workspace)")
-        if not isinstance(name, str):
-            raise ToolError("argument 'name' must be a string")
+    def _describe(self, raw: str, name: str) -> FileRef:
         inside = media_relative(self._media_dir, raw)
         jail, rel = (self._jail, raw) if inside is None else (self._media, inside)
         real = jail.resolve(rel)

@@ -13,13 +13,15 @@ the tool only checks the arguments and the depth, and names the refusal it gets.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import structlog
+from pydantic import Field, StringConstraints
 
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import ToolPolicy
 from squidd.errors import ToolError
+from squidd.tools.arguments import Arguments, parse, schema_of
 
 log = structlog.get_logger()
 
@@ -82,6 +84,13 @@ class SubAgentPolicy:
         )
 
 
+class SpawnArguments(Arguments):
+    task: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=_MAX_TASK_CHARS)
+    ] = Field(description="What the sub-agent should do.")
+    wait: bool = Field(True, description="Wait for the report (default true).")
+
+
 class SpawnTool:
     name = "spawn"
     description = (
@@ -90,15 +99,7 @@ class SpawnTool:
         "wait=false: it works in the background and its report is sent to this "
         "conversation when done. Give the task all the context it needs."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "task": {"type": "string", "description": "What the sub-agent should do."},
-            "wait": {"type": "boolean", "description": "Wait for the report (default true)."},
-        },
-        "required": ["task"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(SpawnArguments)
 
     def __init__(
         self,
@@ -116,14 +117,8 @@ class SpawnTool:
         self._max_depth = max_depth
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        task = arguments.get("task")
-        if not isinstance(task, str) or not task.strip():
-            raise ToolError("spawn needs a non-empty 'task' string")
-        if len(task) > _MAX_TASK_CHARS:
-            raise ToolError(f"the task is too long ({_MAX_TASK_CHARS} characters at most)")
-        wait = arguments.get("wait", True)
-        if not isinstance(wait, bool):
-            raise ToolError("'wait' must be true or false")
+        args = parse(SpawnArguments, arguments)
+        task, wait = args.task, args.wait
         depth = depth_of(self._session) + 1
         if depth > self._max_depth:
             log.warning(

@@ -21,18 +21,20 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
 import httpx2
 import structlog
+from pydantic import Field, StringConstraints
 
 from squidd.config.tools import WebSearchSettings
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
 from squidd.text import clean_text
+from squidd.tools.arguments import Arguments, parse, schema_of
 
 log = structlog.get_logger()
 
@@ -140,21 +142,20 @@ def ddgs_backend(timeout_s: float) -> Backend:
     return run
 
 
+class WebSearchArguments(Arguments):
+    query: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=400)
+    ] = Field(description="What to search for.")
+    count: Annotated[int, Field(ge=1, le=20)] | None = None
+
+
 class WebSearchTool:
     name = "web_search"
     description = (
         "Search the web. Returns title, URL and a short snippet per result; read a page "
         "with web_fetch when you need more than the snippet."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "What to search for."},
-            "count": {"type": "integer", "minimum": 1, "maximum": 20},
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(WebSearchArguments)
 
     def __init__(
         self,
@@ -172,18 +173,12 @@ class WebSearchTool:
             await self._own_client.aclose()
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        query = arguments.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise ToolError("web_search needs a non-empty 'query' string")
-        if len(query) > 400:
-            raise ToolError("the query is too long (400 characters at most)")
-        count = arguments.get("count", self._settings.max_results)
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ToolError("'count' must be a positive integer")
-        count = min(count, self._settings.max_results)
+        args = parse(WebSearchArguments, arguments)
+        query = args.query
+        count = min(args.count or self._settings.max_results, self._settings.max_results)
         try:
             with anyio.fail_after(self._settings.timeout_s + 5):
-                hits = await self._backend(query.strip(), count)
+                hits = await self._backend(query, count)
         except TimeoutError:
             log.warning("web_search_failed", backend=self._settings.backend, error="timeout")
             raise ToolError("the search took too long") from None
