@@ -628,21 +628,45 @@ async def test_rate_limited_mail_is_answered_when_the_window_allows_not_dropped(
     assert not [e for e in logs if e["event"] == "email_ignored"]
 
 
-async def test_rate_limited_mail_survives_a_restart(
+async def test_rate_limit_counts_survive_a_restart(
     mail_server: MailServer, bot: str, data_dir: Path
 ) -> None:
+    """A restart does not reset the sender's count (a mail loop across restarts must not
+    escape the limit): the next process still defers the second mail, and hands it on once
+    the window has passed. The wall clock is the test's, so nothing here waits for time."""
     first = await send(mail_server, make_mail(to=bot, subject="one"), bot)
     second = await send(mail_server, make_mail(to=bot, subject="two"), bot)
     hour = {"rate_limit_count": 1, "rate_limit_window_s": 3600}
-    channel = channel_for(mail_server, bot, data_dir, **hour)
+    now = [1_000_000.0]
+
+    def process() -> EmailChannel:
+        return EmailChannel(
+            bot_settings(mail_server, bot, **hour), data_dir, wall_clock=lambda: now[0]
+        )
+
     inbox = TestInbox()
+    channel = process()
     with capture_logs() as logs:
         async with running(channel, inbox):
             inbound = await inbox.next()
             await answer(channel, inbound, "one answered")
             await eventually(lambda: any(e["event"] == "email_deferred" for e in logs))
     assert [m.source_id for m in inbox.received] == [first]
-    # A new process (the limiter's memory is gone with the old one) answers the second.
+    # A new process a minute later: the count is still there, the mail still waits. A mail
+    # from a stranger, looked at after the deferred ones in the same scan, marks the point.
+    now[0] += 60
+    marker = await send(mail_server, make_mail(to=bot, sender=f"bob@{DOMAIN}"), bot)
     inbox2 = TestInbox()
-    async with running(channel_for(mail_server, bot, data_dir, **hour), inbox2):
-        assert (await inbox2.next()).source_id == second
+    with capture_logs() as logs:
+        async with running(process(), inbox2):
+            await eventually(
+                lambda: any(
+                    e.get("message_id") == marker for e in logs if e["event"] == "email_ignored"
+                )
+            )
+    assert inbox2.received == []
+    # Another process past the window: handed on.
+    now[0] += 3600
+    inbox3 = TestInbox()
+    async with running(process(), inbox3):
+        assert (await inbox3.next()).source_id == second

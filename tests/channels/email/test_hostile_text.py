@@ -16,6 +16,7 @@ from squidd.channels.email.body import extract_text
 from squidd.channels.email.charsets import decode, header_text
 from squidd.channels.email.compose import ThreadContext, build_message
 from squidd.channels.email.headers import parse_headers, valid_msgids
+from squidd.channels.email.policy import Gate
 
 CONTROLS = {chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
 
@@ -281,3 +282,15 @@ def test_a_mail_enclosing_itself_deeply_ends() -> None:
     text = extract_text(raw, max_chars=100_000).text
     assert "Forwarded message 1.1.1.1.1 " in text
     assert "1.1.1.1.1.1.1.1" not in text
+
+
+def test_a_from_too_long_to_read_is_left_alone_with_its_reason() -> None:
+    raw = b"From: " + b"junk " * 2000 + b"<alice@example.org>\r\nSubject: s\r\n\r\n"
+    gate = Gate(
+        own_address="bot@example.net",
+        allowed_senders=["alice@example.org"],
+        allowed_domains=[],
+        require_authentication=False,
+        trusted_authserv_id="mx.example.net",
+    )
+    assert gate.reason_to_ignore(parse_headers(raw)) == "from_too_long"

@@ -26,7 +26,7 @@ from squidd.channels.email.policy import (
     parse_auth_results,
 )
 from squidd.channels.email.quoting import trim_reply
-from squidd.channels.email.state import state_path
+from squidd.channels.email.state import StateFile, state_path
 from squidd.config.email import EmailSettings
 from squidd.errors import DeliveryError, DeliveryRefusedError
 
@@ -381,3 +381,39 @@ def test_smtp_failures_are_split_into_refused_for_good_and_worth_retrying(
     error = smtp_error(exc)
     assert isinstance(error, DeliveryRefusedError) is refused
     assert isinstance(error, DeliveryError) is not refused
+
+
+def test_rate_limit_counts_are_kept_bounded_and_survive_a_snapshot() -> None:
+    now = [1_000.0]
+    limiter = RateLimiter(2, 60, clock=lambda: now[0], max_senders=3)
+    for _ in range(5):
+        limiter.record("a@x")
+    assert limiter.snapshot() == {"a@x": [1_000.0, 1_000.0]}  # only what the window needs
+    later = RateLimiter(2, 60, clock=lambda: now[0], max_senders=3)
+    later.restore(limiter.snapshot())
+    assert not later.allows("a@x")
+    for n, sender in enumerate(["b@x", "c@x", "d@x"]):
+        now[0] += 1 + n
+        later.record(sender)
+    assert sorted(later.snapshot()) == ["b@x", "c@x", "d@x"]  # the oldest sender went first
+    # a time ahead of the clock (the clock was set back) holds a sender one window at most
+    back = RateLimiter(1, 60, clock=lambda: 0.0)
+    back.restore({"a@x": [10_000.0]})
+    assert back.wait_s("a@x") == 60
+    # expired counts are dropped on restore; junk in the state file is not loaded
+    expired = RateLimiter(1, 60, clock=lambda: 10_000.0)
+    expired.restore({"a@x": [1.0]})
+    assert expired.snapshot() == {}
+
+
+@pytest.mark.anyio
+async def test_state_file_keeps_the_rate_counts(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    state = StateFile(path)
+    await state.load()
+    state.state.rate = {"a@x": [1.5, 2.5]}
+    await state.save()
+    again = StateFile(path)
+    assert (await again.load()).rate == {"a@x": [1.5, 2.5]}
+    path.write_text('{"rate": {"a@x": ["no", 1e999, 3], "b@x": 7, "c@x": []}}')
+    assert (await StateFile(path).load()).rate == {"a@x": [3.0]}

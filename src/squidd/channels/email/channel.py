@@ -53,8 +53,10 @@ class EmailChannel:
         data_dir: Path,
         *,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         media: MediaSink | None = None,
     ) -> None:
+        """`clock` times reconnects; `wall_clock` the rate limit (its counts are on disk)."""
         self._settings = settings
         self._clock = clock
         self._media = media
@@ -64,7 +66,9 @@ class EmailChannel:
         # UIDs handed to the router by this process and not acknowledged yet.
         delivered: set[int] = set()
         self._acks = Acknowledger(settings, self._tls, state, delivered)
-        self._receiver = Receiver(settings, state, self._acks, delivered, clock=clock, media=media)
+        self._receiver = Receiver(
+            settings, state, self._acks, delivered, clock=wall_clock, media=media
+        )
         self._backoff = Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s)
 
     @property

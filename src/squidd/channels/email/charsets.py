@@ -129,9 +129,9 @@ def _pieces(raw: str) -> list[tuple[bytes, str | None]]:
     after_word = False
     for match in _WORD_RE.finditer(raw):
         between = raw[pos : match.start()]
-        if not (after_word and not between.strip()):
-            out.append((to_bytes(between), None))
         data = _word_bytes(match.group(2), match.group(3))
+        if not (after_word and data is not None and not between.strip()):
+            out.append((to_bytes(between), None))
         if data is None:
             out.append((to_bytes(match.group(0)), None))
             after_word = False

@@ -14,12 +14,12 @@ valid msg-ids only, never an encoded word.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.header import Header
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
@@ -33,6 +33,7 @@ from squidd.channels.email.headers import valid_msgids
 _RE_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 _MAX_REFERENCES = 20
 _MAX_SUBJECT = 200
+_WORD_BYTES = 45  # base64 of 45 bytes plus `=?utf-8?b?` and `?=`: 72 of the 75 allowed
 
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
 _markdown.enable(["table", "strikethrough"])
@@ -65,11 +66,29 @@ def reply_subject(subject: str) -> str:
     return printable(f"Re: {base}", max_chars=_MAX_SUBJECT) if base else "Re: your message"
 
 
+def encoded_words(text: str) -> str:
+    """`text` as RFC 2047 base64 words, one per folded line. Every character, spaces
+    included, is inside a word (a reader drops the whitespace between two words), and no
+    character is split across two words."""
+    words: list[str] = []
+    chunk = b""
+    for char in text:
+        data = char.encode("utf-8")
+        if len(chunk) + len(data) > _WORD_BYTES:
+            words.append(chunk.decode("utf-8"))
+            chunk = b""
+        chunk += data
+    if chunk or not words:
+        words.append(chunk.decode("utf-8"))
+    return "\n ".join(
+        f"=?utf-8?b?{base64.b64encode(w.encode('utf-8')).decode('ascii')}?=" for w in words
+    )
+
+
 def _set_subject(msg: EmailMessage, subject: str) -> None:
     """Set Subject so that it reads as `subject` exactly (see the module docstring)."""
     if "=?" in subject:
-        encoded = Header(subject, "utf-8", header_name="Subject").encode(linesep="\n")
-        msg.set_raw("Subject", encoded)
+        msg.set_raw("Subject", encoded_words(subject))
     else:
         msg["Subject"] = subject
 

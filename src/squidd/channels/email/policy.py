@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from squidd.channels.email.headers import MailHeaders
@@ -127,6 +127,8 @@ def authentication_failure(headers: MailHeaders, trusted_authserv_id: str) -> st
 def loop_reason(headers: MailHeaders, own_address: str) -> str | None:
     """Why answering this mail could start a mail loop (RFC 3834), or None."""
     sender = headers.from_addr
+    if headers.from_too_long:
+        return "from_too_long"
     if headers.from_count == 0:
         return "no_from"
     if headers.from_count > 1:
@@ -163,18 +165,31 @@ def is_allowed(address: str, senders: Sequence[str], domains: Sequence[str]) -> 
 class RateLimiter:
     """At most `count` answers per sender within a sliding `window_s`: a guard against mail
     loops, not a filter. Mail over the limit waits (the channel defers it), it is not
-    dropped."""
+    dropped.
+
+    The times are wall-clock seconds, so they mean the same to the next process: the channel
+    keeps `snapshot()` in its state file and hands it to `restore` at start, and a restart
+    does not reset the counts (a mail loop across restarts would escape the limit). The table
+    is bounded: a sender keeps only its newest `count` times (the only ones the window
+    needs), a sender whose window emptied is forgotten, and at most `max_senders` are kept.
+    """
 
     def __init__(
-        self, count: int, window_s: float, clock: Callable[[], float] = time.monotonic
+        self,
+        count: int,
+        window_s: float,
+        clock: Callable[[], float] = time.time,
+        *,
+        max_senders: int = 10_000,
     ) -> None:
         self._count = count
         self._window = window_s
         self._clock = clock
+        self._max_senders = max_senders
         self._hits: dict[str, deque[float]] = {}
 
     def _prune(self, sender: str) -> deque[float]:
-        hits = self._hits.setdefault(sender, deque())
+        hits = self._hits.setdefault(sender, deque(maxlen=self._count))
         horizon = self._clock() - self._window
         while hits and hits[0] <= horizon:
             hits.popleft()
@@ -195,6 +210,31 @@ class RateLimiter:
         # Senders whose window emptied are forgotten, so the table cannot grow without bound.
         for key in [k for k, v in self._hits.items() if not v and k != sender]:
             del self._hits[key]
+        if len(self._hits) > self._max_senders:
+            oldest = sorted(self._hits, key=lambda k: self._hits[k][-1] if self._hits[k] else 0)
+            for key in oldest[: len(self._hits) - self._max_senders]:
+                del self._hits[key]
+
+    def snapshot(self) -> dict[str, list[float]]:
+        """The times still inside their window, per sender (what `restore` takes back)."""
+        out: dict[str, list[float]] = {}
+        for sender in list(self._hits):
+            hits = self._prune(sender)
+            if hits:
+                out[sender] = list(hits)
+            else:
+                del self._hits[sender]
+        return out
+
+    def restore(self, saved: Mapping[str, Sequence[float]]) -> None:
+        """Take back a `snapshot()`. A time ahead of the clock (the clock was set back) counts
+        as now, so it holds a sender back for one window at most."""
+        now = self._clock()
+        self._hits = {}
+        for sender, times in saved.items():
+            kept = sorted(min(float(t), now) for t in times)[-self._count :]
+            self._hits[sender] = deque(kept, maxlen=self._count)
+        self.snapshot()  # drop what has expired meanwhile
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,9 +63,10 @@ class Receiver:
         acks: Acknowledger,
         delivered: set[int],
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
         media: MediaSink | None = None,
     ) -> None:
+        """`clock` gives wall-clock seconds: the rate limiter's times are kept on disk."""
         self._settings = settings
         self._media = media
         self._state = state
@@ -89,6 +90,7 @@ class Receiver:
             if self._settings.move_to:
                 await folder.ensure_mailbox(self._settings.move_to)
             await self._state.load()
+            self._limiter.restore(self._state.state.rate)
             self._state_loaded = True
         state = self._state.state
         if state.uidvalidity != folder.uidvalidity:
@@ -202,9 +204,10 @@ class Receiver:
             state.deferred.pop(uid, None)
             state.pending.add(uid)
             state.last_uid = max(state.last_uid or 0, uid)
-            await self._state.save()
             if not redelivery:
                 self._limiter.record(inbound.sender)
+                state.rate = self._limiter.snapshot()
+            await self._state.save()
             self._delivered.add(uid)
             log.info(
                 "email_received",

@@ -8,8 +8,9 @@
   crash they are handed on again; the router's handled-id record keeps that from producing
   a second reply.
 * `deferred`: UIDs held back by the rate limit, with their sender. `last_uid` moves past
-  them, so they are kept here and handed on, oldest first, when the sender's window allows
-  (after a restart, at once: the limiter's memory does not outlive the process).
+  them, so they are kept here and handed on, oldest first, when the sender's window allows.
+* `rate`: the rate limiter's counts (wall-clock times of the answers still inside the
+  window, per sender; bounded by the limiter), so a restart does not reset them.
 
 The file is replaced atomically on each change (a crash leaves the old or the new state).
 """
@@ -17,6 +18,7 @@ The file is replaced atomically on each change (a crash leaves the old or the ne
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +36,7 @@ class FolderState:
     last_uid: int | None = None
     pending: set[int] = field(default_factory=set)
     deferred: dict[int, str] = field(default_factory=dict)
+    rate: dict[str, list[float]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -42,6 +45,7 @@ class FolderState:
                 "last_uid": self.last_uid,
                 "pending": sorted(self.pending),
                 "deferred": {str(uid): self.deferred[uid] for uid in sorted(self.deferred)},
+                "rate": self.rate,
             }
         )
 
@@ -49,6 +53,20 @@ class FolderState:
 def state_path(data_dir: Path, account: str, folder: str) -> Path:
     """The state file of one account's folder; the name is safe whatever the inputs."""
     return data_dir / "email" / f"{safe_name(f'{account}|{folder}')}.json"
+
+
+def _rate(raw: object) -> dict[str, list[float]]:
+    """The saved rate-limit counts; what is not a list of numbers per sender is dropped
+    (losing a count lets one more mail through, it never blocks one)."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, list[float]] = {}
+    for sender, times in raw.items():
+        if isinstance(sender, str) and isinstance(times, list):
+            kept = [float(t) for t in times if isinstance(t, int | float) and math.isfinite(t)]
+            if kept:
+                out[sender] = kept
+    return out
 
 
 class StateFile:
@@ -73,6 +91,7 @@ class StateFile:
                 last_uid=None if data.get("last_uid") is None else int(data["last_uid"]),
                 pending={int(u) for u in data.get("pending", [])},
                 deferred={int(u): str(s) for u, s in (data.get("deferred") or {}).items()},
+                rate=_rate(data.get("rate")),
             )
         except (ValueError, TypeError, AttributeError):
             # Starting over is safe: unseen mail is rescanned, handled ids prevent repeats.
