@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from squidd.core.ports import HandledLog, JobStore, MemoryStore
 from squidd.store.cron_jobs import JobsFile
@@ -20,6 +21,12 @@ from squidd.store.jsonl import JsonlStore
 from squidd.store.outbox import OutboxDir
 from tests.support.doubles import InMemoryStore, MemoryHandledLog, MemoryJobStore, MemoryOutbox
 from tests.support.fake_llm import FakeLLM
+
+# Property tests are the same on every run (CI must never fail by chance: a failing example
+# is found by any run, not by a lucky one), keep no example database in the work tree, and
+# have no per-example deadline (the machine may be busy; no timed assertions).
+settings.register_profile("squidd", derandomize=True, database=None, deadline=None)
+settings.load_profile("squidd")
 
 
 @pytest.fixture

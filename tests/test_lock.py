@@ -66,13 +66,13 @@ def test_a_dependency_added_without_relocking_fails(tmp_path: Path) -> None:
 
 def test_a_test_dependency_added_without_relocking_fails(tmp_path: Path) -> None:
     root = _copy_repo(tmp_path)
-    _edit(root / "pyproject.toml", '"pytest>=8.2",', '"pytest>=8.2",\n    "hypothesis",')
+    _edit(root / "pyproject.toml", '"pytest>=8.2",', '"pytest>=8.2",\n    "freezegun",')
 
     result = _check(root)
 
     assert result.returncode == 1
-    assert "requirements/test.txt: hypothesis (from 'hypothesis') is not pinned" in result.stderr
-    assert "run.txt: hypothesis" not in result.stderr  # not a runtime dependency
+    assert "requirements/test.txt: freezegun (from 'freezegun') is not pinned" in result.stderr
+    assert "run.txt: freezegun" not in result.stderr  # not a runtime dependency
 
 
 def test_a_range_the_locked_version_leaves_fails(tmp_path: Path) -> None:

@@ -4,17 +4,20 @@ turn, never keeps a message out of the history, and never reaches the model's re
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from squidd.core.models import Inbound, Message, SessionId, TextDelta, ToolCall
 from squidd.core.router import Router
 from squidd.core.supervisor import Backoff, ChildHealth
 from squidd.fs import atomic_write_text
 from squidd.store.jsonl import JsonlStore
-from squidd.text import clean_text, utf8
+from squidd.text import clean_text, decode_bytes, utf8
 from tests.core.test_agent import make_loop
 from tests.core.test_router import Collect, Records
 from tests.support.fake_llm import Reply
@@ -24,15 +27,52 @@ pytestmark = pytest.mark.anyio
 
 LONE = "\ud800"
 BAD = f"hello {LONE} and a nul \x00 end"
-CLEAN = "hello \ufffd and a nul \ufffd end"
+CLEAN = "hello \ufffd and a nul  end"
+# Any code point, lone surrogates and controls included (hypothesis leaves surrogates out
+# unless asked).
+ANY_CHAR = st.characters(exclude_categories=())
 
 
-def test_clean_text_replaces_lone_surrogates_and_nul_and_joins_pairs() -> None:
+def test_clean_text_replaces_lone_surrogates_drops_controls_and_joins_pairs() -> None:
     assert clean_text(BAD) == CLEAN
     assert clean_text("\ud83d\ude00") == "\U0001f600"  # a pair is the character it encodes
     assert clean_text("\ude00\ud83d") == "\ufffd\ufffd"  # reversed: two lone halves
-    assert clean_text("plain ä 😀") == "plain ä 😀"
+    assert clean_text("plain ä 😀\tcol\r\nline") == "plain ä 😀\tcol\r\nline"
+    assert clean_text("a\x00b\x1b[31mc\x7fd\x85e\x9ff") == "ab[31mcdef"
     assert utf8(f"x{LONE}") == "x\ufffd".encode()
+
+
+def test_surrogate_escapes_are_decoded_as_utf8_then_cp1252() -> None:
+    """What `errors="surrogateescape"` made of raw bytes (the email parser's 8-bit headers,
+    a file name from the file system) reads as the text it was."""
+    assert clean_text(b"caf\xc3\xa9".decode("ascii", "surrogateescape")) == "café"
+    assert clean_text(b"caf\xe9 \x80".decode("ascii", "surrogateescape")) == "café €"
+    # 0x81 is undefined in cp1252: Latin-1 makes it a C1 control, which is dropped.
+    assert clean_text(b"a\x81b\xff".decode("utf-8", "surrogateescape")) == "abÿ"
+    # A high surrogate before an escaped byte is a pair, not an escape.
+    assert clean_text("\ud800\udc80") == "\U00010080"
+    assert decode_bytes(b"\xff\xfe caf\xc3\xa9") == "ÿþ café"
+
+
+@given(st.text(ANY_CHAR))
+def test_clean_text_of_any_string_is_valid_text(text: str) -> None:
+    cleaned = clean_text(text)
+    cleaned.encode("utf-8")  # never raises
+    assert not any(unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" for ch in cleaned)
+    assert clean_text(cleaned) == cleaned  # cleaning twice changes nothing
+    if text.isprintable():
+        assert cleaned == text  # printable text is left alone
+
+
+@given(st.binary())
+def test_any_bytes_read_with_surrogateescape_become_valid_text(data: bytes) -> None:
+    cleaned = clean_text(data.decode("utf-8", "surrogateescape"))
+    cleaned.encode("utf-8")
+    try:
+        expected = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    assert cleaned == clean_text(expected)  # valid UTF-8 reads as itself
 
 
 async def test_every_channel_hands_the_router_clean_text() -> None:

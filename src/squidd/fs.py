@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from squidd.errors import StorageError
-from squidd.text import utf8
+from squidd.text import clean_text, utf8
 
 _SLUG_BAD = re.compile(r"[^a-z0-9._-]+")
 _SLUG_MAX = 48
@@ -161,12 +161,13 @@ def safe_extension(raw_name: str) -> str:
 def display_name(raw_name: str) -> str:
     """An untrusted file name made fit to show (never to open): one line, no NUL, bounded.
 
-    Path separators are kept out (the last component only), control characters become
-    spaces and the result is cut to a readable length, keeping the extension.
+    Path separators are kept out (the last component only), the text is made valid
+    (`clean_text`: surrogates decoded or replaced, controls dropped), runs of white space
+    (line breaks too) become one space and the result is cut to a readable length, keeping
+    the extension.
     """
     base = raw_name.replace("\\", "/").rsplit("/", 1)[-1]
-    cleaned = "".join(" " if ord(ch) < 32 or ord(ch) == 127 else ch for ch in base).strip()
-    cleaned = cleaned.encode("utf-8", "replace").decode("utf-8")
+    cleaned = " ".join(clean_text(base).split())
     if cleaned in ("", ".", ".."):
         return "file"
     if len(cleaned) <= _DISPLAY_MAX:

@@ -148,6 +148,3 @@ def configure_logging(
     handler.squidd_handler = True  # type: ignore[attr-defined]  # marks ours for a re-configure
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
-    # The MCP SDK logs a traceback for every non-JSON-RPC line a stdio server prints; squidd
-    # logs its own `mcp_server_bad_output` for those (the first few per connection).
-    logging.getLogger("mcp.client.stdio").setLevel(logging.CRITICAL)

@@ -114,3 +114,16 @@ async def test_media_older_than_the_lifetime_is_removed(tmp_path: Path) -> None:
     assert await store.sweep(now=now) == 1
     assert all_files(tmp_path) == [Path(new.path)]
     assert not store.session_dir("s1").exists()
+
+
+async def test_a_received_file_name_is_kept_as_valid_text(tmp_path: Path) -> None:
+    store = MediaStore(tmp_path / "data", lifetime_s=3600)
+    att = await store.save(
+        "s",
+        kind="file",
+        name="re\x1b[2Jport\ud800\x00 caf\udce9\n.pdf",
+        mime="application/pdf",
+        chunks=chunks(b"%PDF"),
+        max_bytes=100,
+    )
+    assert att.name == "re[2Jport\ufffd café .pdf"

@@ -274,3 +274,20 @@ async def test_list_dir_marks_symlinks_and_caps_entries(layout: Path) -> None:
     ]
     full = await ListDirTool(workspace).execute({})
     assert "out@" in full.content.splitlines()
+
+
+async def test_list_dir_shows_odd_file_names_as_valid_text_on_one_line(layout: Path) -> None:
+    """A name of bytes that are not UTF-8 (os.listdir hands back surrogate escapes), or with
+    a line break or an escape sequence in it, is listed as valid text, one entry a line."""
+    workspace = layout / "workspace"
+    (workspace / "plain.txt").write_text("x")
+    os.close(os.open(os.path.join(os.fsencode(workspace), b"caf\xe9.txt"), os.O_CREAT, 0o600))
+    (workspace / "two\nlines\x1b[2J.txt").write_text("x")
+    listing = await ListDirTool(workspace).execute({})
+    assert not listing.is_error
+    listing.content.encode("utf-8")  # no surrogate escape left
+    assert "\x1b" not in listing.content
+    lines = listing.content.splitlines()
+    assert "café.txt  0  (name shown cleaned: not usable as a path)" in lines
+    assert "two lines[2J.txt  1  (name shown cleaned: not usable as a path)" in lines
+    assert "plain.txt  1" in lines and len(lines) == 4  # and notes/

@@ -142,9 +142,32 @@ async def test_searxng_results_on_a_loopback_instance(server: SearchServer) -> N
         "   Squids are cephalopods in the superorder Decapodiformes.",
     ]
     assert "javascript:" not in result.content and "dropped" not in result.content
-    assert "2. Giant squid\ufffd" in result.content  # NUL cleaned, snippet capped
+    assert "2. Giant squid\n" in result.content  # NUL dropped, snippet capped
     assert max(len(line) for line in lines) <= 410
     assert "3. Third" in result.content and "4." not in result.content
+
+
+async def test_surrogates_and_controls_in_results_reach_the_model_as_valid_text(
+    server: SearchServer,
+) -> None:
+    # JSON escapes of a lone surrogate, NUL, ESC and a C1 control, as a hostile page title
+    # or a broken backend may send them.
+    hit = {
+        "url": "https://example.org/odd\u0000\u001b",
+        "title": "Odd \ud800 ti\u0000tle\u001b[2J",
+        "content": "snip\udcff\u0085pet \ud83d\ude00",
+    }
+    server.body = json.dumps({"results": [hit]}).encode()
+    settings = WebSearchSettings(enabled=True, backend="searxng", url=server.url)
+    tool = build_web_search(settings)
+    try:
+        result = await tool.execute({"query": "odd"})
+    finally:
+        await tool.aclose()
+    result.content.encode("utf-8")
+    assert "1. Odd \ufffd title[2J\n   https://example.org/odd\n   snipÿpet \U0001f600" in (
+        result.content
+    )
 
 
 async def test_brave_results_with_the_subscription_token(server: SearchServer) -> None:

@@ -46,6 +46,8 @@ class McpServerSettings(Section):
     disabled_tools: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
     max_result_chars: int = Field(default=40_000, ge=256, le=4_000_000)
+    # stdio: the longest message (one line) read from the server; a longer one is refused
+    max_message_bytes: int = Field(default=32 * 1024 * 1024, ge=4096, le=1024 * 1024 * 1024)
 
     # Filled from env_files / header_files at load time; never written in the file itself.
     secret_env: dict[str, SecretStr] = Field(default_factory=dict, exclude=True)

@@ -364,6 +364,10 @@ class Inbound:
             thread_root=None if thread_root is None else clean_text(thread_root),
             reply_to=reply_to,
             meta=meta,
+            attachments=tuple(
+                dataclasses.replace(a, name=clean_text(a.name), mime=clean_text(a.mime))
+                for a in self.attachments
+            ),
         )
 
     @property

@@ -30,11 +30,13 @@ from pydantic import Field
 from squidd.config.tools import FilesSettings
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
+from squidd.text import clean_text
 from squidd.tools.arguments import Arguments, parse, schema_of
 
 log = structlog.get_logger()
 
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_LINE_BREAKS = str.maketrans("\t\n\r", "   ")
 
 
 class WorkspaceJail:
@@ -360,13 +362,18 @@ class ListDirTool(_FileTool):
 
     @staticmethod
     def _describe(entry: os.DirEntry[str]) -> str:
+        # A name of bytes that are not UTF-8 (a surrogate escape from the file system), or
+        # with a line break or another control character in it, is shown as valid text on
+        # one line, and said to be shown so: that name cannot be opened by these tools.
+        name = clean_text(entry.name).translate(_LINE_BREAKS)
+        odd = "  (name shown cleaned: not usable as a path)" if name != entry.name else ""
         if entry.is_symlink():
-            return f"{entry.name}@"
+            return f"{name}@{odd}"
         if entry.is_dir(follow_symlinks=False):
-            return f"{entry.name}/"
+            return f"{name}/{odd}"
         if entry.is_file(follow_symlinks=False):
-            return f"{entry.name}  {entry.stat(follow_symlinks=False).st_size}"
-        return f"{entry.name}  (special file)"
+            return f"{name}  {entry.stat(follow_symlinks=False).st_size}{odd}"
+        return f"{name}  (special file){odd}"
 
 
 def file_tools(

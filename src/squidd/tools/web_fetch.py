@@ -8,7 +8,8 @@ The guard, for the first request and for every redirect (at most `max_redirects`
 - the connection goes to the address that was checked: the HTTP client gets a network
   backend pinned to it, so a second DNS answer (rebinding) never reaches a socket. TLS is
   still verified against the host name.
-Bodies are capped in bytes, the whole fetch in time; HTML becomes text with html2text.
+Bodies are capped in bytes, the whole fetch in time; HTML becomes text with html2text; the
+text is made valid (`clean_text`) before anything else sees it.
 The result marks the page as untrusted data, since anyone can write a web page.
 """
 
@@ -33,6 +34,7 @@ import structlog
 from squidd.config.tools import WebFetchSettings
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
+from squidd.text import clean_text
 
 log = structlog.get_logger()
 
@@ -184,7 +186,7 @@ def _content_type(raw: str | None) -> tuple[str, str | None]:
         return "", None
     kind, _, params = raw.partition(";")
     match = re.search(r"charset\s*=\s*\"?([A-Za-z0-9._\-]+)", params, re.IGNORECASE)
-    return kind.strip().lower(), match.group(1) if match else None
+    return clean_text(kind).strip().lower(), match.group(1) if match else None
 
 
 def _html_to_text(html: str) -> str:
@@ -353,7 +355,8 @@ class WebFetchTool:
         kind = page.content_type
         looks_html = not kind and decoded.lstrip()[:15].lower().startswith(("<!doctype", "<html"))
         if kind in _HTML_TYPES or looks_html:
-            return _html_to_text(decoded)
+            # Character references (`&#xd800;`, `&#27;`) may yield what the bytes could not.
+            return clean_text(_html_to_text(decoded))
         textual = (
             not kind
             or kind.startswith("text/")
@@ -362,7 +365,7 @@ class WebFetchTool:
         )
         if not textual or (not kind and "\x00" in decoded):
             raise ToolError(f"{page.url} is {kind or 'binary data'}, not text")
-        return decoded
+        return clean_text(decoded)
 
     def _wrap(self, page: _Page, text: str) -> str:
         limit = self._settings.max_chars

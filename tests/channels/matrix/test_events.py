@@ -4,8 +4,11 @@ the thread relation copied only when it is a real event id."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
 from nio import BadEvent, Event, MatrixRoom, RoomMemberEvent
 from structlog.testing import capture_logs
 
@@ -15,6 +18,7 @@ from squidd.channels.matrix.events import (
     own_join_index,
     read_message,
 )
+from squidd.channels.matrix.media import caption_and_name, media_content
 from squidd.channels.matrix.policy import Policy
 from squidd.core.models import Destination, SessionId
 
@@ -178,3 +182,61 @@ def test_the_timeline_before_the_bot_joined_is_found() -> None:
     # A profile change of a member who was already in is no join.
     assert own_join_index([member(BOT, "join", "join")], BOT) is None
     assert own_join_index(timeline, ALICE) is None
+
+
+# --- every string of an event is valid text before anything reads it -------------------
+
+# Any code point: lone surrogates (a JSON `\ud800` in an encrypted body the homeserver could
+# not check), NUL and other control characters included.
+ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=200)
+
+
+def _valid(text: str) -> bool:
+    text.encode("utf-8")  # raises on a lone surrogate
+    return not any(unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" for ch in text)
+
+
+@given(body=ANY_TEXT, name=ANY_TEXT)
+def test_any_body_and_display_name_reach_the_inbound_as_valid_text(body: str, name: str) -> None:
+    room = _room((BOT, "Squidd"), (ALICE, name))
+    inbound = _read(_message({"msgtype": "m.text", "body": body}), room)
+    assert inbound is not None
+    assert _valid(inbound.text) and _valid(inbound.meta["sender_name"])
+
+
+def test_surrogates_nul_and_controls_are_cleaned_in_body_and_names() -> None:
+    room = _room((BOT, "Squ\x00iddy"), (ALICE, "Al\x1b[31mice\ud800"))
+    body = "Squiddy: hi \ud800 the\x00re\x07 \ud83d\ude00"
+    with capture_logs() as logs:
+        inbound = _read(_message({"msgtype": "m.text", "body": body}), room)
+    assert inbound is not None
+    assert inbound.text == "Squiddy: hi \ufffd there \U0001f600"
+    assert inbound.meta["sender_name"] == "Al[31mice\ufffd"
+    for entry in logs:
+        assert all(_valid(v) for v in entry.values() if isinstance(v, str)), entry
+
+
+def test_a_sender_id_that_is_not_valid_text_is_not_answered() -> None:
+    """Cleaning must not turn a forged id into an allowed one: `@ali\\x00ce` is no one."""
+    room = _room((BOT, "Squidd"), (ALICE, "Alice"))
+    for forged in ("@ali\x00ce:example.org", "@alice\ud800:example.org", "@alice:example.org\x1b"):
+        with capture_logs() as logs:
+            assert _read(_message({"msgtype": "m.text", "body": "hi"}, sender=forged), room) is None
+        assert logs[-1]["reason"] == "malformed sender"
+        assert _valid(logs[-1]["sender"])
+
+
+def test_a_media_message_names_its_file_in_valid_text() -> None:
+    event = _message(
+        {
+            "msgtype": "m.file",
+            "body": "see \ud800 this\x00",
+            "filename": "re\x1bport\ud800\x00.pdf",
+            "url": "mxc://example.org/abc",
+            "info": {"mimetype": "application/pdf\x00", "size": 10},
+        }
+    )
+    content = media_content(event)
+    assert content is not None
+    assert caption_and_name(content) == ("see \ufffd this", "report\ufffd.pdf")
+    assert content["info"]["mimetype"] == "application/pdf"

@@ -1,6 +1,7 @@
 """A misbehaving MCP server over stdio, hand-written JSON-RPC so it can do what the SDK
 would not let it: print garbage on stdout, offer a tool whose schema has a `$ref` cycle, and
-answer with a 20 MB result, or never answer (`slow`; the `notifications/cancelled` it
+answer with a 20 MB result (one line), text full of lone surrogates and control characters
+(`odd`, and `broken`'s error), or never answer (`slow`; the `notifications/cancelled` it
 then gets are appended to the file named by $BAD_SERVER_LOG). `python bad_server.py` speaks
 on stdin/stdout.
 """
@@ -10,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+
+# `huge` answers with this many characters in one line ($BAD_SERVER_HUGE_BYTES, 20 MB).
+HUGE_BYTES = int(os.environ.get("BAD_SERVER_HUGE_BYTES", 20 * 1024 * 1024))
 
 TOOLS = [
     {
@@ -41,7 +45,23 @@ TOOLS = [
         "description": "answers pong",
         "inputSchema": {"type": "object", "properties": {}},
     },
+    {
+        "name": "odd",
+        "description": "odd \ud800 te\x00xt\x1b[2J everywhere",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"q": {"type": "string", "description": "a \ud800 b\x07"}},
+        },
+    },
+    {
+        "name": "broken",
+        "description": "fails with an odd message",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
 ]
+# What `odd` answers and `broken` fails with: JSON escapes of a lone surrogate, an escaped
+# byte, NUL, ESC and a C1 control.
+ODD_TEXT = "res\ud800ult\x00 caf\udce9\x1b[31m red\x85 \ud83d\ude00"
 
 
 def send(message: dict[str, object]) -> None:
@@ -83,7 +103,11 @@ def main() -> None:
                 continue
             if name == "die":
                 sys.exit(3)
-            text = "x" * (20 * 1024 * 1024) if name == "huge" else "pong"
+            if name == "broken":
+                error = {"code": -32603, "message": ODD_TEXT}
+                send({"jsonrpc": "2.0", "id": ident, "error": error})
+                continue
+            text = {"huge": "x" * HUGE_BYTES, "odd": ODD_TEXT}.get(name, "pong")
             result = {"content": [{"type": "text", "text": text}], "isError": False}
         elif method == "ping":
             result = {}

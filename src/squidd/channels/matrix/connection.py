@@ -61,6 +61,7 @@ from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import SquiddError, TransientError
 from squidd.secrets import secret_value
+from squidd.text import clean_text
 
 log = structlog.get_logger()
 
@@ -306,7 +307,7 @@ class Connection:
         self._names = {localpart}
         response = await call("reading the profile", self.client.get_displayname(self._user_id))
         if not isinstance(response, ErrorResponse) and response.displayname:
-            self._names.add(response.displayname)
+            self._names.add(clean_text(response.displayname))
 
     async def _chores(self) -> None:
         await call("key maintenance", e2ee.maintain_keys(self.client))

@@ -1,10 +1,12 @@
 """One room event read into an `Inbound`, or into the reason it is not answered.
 
-Pure reading, no I/O: which events are text messages we can answer (including ones nio
-refused over an optional field), the policy's decision, the reply fallback stripped, the
-text capped at `max_text_chars` (with a note that the model sees only the beginning), and
-only a relation the spec types as an event id copied into the thread root. Kept apart from
-the sync loop so every rule here is testable without a homeserver.
+Pure reading, no I/O: every string of the content made valid text (`clean_data`) before
+anything reads it, and a sender id that is not valid text refused; which events are text
+messages we can answer (including ones nio refused over an optional field), the policy's
+decision, the reply fallback stripped, the text capped at `max_text_chars` (with a note
+that the model sees only the beginning), and only a relation the spec types as an event id
+copied into the thread root. Kept apart from the sync loop so every rule here is testable
+without a homeserver.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from nio import (
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.render import strip_reply_fallback
 from squidd.core.models import AckHook, Destination, Inbound, SessionId
+from squidd.text import clean_data, clean_text
 
 log = structlog.get_logger()
 
@@ -48,17 +51,23 @@ def read_message(
     ack: AckHook,
 ) -> Inbound | None:
     """The `Inbound` for a text message the policy answers, else None (logged with why)."""
-    content: Mapping[str, Any] = event.source.get("content") or {}
+    # Every string of the event is made valid text before anything reads it (the policy
+    # included); ids are checked, not changed: one that cleaning would alter is not an id.
+    raw_content = event.source.get("content")
+    content: Mapping[str, Any] = clean_data(raw_content) if isinstance(raw_content, dict) else {}
     relates = content.get("m.relates_to")
     relates = relates if isinstance(relates, Mapping) else {}
     sender: str = event.sender
+    if clean_text(sender) != sender:
+        log.info("matrix_message_ignored", sender=clean_text(sender), reason="malformed sender")
+        return None
     if relates.get("rel_type") == "m.replace":
         log.debug("matrix_message_ignored", sender=sender, reason="edit")
         return None
     members = member_count(room)
-    names = set(names)
+    names = {clean_text(name) for name in names}
     if room is not None and own_user_id in room.users:
-        names.add(room.user_name(own_user_id) or "")
+        names.add(clean_text(room.user_name(own_user_id) or ""))
     decision = policy.decide(
         room_id=room_id,
         sender=sender,
@@ -89,7 +98,7 @@ def read_message(
         "event_id": event.event_id,
         "direct": members <= 2,
         "encrypted": bool(room is not None and room.encrypted),
-        "sender_name": room.user_name(sender) if room is not None else sender,
+        "sender_name": clean_text(room.user_name(sender) or sender) if room is not None else sender,
     }
     log.info(
         "matrix_message_received",

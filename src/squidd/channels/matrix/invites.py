@@ -12,6 +12,7 @@ from nio import AsyncClient, ErrorResponse, InviteMemberEvent, JoinResponse, Syn
 
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.policy import Policy
+from squidd.text import clean_text
 
 log = structlog.get_logger()
 
@@ -34,7 +35,10 @@ async def answer_invites(
             ):
                 inviter = event.sender
         seen.add(room_id)
-        if inviter and policy.invite_accepted(inviter):
+        # A user id that is not valid text is no one's: declined, and logged cleaned.
+        valid = bool(inviter) and clean_text(inviter) == inviter
+        inviter = clean_text(inviter)
+        if valid and policy.invite_accepted(inviter):
             joined = await call("joining a room", client.join(room_id))
             if isinstance(joined, JoinResponse):
                 log.info("matrix_invite_accepted", room=room_id, inviter=inviter)

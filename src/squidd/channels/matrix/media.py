@@ -26,6 +26,7 @@ from nio import AsyncClient
 from squidd.core.models import Attachment, AttachmentKind
 from squidd.core.ports import MediaSink
 from squidd.fs import display_name
+from squidd.text import clean_data
 
 log = structlog.get_logger()
 
@@ -44,7 +45,8 @@ class MediaError(Exception):
 
 
 def media_content(event: Any) -> Mapping[str, Any] | None:
-    """The content of a media message (plain or decrypted), else None."""
+    """The content of a media message (plain or decrypted), every string in it made valid
+    text (`clean_data`), else None."""
     source = getattr(event, "source", None)
     if not isinstance(source, Mapping) or source.get("type") != "m.room.message":
         return None
@@ -55,7 +57,8 @@ def media_content(event: Any) -> Mapping[str, Any] | None:
     url = file.get("url") if isinstance(file, Mapping) else content.get("url")
     if not isinstance(url, str) or not isinstance(getattr(event, "sender", None), str):
         return None
-    return content
+    cleaned: Mapping[str, Any] = clean_data(dict(content))  # names, captions, types: valid text
+    return cleaned
 
 
 def is_media_message(event: Any) -> bool:

@@ -1,6 +1,7 @@
 """One MCP server kept connected: a child the daemon's supervisor restarts with the backoff.
 
-`McpServer.run` opens the transport (a stdio process or a streamable-HTTP endpoint), runs
+`McpServer.run` opens the transport (a stdio process through `stdio.stdio_transport`, or a
+streamable-HTTP endpoint through the SDK's), runs
 the MCP handshake, lists the server's tools and publishes them, then watches the connection:
 the transport reaching end of stream (the process exited), a failed ping, or a call that
 found the connection closed ends `run` with `McpServerDownError` (transient), and the
@@ -8,6 +9,8 @@ supervisor reconnects after the shared backoff. While the server is not up its t
 empty, so turns simply do not see its tools: a turn never gets to call a dead connection
 except in the moment between the drop and its detection, and that call ends in a tool error.
 
+Everything the server says that reaches the model, the logs or `squidd status` (tool
+descriptions and schemas, error messages, results) is made valid text (`squidd.text`) first.
 Lines the server prints on stdout that are not JSON-RPC are logged (the first few of each
 connection, then a count) and dropped; they do not end the connection.
 """
@@ -25,8 +28,7 @@ import mcp_types as types
 import structlog
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
@@ -34,7 +36,9 @@ from mcp.shared.message import SessionMessage
 from squidd.config.mcp import McpServerSettings
 from squidd.core.supervisor import ChildHealth
 from squidd.errors import TransientError
+from squidd.text import clean_data, clean_text
 from squidd.tools.mcp.schema import SchemaRejectedError, sanitize_schema
+from squidd.tools.mcp.stdio import stdio_transport
 from squidd.tools.mcp.tool import McpTool
 
 log = structlog.get_logger()
@@ -59,7 +63,9 @@ def _reason(exc: BaseException) -> str:
     """A one-line reason from an error, looking inside task-group exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    # The text may come from the server (an error it sent): valid text only.
+    message = clean_text(str(exc)).strip()
+    text = message.splitlines()[0] if message else ""
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
@@ -156,21 +162,16 @@ class McpServer:
     async def _connect(self) -> AsyncIterator[ClientSession]:
         settings = self.settings
         async with contextlib.AsyncExitStack() as stack:
-            if settings.transport == "stdio":
-                params = StdioServerParameters(
-                    command=settings.command,
-                    args=list(settings.args),
-                    env=settings.process_env() or None,
-                    cwd=settings.cwd,
-                    encoding_error_handler="replace",
-                )
-                read, write = await stack.enter_async_context(stdio_client(params, self._errlog))
-            else:
+            if settings.transport == "http":
                 client = await stack.enter_async_context(
                     create_mcp_http_client(headers=settings.request_headers() or None)
                 )
                 read, write = await stack.enter_async_context(
                     streamable_http_client(settings.url, http_client=client)
+                )
+            else:
+                read, write = await stack.enter_async_context(
+                    stdio_transport(settings, self._errlog)
                 )
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             tg = await stack.enter_async_context(anyio.create_task_group())
@@ -225,16 +226,23 @@ class McpServer:
             if not self.settings.offers(tool.name):
                 continue
             try:
-                schema = sanitize_schema(tool.input_schema)
+                # What the server wrote reaches the model: valid text only.
+                schema = clean_data(sanitize_schema(tool.input_schema))
             except SchemaRejectedError as exc:
-                log.warning("mcp_tool_dropped", server=self.name, tool=tool.name, reason=str(exc))
+                log.warning(
+                    "mcp_tool_dropped",
+                    server=self.name,
+                    tool=clean_text(tool.name),
+                    reason=clean_text(str(exc)),
+                )
                 continue
-            adapter = McpTool.build(self, tool.name, tool.description or tool.title or "", schema)
+            description = clean_text(tool.description or tool.title or "")
+            adapter = McpTool.build(self, tool.name, description, schema)
             if adapter is None:
                 log.warning(
                     "mcp_tool_dropped",
                     server=self.name,
-                    tool=tool.name,
+                    tool=clean_text(tool.name),
                     reason="the name cannot be offered to the model ([A-Za-z0-9_-], 64 max)",
                 )
                 continue

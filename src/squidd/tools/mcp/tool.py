@@ -17,6 +17,7 @@ import structlog
 from mcp.shared.exceptions import MCPError
 
 from squidd.core.models import ToolResult
+from squidd.text import clean_text
 from squidd.tools.mcp.result import render_result
 
 if TYPE_CHECKING:
@@ -82,10 +83,11 @@ class McpTool:
                 f"{self._name} did not answer within {settings.timeout_s:g}s", is_error=True
             )
         except MCPError as exc:
+            message = clean_text(str(exc.error.message))  # the server's words: valid text only
             if exc.error.code == _CONNECTION_CLOSED:
-                self._server.connection_lost(f"call failed: {exc.error.message}")
+                self._server.connection_lost(f"call failed: {message}")
             log.warning("mcp_call_failed", tool=self._name, code=exc.error.code)
-            return ToolResult(f"{self._name} failed: {exc.error.message}", is_error=True)
+            return ToolResult(f"{self._name} failed: {message}", is_error=True)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             self._server.connection_lost("the connection closed during a call")
             return ToolResult(f"{self._name}: the server went away during the call", is_error=True)
