@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import anyio
 import pytest
 
 from squidd.commands.status import fetch_status
-from squidd.gateway.status import StatusServer
+from squidd.gateway.status import StatusServer, ask
 
 pytestmark = pytest.mark.anyio
 
@@ -39,3 +40,29 @@ async def test_a_failing_snapshot_is_an_error_answer_not_a_crash() -> None:
             tg.cancel_scope.cancel()
     assert "could not gather its status" in first["error"]
     assert second == {"version": "x", "pid": 1}
+
+
+async def test_requests_go_to_their_op_and_an_unknown_op_is_an_error() -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def snapshot() -> dict[str, Any]:
+        return {"pid": 1}
+
+    async def verify(request: Mapping[str, Any]) -> dict[str, Any]:
+        seen.append(dict(request))
+        return {"verification": {"id": request["id"]}}
+
+    with tempfile.TemporaryDirectory(prefix="sq-", dir="/tmp") as tmp:
+        path = Path(tmp) / "s.sock"
+        server = StatusServer(path, snapshot, {"matrix.verify": verify})
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            request = {"op": "matrix.verify", "id": "f1", "match": True}
+            answer = await anyio.to_thread.run_sync(ask, path, request)
+            unknown = await anyio.to_thread.run_sync(ask, path, {"op": "shutdown"})
+            status = await anyio.to_thread.run_sync(fetch_status, path)
+            tg.cancel_scope.cancel()
+    assert answer == {"verification": {"id": "f1"}}
+    assert seen == [request]
+    assert "answers no request 'shutdown'" in unknown["error"]
+    assert status == {"pid": 1}

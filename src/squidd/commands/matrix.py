@@ -1,4 +1,4 @@
-"""`squidd matrix bootstrap|restore`: the bot account's cross-signing identity.
+"""`squidd matrix bootstrap|restore|verify`: the bot account's cross-signing identity.
 
 * `bootstrap` creates the identity (if the daemon has not already) and prints the recovery
   key once: a key the daemon made on its first start is printed and deleted from the data
@@ -6,7 +6,10 @@
 * `restore` reads the recovery key from a file or stdin and brings the identity back into
   a fresh data dir; the daemon signs its device with it at the next start.
 
-Neither opens the daemon's device or crypto store (gateway/matrix_identity.py).
+* `verify` (commands/matrix_verify.py) confirms a SAS verification through the running
+  daemon.
+
+None opens the daemon's device or crypto store (gateway/matrix_identity.py).
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ from pathlib import Path
 import anyio
 
 from squidd.commands import Commands
+from squidd.commands.matrix_verify import add_verify
 from squidd.config import Settings
 from squidd.errors import SquiddError
 
 
 def register(commands: Commands) -> None:
-    matrix = commands.add("matrix", help="the bot's Matrix identity (cross-signing)")
+    matrix = commands.add(
+        "matrix", help="the bot's Matrix identity (cross-signing) and verification"
+    )
     actions = commands.actions(matrix, "matrix_command")
     boot = actions.add(
         "bootstrap",
@@ -45,6 +51,7 @@ def register(commands: Commands) -> None:
         default=None,
         help="a file holding the recovery key (default: read it from stdin)",
     )
+    add_verify(actions)
 
 
 def _enabled(settings: Settings) -> bool:

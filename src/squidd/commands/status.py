@@ -10,8 +10,6 @@ daemon answers it says so and exits 1.
 from __future__ import annotations
 
 import argparse
-import json
-import socket
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any
 
 from squidd.commands import Commands
 from squidd.config import Settings
-from squidd.gateway.status import socket_path
+from squidd.gateway.status import ask, socket_path
 
 
 def register(commands: Commands) -> None:
@@ -31,20 +29,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def fetch_status(path: Path, timeout_s: float = 5.0) -> dict[str, Any]:
-    """Read the daemon's status document; OSError when no daemon answers."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout_s)
-        sock.connect(str(path))
-        chunks = []
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    data = json.loads(b"".join(chunks))
-    if not isinstance(data, dict):
-        raise TypeError("unexpected status document")
-    return data
+    """Read the daemon's status document; OSError when no daemon answers, ValueError or
+    TypeError for an answer that is no JSON object."""
+    return ask(path, {"op": "status"}, timeout_s)
 
 
 def _ago(iso: str | None, now: datetime) -> str:

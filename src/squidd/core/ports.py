@@ -7,12 +7,12 @@ dozen methods is a sign that logic leaked out of the core.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from anyio.abc import TaskStatus
 
@@ -134,6 +134,18 @@ class Channel(Protocol):
     async def run(self, inbox: Inbox, *, task_status: TaskStatus[None]) -> None: ...
 
     async def send(self, outbound: Outbound) -> None: ...
+
+
+ControlOp = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+"""A request the running daemon answers on its local socket (`{"op": NAME, ...}` in, a JSON
+object out), e.g. the operator's confirmation of a verification."""
+
+
+@runtime_checkable
+class HasControlOps(Protocol):
+    """A channel with operator requests of its own, by op name (`matrix.verify`)."""
+
+    def control_ops(self) -> Mapping[str, ControlOp]: ...
 
 
 class HandledLog(Protocol):

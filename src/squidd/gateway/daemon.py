@@ -26,7 +26,7 @@ from squidd import __version__
 from squidd.config import Settings
 from squidd.core.heartbeat import Heartbeat
 from squidd.core.models import utcnow
-from squidd.core.ports import Channel
+from squidd.core.ports import Channel, ControlOp, HasControlOps
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
@@ -108,6 +108,15 @@ class Daemon:
             ),
         }
 
+    def _control_ops(self) -> dict[str, ControlOp]:
+        """The channels' operator requests the status socket answers (`matrix.verify`)."""
+        return {
+            name: op
+            for channel in self.channels.values()
+            if isinstance(channel, HasControlOps)
+            for name, op in channel.control_ops().items()
+        }
+
     def _kind(self, child: str) -> str:
         if child in self.channels:
             return "channel"
@@ -159,7 +168,8 @@ class Daemon:
             if self.handle_signals:
                 tg.start_soon(self._signals, tg)
             # The socket first: a second daemon on this data dir stops before touching state.
-            await tg.start(StatusServer(socket_path(self.settings), self.snapshot).serve)
+            status = StatusServer(socket_path(self.settings), self.snapshot, self._control_ops())
+            await tg.start(status.serve)
             await self.handled.load()
             await tg.start(self.router.run)
             await self.runtime.usage.compact_past_days()

@@ -133,6 +133,11 @@ class ElementClient:
         result = await self.call("create_dm", user_id=user_id, encrypted=encrypted)
         return str(result["room_id"])
 
+    async def create_room(self, invite: list[str], *, encrypted: bool = True) -> str:
+        """A group room (not direct) with `invite` invited."""
+        result = await self.call("create_room", invite=invite, encrypted=encrypted)
+        return str(result["room_id"])
+
     async def wait_joined(self, room_id: str, user_id: str, timeout: float = 30) -> None:
         await self.call(
             "wait_joined",
@@ -174,6 +179,13 @@ class ElementClient:
 
     async def user_trust(self, user_id: str) -> dict[str, Any]:
         result: dict[str, Any] = await self.call("user_trust", user_id=user_id)
+        return result
+
+    async def wait_devices(self, user_id: str, timeout: float = 30) -> list[str]:
+        """The device ids of `user_id` with keys, once there is one."""
+        result: list[str] = await self.call(
+            "wait_devices", timeout=timeout + 5, user_id=user_id, timeout_ms=int(timeout * 1000)
+        )
         return result
 
     async def to_device(self, event_type: str | None = None) -> list[dict[str, Any]]:

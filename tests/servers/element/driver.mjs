@@ -164,6 +164,17 @@ async function userTrust({ user_id }) {
     };
 }
 
+async function waitDevices({ user_id, timeout_ms }) {
+    return waitFor(
+        async () => {
+            const devices = (await crypto().getUserDeviceInfo([user_id], true)).get(user_id);
+            return devices?.size ? [...devices.keys()] : null;
+        },
+        `the devices of ${user_id}`,
+        timeout_ms,
+    );
+}
+
 async function deviceTrust({ user_id, device_id }) {
     const status = await crypto().getDeviceVerificationStatus(user_id, device_id);
     if (!status) return null;
@@ -176,20 +187,24 @@ async function deviceTrust({ user_id, device_id }) {
 
 // --- rooms and messages -------------------------------------------------------------------
 
-async function createDm({ user_id, encrypted = true }) {
+async function createRoom({ invite, encrypted = true, direct = false }) {
     const { room_id } = await client.createRoom({
-        is_direct: true,
-        invite: [user_id],
-        preset: "trusted_private_chat",
+        is_direct: direct,
+        invite,
+        preset: direct ? "trusted_private_chat" : "private_chat",
         initial_state: encrypted
             ? [{ type: "m.room.encryption", state_key: "", content: { algorithm: "m.megolm.v1.aes-sha2" } }]
             : [],
     });
-    const direct = client.getAccountData("m.direct")?.getContent() ?? {};
-    direct[user_id] = [...(direct[user_id] ?? []), room_id];
-    await client.setAccountData("m.direct", direct);
+    if (direct) {
+        const map = client.getAccountData("m.direct")?.getContent() ?? {};
+        for (const user of invite) map[user] = [...(map[user] ?? []), room_id];
+        await client.setAccountData("m.direct", map);
+    }
     return { room_id };
 }
+
+const createDm = ({ user_id, encrypted = true }) => createRoom({ invite: [user_id], encrypted, direct: true });
 
 async function waitJoined({ room_id, user_id, timeout_ms }) {
     await waitFor(
@@ -363,7 +378,9 @@ const commands = {
     cross_signing_status: crossSigningStatus,
     user_trust: userTrust,
     device_trust: deviceTrust,
+    wait_devices: waitDevices,
     create_dm: createDm,
+    create_room: createRoom,
     join: async ({ room_id }) => (await client.joinRoom(room_id), true),
     wait_joined: waitJoined,
     send_text: sendText,

@@ -11,8 +11,9 @@ it to each new `Connection`; while connected it holds the client and the policy 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -26,10 +27,11 @@ from squidd.channels.matrix.send import send_reply
 from squidd.channels.matrix.state import MatrixFiles
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
+from squidd.channels.matrix.verification.flows import Verifications
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff
 from squidd.core.models import Outbound
-from squidd.core.ports import ChannelState, Inbox, MediaSink
+from squidd.core.ports import ChannelState, ControlOp, Inbox, MediaSink
 from squidd.errors import DeliveryError
 
 
@@ -56,6 +58,7 @@ class MatrixChannel:
             backoff=Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s),
             media=media,
             max_download_bytes=max_download_bytes,
+            verifications=Verifications(device_trust=settings.device_trust),
         )
 
     @property
@@ -83,6 +86,21 @@ class MatrixChannel:
             with anyio.CancelScope(shield=True):
                 await connection.api.close()
                 await client.close()
+
+    def control_ops(self) -> dict[str, ControlOp]:
+        """What the running daemon answers for `squidd matrix verify` (status socket)."""
+        flows = self._carried.verifications
+
+        async def listing(request: Mapping[str, Any]) -> dict[str, Any]:
+            return {"verifications": flows.listing()}
+
+        async def verify(request: Mapping[str, Any]) -> dict[str, Any]:
+            flow_id = request.get("id")
+            return await flows.confirm(
+                str(flow_id) if flow_id else None, match=request.get("match") is True
+            )
+
+        return {"matrix.verifications": listing, "matrix.verify": verify}
 
     async def send(self, outbound: Outbound) -> None:
         client = self._client

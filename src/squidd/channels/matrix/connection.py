@@ -55,6 +55,7 @@ from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
+from squidd.channels.matrix.verification.flows import Verifications, is_room_verification
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff, Failures, reconnecting
 from squidd.core.models import Inbound
@@ -77,6 +78,7 @@ class Carried:
     typing: TypingNotices
     undecrypted: Undecrypted
     backoff: Backoff
+    verifications: Verifications = field(default_factory=Verifications)
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
     invites_seen: set[str] = field(default_factory=set)
     media: MediaSink | None = None
@@ -148,6 +150,7 @@ class Connection:
     async def connect(self) -> tuple[SyncResponse, str | None]:
         """Build the policy and do the first sync; return it and the position it started at."""
         self._policy = await self._build_policy()
+        self._carried.verifications.attach(self.client, self._policy, None)
         since = await self._files.load_sync_token(self._user_id)
         # Full state on every start: nio keeps no room state across restarts, and the
         # members and encryption status of every room are needed to answer correctly.
@@ -183,6 +186,7 @@ class Connection:
         if since is None:
             batch = self._ledger.open(response.next_batch)
             await self._chores()
+            await self._carried.verifications.on_to_device(response.to_device_events)
             await answer_invites(self.client, self.policy, response, self._carried.invites_seen)
             for info in response.rooms.join.values():
                 for event in info.timeline.events:
@@ -321,6 +325,7 @@ class Connection:
         batch = ledger.open(response.next_batch)
         try:
             await self._chores()
+            await self._carried.verifications.on_to_device(response.to_device_events)
             await answer_invites(self.client, self.policy, response, self._carried.invites_seen)
             for room_id, info in response.rooms.join.items():
                 timeline = list(info.timeline.events)
@@ -333,7 +338,7 @@ class Connection:
                     timeline = gap + timeline
                 for event in timeline:
                     await self._handle_event(batch, room_id, event)
-            await self._carried.undecrypted.retry(self.client, ledger, self._message)
+            await self._carried.undecrypted.retry(self.client, ledger, self._late)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await ledger.abandon(batch)
@@ -388,7 +393,10 @@ class Connection:
                 log.exception("matrix_event_failed")
 
     async def _dispatch(self, batch: Batch, room_id: str, event: Any) -> None:
-        if isinstance(event, MegolmEvent):
+        source = getattr(event, "source", None)
+        if isinstance(source, dict) and is_room_verification(source):
+            await self._carried.verifications.on_room_event(room_id, source)
+        elif isinstance(event, MegolmEvent):
             await self._carried.undecrypted.hold(
                 self.client, self.policy, self._ledger, batch, room_id, event
             )
@@ -406,6 +414,15 @@ class Connection:
             )
         elif not isinstance(event, RoomMemberEvent):
             log.debug("matrix_event_ignored", type=events.event_type(event), reason="not a message")
+
+    async def _late(self, batch: Batch, room_id: str, event: Any) -> bool:
+        """An event decrypted after its keys came late: a message, or a verification step."""
+        source = getattr(event, "source", None)
+        if isinstance(source, dict) and is_room_verification(source):
+            await self._carried.verifications.on_room_event(room_id, source)
+        elif events.is_text_message(event) or media.is_media_message(event):
+            return await self._message(batch, room_id, event)
+        return False
 
     async def _message(self, batch: Batch, room_id: str, event: Any) -> bool:
         """Hand a message to the inbox (a media one via its room's lane) if the policy answers

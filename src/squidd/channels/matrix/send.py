@@ -151,6 +151,29 @@ def transaction_id(reply_to: Inbound | None, index: int, body: str) -> str:
     return f"squidd-{digest[:32]}"
 
 
+async def send_event(
+    client: AsyncClient,
+    room_id: str,
+    event_type: str,
+    content: dict[str, Any],
+    *,
+    tx_id: str,
+    device_trust: str,
+    user_allowed: Callable[[str], bool] | None,
+) -> str:
+    """Send one room event of any type the way a reply's pieces go (trust pass, checked key
+    share, one retry for a device that appeared); return its event id."""
+    return await _room_send(
+        client,
+        room_id,
+        content,
+        tx_id,
+        device_trust=device_trust,
+        user_allowed=user_allowed,
+        event_type=event_type,
+    )
+
+
 async def _room_send(
     client: AsyncClient,
     room_id: str,
@@ -159,6 +182,7 @@ async def _room_send(
     *,
     device_trust: str,
     user_allowed: Callable[[str], bool] | None,
+    event_type: str = "m.room.message",
 ) -> str:
     ignore_unverified = device_trust == "all"
     for attempt in (1, 2):
@@ -168,7 +192,7 @@ async def _room_send(
             await _share_room_key(client, room_id, ignore_unverified=ignore_unverified)
             response = await client.room_send(
                 room_id,
-                "m.room.message",
+                event_type,
                 content,
                 tx_id=tx_id,
                 ignore_unverified_devices=ignore_unverified,

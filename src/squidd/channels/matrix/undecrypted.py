@@ -2,7 +2,8 @@
 
 An allowed user's event that cannot be decrypted yet keeps its sync batch open (the sync
 position does not move past it) and a room key is requested. After every batch the held
-events are tried again: one that opens is handed on like any message; one still closed
+events are tried again: one that opens is handed on (a message to the inbox, a
+verification step to its flow); one still closed
 after `decrypt_wait_s` is logged and let go, so a lost key never holds the position back
 for ever. An event no key can ever open (`e2ee.malformed_megolm`) is not held at all.
 """
@@ -19,8 +20,6 @@ from nio import AsyncClient, MegolmEvent
 from squidd.channels.matrix import e2ee
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.errors import describe
-from squidd.channels.matrix.events import is_text_message
-from squidd.channels.matrix.media import is_media_message
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, SyncLedger
 from squidd.errors import TransientError
@@ -92,9 +91,7 @@ class Undecrypted:
             if decrypted is not None:
                 del self._held[event_id]
                 log.info("matrix_decrypted_late", room=item.room_id, event_id=event_id)
-                delivered = False
-                if is_text_message(decrypted) or is_media_message(decrypted):
-                    delivered = await deliver(item.batch, item.room_id, decrypted)
+                delivered = await deliver(item.batch, item.room_id, decrypted)
                 if not delivered:  # else the router's ack of the message settles it
                     await ledger.ack(item.batch, event_id)
             elif now - item.first_seen >= self._wait_s:

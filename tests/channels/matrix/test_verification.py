@@ -1,0 +1,111 @@
+"""SAS verification of `squidd run` from a person on a current Element (matrix-js-sdk, Rust
+crypto) on the real Synapse: the operator compares the emoji with `squidd matrix verify`,
+which asks the running daemon; both sides end verified. A stranger's request is cancelled."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.channels.matrix.conftest import start_squidd
+from tests.channels.matrix.test_daemon import write_config
+from tests.servers.element.client import ElementClient
+from tests.servers.synapse.server import SynapseServer, User
+from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
+from tests.support.fake_llm import FakeLLM
+
+pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
+
+MakeElement = Callable[..., Any]
+
+
+async def squidd_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            squidd_argv(config, *args),
+            env=daemon_env(),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+
+    return await anyio.to_thread.run_sync(run)
+
+
+async def bot_device(person: ElementClient, bot: User) -> str:
+    devices = await person.wait_devices(bot.user_id)
+    assert len(devices) == 1, devices
+    return str(devices[0])
+
+
+async def test_sas_to_device_completes_on_both_sides_after_the_operator_confirms(
+    synapse: SynapseServer,
+    bot: User,
+    make_element: MakeElement,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice: ElementClient = await make_element("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    room = await alice.create_dm(bot.user_id)  # as people do: the bot is someone they talk to
+    await alice.wait_joined(room, bot.user_id)
+    device = await bot_device(alice, bot)
+    before = await alice.device_trust(bot.user_id, device)
+    assert before is not None and not before["locally_verified"], before
+
+    flow = await alice.request_verification(bot.user_id, device_id=device)
+    await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
+    await alice.start_sas(flow["flow_id"])
+    shown = await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
+
+    listed = await squidd_cli(config, "matrix", "verify")
+    assert listed.returncode == 0, listed.stderr
+    names = "  ".join(f"{symbol} {name}" for symbol, name in shown["emoji"])
+    assert names in listed.stdout, (listed.stdout, shown)
+    assert " ".join(map(str, shown["decimal"])) in listed.stdout
+
+    confirmed = await squidd_cli(config, "matrix", "verify", "--yes")
+    assert confirmed.returncode == 0, confirmed.stderr
+    await alice.confirm_sas(flow["flow_id"])
+    done = await alice.wait_verification(flow_id=flow["flow_id"], phase="Done")
+    assert done["cancel_code"] is None, done
+
+    after = await alice.device_trust(bot.user_id, device)
+    assert after is not None and after["locally_verified"], after
+    await daemon.wait_event("matrix_verification_done")
+    [event] = [e for e in daemon.events() if e.get("event") == "matrix_verification_done"]
+    assert event["user"] == alice.user_id and event["device"] == alice.device_id
+
+
+async def test_a_strangers_request_is_cancelled(
+    synapse: SynapseServer,
+    bot: User,
+    make_element: MakeElement,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice: ElementClient = await make_element("alice")
+    mallory: ElementClient = await make_element("mallory")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    # A group room of alice's where mallory meets the bot.
+    room = await alice.create_room([bot.user_id, mallory.user_id])
+    await mallory.wait_joined(room, bot.user_id)
+    device = await bot_device(mallory, bot)
+
+    flow = await mallory.request_verification(bot.user_id, device_id=device)
+    cancelled = await mallory.wait_verification(flow_id=flow["flow_id"], phase="Cancelled")
+    assert cancelled["cancel_code"] == "m.user" and cancelled["cancelled_by"] == bot.user_id
+    assert daemon.count("matrix_verification_refused") == 1
+    listed = await squidd_cli(config, "matrix", "verify", "--yes")
+    assert "no verification waits" in listed.stderr
