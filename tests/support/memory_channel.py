@@ -14,7 +14,7 @@ from anyio.abc import TaskStatus
 from squidd.core.models import Attachment, Inbound, Outbound, SessionId
 from squidd.core.ports import ChannelState, Inbox
 from squidd.core.reply_files import FileRef
-from squidd.errors import DeliveryError, PermanentError, TransientError
+from squidd.errors import DeliveryError, DeliveryRefusedError, PermanentError, TransientError
 
 
 @dataclass
@@ -32,7 +32,8 @@ class MemoryChannel:
 
     `fail_runs` makes the next N `run` calls raise TransientError (after `started()` when
     `fail_after_start`); `fail_sends` makes the next N sends raise DeliveryError;
-    `permanent` makes `run` raise PermanentError.
+    `permanent` makes `run` raise PermanentError; a send to a target in `refused` raises
+    DeliveryRefusedError (refused for good, like an SMTP 550 or a Matrix M_FORBIDDEN).
     """
 
     name: str = "memory"
@@ -40,6 +41,7 @@ class MemoryChannel:
     fail_after_start: bool = False
     fail_sends: int = 0
     permanent: str | None = None
+    refused: set[str] = field(default_factory=set)
     sent: list[Sent] = field(default_factory=list)
     acked: list[str] = field(default_factory=list)
     runs: int = 0
@@ -106,6 +108,8 @@ class MemoryChannel:
             await self._changed.wait()
 
     async def send(self, outbound: Outbound) -> None:
+        if outbound.target in self.refused:
+            raise DeliveryRefusedError(f"{self.name}: {outbound.target} refuses (scripted)")
         if self.fail_sends:
             self.fail_sends -= 1
             raise DeliveryError(f"{self.name} send failed (scripted)")
