@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
+from tests.support.prompt import StaticPrompt
 
 from squidd.core.agent import AgentLoop
 from squidd.core.budget import PromptBudget
 from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.tools import ToolRegistry
-from squidd.gateway.runtime import StaticPrompt
 from squidd.log import configure_logging
 from squidd.store.jsonl import JsonlStore
 from squidd.store.tool_results import ToolResultFiles

@@ -89,7 +89,7 @@ class WorkspacePrompt:
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                log.warning("workspace_file_unreadable", file=path.name, error=exc.strerror)
+                log.warning("workspace_file_unreadable", file=path.name, reason=exc.strerror)
                 continue
             if len(content) > self._max_chars:
                 content = content[: self._max_chars] + f"\n[{path.name} truncated]"

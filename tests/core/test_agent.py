@@ -17,11 +17,11 @@ from squidd.core.models import HistoryWindow, SessionId, ToolResult
 from squidd.core.ports import MemoryStore
 from squidd.core.tools import ToolRegistry
 from squidd.errors import LLMError, ToolError
-from squidd.gateway.runtime import StaticPrompt
 from squidd.store.jsonl import JsonlStore
 from squidd.tools.memory_write import MemoryWriteTool
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
+from tests.support.prompt import StaticPrompt
 
 pytestmark = pytest.mark.anyio
 

@@ -28,7 +28,7 @@ class Clock:
 
 def test_failures_grow_while_flapping_and_reset_after_a_healthy_period() -> None:
     clock = Clock()
-    failures = Failures(Backoff(1.0, 60.0, jitter=lambda: 1.0), healthy_after_s=30, clock=clock)
+    failures = Failures(Backoff(1.0, 60.0, jitter=lambda: 1.0), healthy_after_s=30, monotonic=clock)
     assert [failures.next_delay() for _ in range(3)] == [1, 2, 4]
     failures.up()
     clock.t += 5  # up, but only briefly: still the same run of failures

@@ -16,10 +16,10 @@ from squidd.core.estimator import TokenEstimator, messages_chars
 from squidd.core.memory import CONSOLIDATION_WARNING, MemoryManager
 from squidd.core.models import Message, SessionId, ToolCall
 from squidd.core.tools import ToolRegistry
-from squidd.gateway.runtime import StaticPrompt
 from squidd.store.jsonl import JsonlStore
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
+from tests.support.prompt import StaticPrompt
 
 pytestmark = pytest.mark.anyio
 

@@ -15,10 +15,10 @@ from squidd.core.loop_guard import LoopGuard
 from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolCall, ToolResult
 from squidd.core.tools import ToolRegistry
-from squidd.gateway.runtime import StaticPrompt
 from squidd.store.jsonl import JsonlStore
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
+from tests.support.prompt import StaticPrompt
 
 pytestmark = pytest.mark.anyio
 
@@ -86,14 +86,14 @@ async def test_the_wall_clock_limit_asks_for_a_final_answer(tmp_path: Path) -> N
         return now[0]
 
     calls = [Reply(tool_calls=[("lookup", {"q": str(i)})]) for i in range(2)]
-    loop, mock, tool = _loop(tmp_path, *calls, "partial", max_turn_seconds=120.0, clock=clock)
+    loop, mock, tool = _loop(tmp_path, *calls, "partial", max_turn_seconds=120.0, monotonic=clock)
     assert await loop.run(SESSION, "slow work", "email") == "partial"
     assert tool.calls == 2
     assert "time limit of 120 seconds" in mock.requests[-1]["messages"][-1]["content"]
 
 
 def test_whitespace_in_arguments_does_not_hide_a_repetition() -> None:
-    guard = LoopGuard(max_rounds=20, max_repeats=2, max_seconds=60, clock=lambda: 0.0)
+    guard = LoopGuard(max_rounds=20, max_repeats=2, max_seconds=60, monotonic=lambda: 0.0)
     guard.note([ToolCall("1", "lookup", '{"q": "x"}')])
     assert guard.reason() is None
     guard.note([ToolCall("2", "lookup", '{ "q":"x" }')])

@@ -14,12 +14,12 @@ from squidd.core.agent import AgentLoop
 from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.tools import ToolRegistry
-from squidd.gateway.runtime import StaticPrompt
 from squidd.store.jsonl import JsonlStore
 from squidd.store.tool_results import ToolResultFiles
 from squidd.tools.files import ReadFileTool
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
+from tests.support.prompt import StaticPrompt
 
 pytestmark = pytest.mark.anyio
 

@@ -51,31 +51,34 @@ class Failures:
     `next_delay()` after each failure: it counts the failure and returns how long to wait.
     """
 
-    __slots__ = ("_backoff", "_clock", "_healthy_after_s", "_up_since", "count")
+    __slots__ = ("_backoff", "_healthy_after_s", "_monotonic", "_up_since", "count")
 
     def __init__(
         self,
         backoff: Backoff,
         *,
         healthy_after_s: float = 0.0,
-        clock: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._backoff = backoff
         self._healthy_after_s = healthy_after_s
-        self._clock = clock
+        self._monotonic = monotonic
         self._up_since: float | None = None
         self.count = 0
 
     def up(self) -> None:
         """The loop works again; with no healthy period configured the count resets now."""
         if self._up_since is None:
-            self._up_since = self._clock()
+            self._up_since = self._monotonic()
         if self._healthy_after_s <= 0:
             self.count = 0
 
     def next_delay(self) -> float:
         """Count one more failure and return the delay before the next attempt."""
-        if self._up_since is not None and self._clock() - self._up_since >= self._healthy_after_s:
+        if (
+            self._up_since is not None
+            and self._monotonic() - self._up_since >= self._healthy_after_s
+        ):
             # It was healthy for a while: a fresh failure, not a flapping loop.
             self.count = 0
         self._up_since = None

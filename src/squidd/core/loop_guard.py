@@ -39,13 +39,13 @@ class LoopGuard:
         max_rounds: int,
         max_repeats: int,
         max_seconds: float,
-        clock: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._max_rounds = max_rounds
         self._max_repeats = max_repeats
         self._max_seconds = max_seconds
-        self._clock = clock
-        self._started = clock()
+        self._monotonic = monotonic
+        self._started = monotonic()
         self._rounds = 0
         self._last: tuple[str, str] | None = None
         self._repeats = 0
@@ -71,7 +71,7 @@ class LoopGuard:
             )
         if self._rounds >= self._max_rounds:
             return f"This turn reached its limit of {self._max_rounds} rounds of tool calls."
-        elapsed = self._clock() - self._started
+        elapsed = self._monotonic() - self._started
         if elapsed >= self._max_seconds:
             return f"This turn has used its time limit of {int(self._max_seconds)} seconds."
         return None

@@ -346,7 +346,7 @@ class MemoryManager:
                 else:  # StreamRestart: a fallback model starts over
                     chunks.clear()
         except Exception as exc:  # noqa: BLE001 - consolidation must never break a turn
-            log.warning("consolidation_llm_failed", error=f"{type(exc).__name__}: {exc}")
+            log.warning("consolidation_llm_failed", reason=f"{type(exc).__name__}: {exc}")
             return None
         result = "".join(chunks).strip()
         return result or None

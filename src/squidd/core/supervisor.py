@@ -135,7 +135,7 @@ class Supervisor:
                 task_status.started()
 
         failures = Failures(
-            self._backoff, healthy_after_s=self._healthy_after_s, clock=self._monotonic
+            self._backoff, healthy_after_s=self._healthy_after_s, monotonic=self._monotonic
         )
         while True:
             status = _ChildStatus(health, release, failures.up)
@@ -172,7 +172,7 @@ class Supervisor:
                 "child_restart_scheduled",
                 child=name,
                 attempt=failures.count,
-                delay_s=round(delay, 3),
+                retry_in_s=round(delay, 3),
                 ran_s=round(self._monotonic() - began, 3),
             )
             await self._sleep(delay)

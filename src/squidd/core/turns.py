@@ -79,7 +79,7 @@ class TurnLimits:
     max_tool_rounds: int
     max_repeated_tool_calls: int
     max_turn_seconds: float
-    clock: Callable[[], float]
+    monotonic: Callable[[], float]
 
 
 @dataclass
@@ -169,7 +169,7 @@ class TurnSteps:
             max_rounds=min(ask.max_tool_rounds or limits.max_tool_rounds, limits.max_tool_rounds),
             max_repeats=limits.max_repeated_tool_calls,
             max_seconds=limits.max_turn_seconds,
-            clock=limits.clock,
+            monotonic=limits.monotonic,
         )
         turn = Turn(ask=ask, guard=guard, started=time.monotonic())
         turn.tools = tools_for(

@@ -148,7 +148,7 @@ class Daemon:
             try:
                 await self.runtime.media.sweep()
             except OSError as exc:
-                log.warning("media_sweep_failed", error=str(exc))
+                log.warning("media_sweep_failed", reason=str(exc))
 
     # --- life cycle ------------------------------------------------------------------------
 

@@ -43,19 +43,6 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-class StaticPrompt:
-    """A fixed base prompt (the config's `agents.system_prompt`, or the built-in one)."""
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-
-    async def system_prompt(self) -> str:
-        return self._text
-
-    def invalidate(self) -> None:
-        return None
-
-
 @dataclass
 class Runtime:
     settings: Settings

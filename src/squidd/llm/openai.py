@@ -165,7 +165,7 @@ class OpenAILLM:
                             model=model,
                             attempt=attempt + 1,
                             reason=last_reason,
-                            delay_s=round(delay, 2),
+                            retry_in_s=round(delay, 2),
                         )
                         await self._sleep(delay)
                     continue

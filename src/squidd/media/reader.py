@@ -81,7 +81,7 @@ class MediaReader:
             else:
                 return f"{ref} (its content is not shown)", ref, ""
         except (DocumentError, OSError) as exc:
-            log.info("attachment_unreadable", kind=att.kind, error=str(exc))
+            log.info("attachment_unreadable", kind=att.kind, reason=str(exc))
             return f"{ref}: {exc}", ref, ""
         more = f"\n[cut at {self._settings.text_max_chars} characters]" if cut else ""
         return f"{ref}; its text:\n<<<\n{text}\n>>>{more}", ref, ""
@@ -110,6 +110,6 @@ class MediaReader:
         try:
             text = await self._transcriber.transcribe(path, att.mime)
         except TranscriptionError as exc:
-            log.warning("transcription_failed", error=str(exc))
+            log.warning("transcription_failed", reason=str(exc))
             return f"[voice note: it could not be transcribed ({exc})]"
         return f"[voice note, transcribed]: {text.strip()}"

@@ -98,7 +98,7 @@ class MediaStore:
                         entry.unlink()
                         removed += 1
                 except OSError as exc:
-                    log.warning("media_sweep_failed", path=str(entry), error=str(exc))
+                    log.warning("media_sweep_failed", path=str(entry), reason=str(exc))
             with contextlib.suppress(OSError):
                 session.rmdir()  # only succeeds when empty
         if removed:

@@ -93,7 +93,6 @@ async def test_image_and_pdf_reach_the_model(
         await wait_until(lambda: len(inbox.received) == 2, "both media messages")
     first, second = inbox.received
     assert first.text == "look at my cat" and second.text == "[file: minutes.pdf]"
-    assert first.meta["encrypted"] is encrypted
     [cat], [minutes] = first.attachments, second.attachments
     assert cat.path and Path(cat.path).read_bytes() == image  # decrypted, byte for byte
     assert cat.sha256 == hashlib.sha256(image).hexdigest()

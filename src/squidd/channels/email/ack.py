@@ -102,7 +102,7 @@ class Acknowledger:
             except TransientError as exc:
                 async with self._command_lock:
                     await self.close()
-                log.warning("email_ack_retry", uid=uid, attempt=attempt, error=str(exc))
+                log.warning("email_ack_retry", uid=uid, attempt=attempt, reason=str(exc))
                 if attempt < ACK_ATTEMPTS:
                     await anyio.sleep(self._retry.delay(attempt))
                 continue

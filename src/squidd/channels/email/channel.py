@@ -96,7 +96,7 @@ class EmailChannel:
         self._warn_about_settings()
         inbox.report(ChannelState.STARTING, "")
         started = False
-        failures = Failures(self._backoff, healthy_after_s=_HEALTHY_AFTER_S, clock=self._clock)
+        failures = Failures(self._backoff, healthy_after_s=_HEALTHY_AFTER_S, monotonic=self._clock)
 
         async def attempt() -> None:
             nonlocal started
@@ -123,13 +123,13 @@ class EmailChannel:
             inbox.report(ChannelState.RECONNECTING, str(exc))
             if not started:
                 raise exc  # the first connection failed: the supervisor says so and retries
-            log.warning("email_reconnecting", error=str(exc), delay_s=round(delay, 2))
+            log.warning("email_reconnecting", reason=str(exc), retry_in_s=round(delay, 2))
 
         try:
             await reconnecting(attempt, failures, on_retry=on_retry)
         except PermanentError as exc:
             inbox.report(ChannelState.FAILED, str(exc))
-            log.error("email_failed", error=str(exc))  # noqa: TRY400 - no traceback needed
+            log.error("email_failed", reason=str(exc))  # noqa: TRY400 - no traceback needed
             raise
         finally:
             await self._acks.close()

@@ -47,7 +47,7 @@ class MatrixChannel:
         media: MediaSink | None = None,
         max_download_bytes: int = 8 * 1024 * 1024,
     ) -> None:
-        self._cfg = settings
+        self._settings = settings
         self._files = MatrixFiles(data_dir)
         self._client: AsyncClient | None = None
         self._policy: Policy | None = None
@@ -69,12 +69,12 @@ class MatrixChannel:
         inbox.report(ChannelState.STARTING, "logging in")
         await self._files.prepare()
         try:
-            client = await open_client(self._cfg, self._files)
+            client = await open_client(self._settings, self._files)
         except TokenRejectedError as exc:
             inbox.report(ChannelState.FAILED, str(exc))
             raise
         connection = Connection(
-            client, inbox, settings=self._cfg, files=self._files, carried=self._carried
+            client, inbox, settings=self._settings, files=self._files, carried=self._carried
         )
         try:
             response, since = await connection.connect()
@@ -110,7 +110,7 @@ class MatrixChannel:
         await send_reply(
             client,
             outbound,
-            settings=self._cfg,
+            settings=self._settings,
             user_allowed=policy.user_allowed if policy is not None else None,
         )
         reply_to = outbound.in_reply_to

@@ -113,7 +113,7 @@ class Connection:
     ) -> None:
         self.client = client
         self._inbox = inbox
-        self._cfg = settings
+        self._settings = settings
         self._files = files
         self._carried = carried
         self._user_id: str = client.user_id
@@ -205,7 +205,9 @@ class Connection:
             fingerprint=e2ee.own_fingerprint(client),
             rooms=len(client.rooms),
         )
-        self._inbox.report(ChannelState.CONNECTED, f"{self._user_id} on {self._cfg.homeserver}")
+        self._inbox.report(
+            ChannelState.CONNECTED, f"{self._user_id} on {self._settings.homeserver}"
+        )
 
     async def _ensure_identity(self) -> None:
         """The bot's device cross-signed by the account's one identity (identity/account)."""
@@ -213,7 +215,7 @@ class Connection:
             self.api,
             self._identity_files,
             device_id=self.client.device_id,
-            password=secret_value(self._cfg.password) or None,
+            password=secret_value(self._settings.password) or None,
         )
         try:
             status = await own.ensure()
@@ -247,7 +249,9 @@ class Connection:
 
         def on_recovered(failed: int) -> None:
             log.info("matrix_reconnected", after_attempts=failed)
-            self._inbox.report(ChannelState.CONNECTED, f"{self._user_id} on {self._cfg.homeserver}")
+            self._inbox.report(
+                ChannelState.CONNECTED, f"{self._user_id} on {self._settings.homeserver}"
+            )
 
         failures = Failures(self._carried.backoff)
         try:
@@ -256,7 +260,7 @@ class Connection:
             await self._token_rejected(exc)
 
     async def _token_rejected(self, exc: TokenRejectedError) -> None:
-        if self._cfg.access_token is None and self._cfg.password is not None:
+        if self._settings.access_token is None and self._settings.password is not None:
             # A kept password login went stale: forget it; the restart logs in again.
             await self._files.forget_credentials()
             raise TransientError(f"{exc}; logging in again with the password") from exc
@@ -267,7 +271,7 @@ class Connection:
     async def _sync(
         self, *, since: str | None, wait: bool, full_state: bool = False
     ) -> SyncResponse:
-        timeout_ms = int(self._cfg.sync_timeout_s * 1000) if wait else 0
+        timeout_ms = int(self._settings.sync_timeout_s * 1000) if wait else 0
         response = await call(
             "sync",
             self.client.sync(
@@ -284,13 +288,13 @@ class Connection:
         return response
 
     async def _build_policy(self) -> Policy:
-        cfg = self._cfg
+        settings = self._settings
         return Policy.build(
             self._user_id,
-            allowed_users=cfg.allowed_users,
-            allowed_servers=cfg.allowed_servers,
-            allowed_rooms=await self._resolve_rooms(cfg.allowed_rooms),
-            open_rooms=await self._resolve_rooms(cfg.open_rooms),
+            allowed_users=settings.allowed_users,
+            allowed_servers=settings.allowed_servers,
+            allowed_rooms=await self._resolve_rooms(settings.allowed_rooms),
+            open_rooms=await self._resolve_rooms(settings.open_rooms),
         )
 
     async def _resolve_rooms(self, rooms: Sequence[str]) -> list[str]:
@@ -315,7 +319,7 @@ class Connection:
 
     async def _chores(self) -> None:
         await call("key maintenance", e2ee.maintain_keys(self.client))
-        e2ee.apply_trust(self.client, self._cfg.device_trust, self.policy.user_allowed)
+        e2ee.apply_trust(self.client, self._settings.device_trust, self.policy.user_allowed)
 
     # --- one batch ---------------------------------------------------------------------------
 
@@ -379,7 +383,7 @@ class Connection:
     async def _handle_event(self, batch: Batch, room_id: str, event: Any) -> None:
         event_id = events.event_id(event)
         if not event_id:
-            log.info("matrix_event_malformed", room=room_id, error=events.bad_reason(event))
+            log.info("matrix_event_malformed", room=room_id, reason=events.bad_reason(event))
             return
         if not self._carried.remember(event_id):
             log.debug("matrix_event_duplicate", room=room_id, event_id=event_id)
@@ -406,7 +410,7 @@ class Connection:
             log.info(
                 "matrix_event_malformed",
                 type=events.event_type(event),
-                error=events.bad_reason(event),
+                reason=events.bad_reason(event),
             )
         elif isinstance(event, UnknownEvent | RoomMessage):
             log.debug(
@@ -435,7 +439,7 @@ class Connection:
             own_user_id=self._user_id,
             names=self._names,
             policy=self.policy,
-            max_text_chars=self._cfg.max_text_chars,
+            max_text_chars=self._settings.max_text_chars,
             ack=functools.partial(self._ack, batch, room_id, event_id),
         )
         if inbound is None:

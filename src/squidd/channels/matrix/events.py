@@ -93,20 +93,13 @@ def read_message(
     thread_root = (
         event_id_or_none(relates.get("event_id")) if relates.get("rel_type") == "m.thread" else None
     )
-    meta: dict[str, Any] = {
-        "room_id": room_id,
-        "event_id": event.event_id,
-        "direct": members <= 2,
-        "encrypted": bool(room is not None and room.encrypted),
-        "sender_name": clean_text(room.user_name(sender) or sender) if room is not None else sender,
-    }
     log.info(
         "matrix_message_received",
         sender=sender,
         chars=full_chars,
         truncated=full_chars > max_text_chars,
         reason=decision.reason,
-        encrypted=meta["encrypted"],
+        encrypted=bool(room is not None and room.encrypted),
     )
     return Inbound(
         channel=CHANNEL,
@@ -116,7 +109,6 @@ def read_message(
         text=text,
         reply_to=Destination(CHANNEL, room_id),
         thread_root=thread_root,
-        meta=meta,
         ack=ack,
     )
 

@@ -107,7 +107,7 @@ async def fetch(
             session_id, kind=kind, name=name, mime=mime, chunks=chunks, max_bytes=max_bytes
         )
     except (MediaError, aiohttp.ClientError, TimeoutError) as exc:
-        log.warning("matrix_media_failed", error=str(exc) or type(exc).__name__)
+        log.warning("matrix_media_failed", reason=str(exc) or type(exc).__name__)
         return Attachment(kind, display_name(name), mime, size, note="could not be downloaded")
 
 

@@ -175,10 +175,6 @@ class SyncLedger:
         batch.pending.discard(event_id)
         await self._flush()
 
-    @property
-    def outstanding(self) -> int:
-        return sum(len(b.pending) for b in self._batches)
-
     async def _flush(self) -> None:
         async with self._lock:
             newest: str | None = None

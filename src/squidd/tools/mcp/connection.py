@@ -80,7 +80,7 @@ class McpServer:
         ping_interval_s: float,
         errlog: TextIO = sys.stderr,
     ) -> None:
-        self.settings = settings
+        self._settings = settings
         self.name = settings.name
         self._connect_timeout_s = connect_timeout_s
         self._ping_interval_s = ping_interval_s
@@ -96,13 +96,18 @@ class McpServer:
 
     # --- what turns and `squidd status` see -----------------------------------------------
 
+    @property
+    def settings(self) -> McpServerSettings:
+        """The server's own config entry (limits its tools apply per call)."""
+        return self._settings
+
     def tools(self) -> tuple[McpTool, ...]:
         return self._tools if self.state is ServerState.UP else ()
 
     def snapshot(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "transport": self.settings.transport,
+            "transport": self._settings.transport,
             "state": str(self.state),
             "tools": len(self.tools()),
             "last_error": self.last_error,
@@ -160,7 +165,7 @@ class McpServer:
 
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[ClientSession]:
-        settings = self.settings
+        settings = self._settings
         async with contextlib.AsyncExitStack() as stack:
             if settings.transport == "http":
                 client = await stack.enter_async_context(
@@ -205,7 +210,7 @@ class McpServer:
             log.warning(
                 "mcp_server_bad_output",
                 server=self.name,
-                error=_reason(exc)[:200],
+                reason=_reason(exc)[:200],
                 note="not a JSON-RPC message; ignored",
             )
         elif self._bad_lines == _BAD_LINES_LOGGED + 1:
@@ -223,7 +228,7 @@ class McpServer:
                 break
         tools: list[McpTool] = []
         for tool in found[:_MAX_TOOLS]:
-            if not self.settings.offers(tool.name):
+            if not self._settings.offers(tool.name):
                 continue
             try:
                 # What the server wrote reaches the model: valid text only.
@@ -256,7 +261,7 @@ class McpServer:
                 while True:
                     await anyio.sleep(self._ping_interval_s)
                     try:
-                        with anyio.fail_after(self.settings.timeout_s):
+                        with anyio.fail_after(self._settings.timeout_s):
                             await session.send_ping()
                     except Exception as exc:  # noqa: BLE001 - any failed ping is a lost connection
                         self.connection_lost(f"ping failed: {_reason(exc)}")
