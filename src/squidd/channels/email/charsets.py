@@ -7,8 +7,9 @@ bytes that are not in their charset (`=?utf-8?b?//4=?=`), base64 that is not, wo
 closed. One rule for all of it (`decode`): bytes that are valid UTF-8 (and not plain ASCII)
 are UTF-8, whatever the label says (text in a single-byte charset practically never forms
 valid multi-byte UTF-8, while a wrong label is common); else the declared charset when it
-decodes; else each run of bytes as UTF-8 where it is, cp1252 where it is not, Latin-1 where
-cp1252 leaves a byte undefined. Decoding never fails and never loses a byte.
+decodes; else `squidd.text.decode_bytes` (each run of bytes as UTF-8 where it is, cp1252
+where it is not, Latin-1 where cp1252 leaves a byte undefined: what every edge uses for
+bytes of no known charset). Decoding never fails and never loses a byte.
 
 The result is then cleaned by `squidd.text.clean_text` (the one cleaning function of every
 edge), and `header_text` also drops every control character, folds whitespace and caps the
@@ -24,7 +25,7 @@ import binascii
 import codecs
 import re
 
-from squidd.text import clean_text
+from squidd.text import clean_text, decode_bytes
 
 __all__ = ["body_text", "decode", "header_text", "printable", "to_bytes"]
 
@@ -65,19 +66,6 @@ def _codec(charset: str | None) -> str | None:
     return _SUPERSETS.get(name, name)
 
 
-def _undeclared_byte_table() -> dict[int, str]:
-    table: dict[int, str] = {}
-    for byte in range(0x80, 0x100):
-        try:
-            table[0xDC00 + byte] = bytes([byte]).decode("cp1252")
-        except UnicodeDecodeError:
-            table[0xDC00 + byte] = chr(byte)
-    return table
-
-
-_UNDECLARED = _undeclared_byte_table()
-
-
 def decode(data: bytes, charset: str | None = None) -> str:
     """`data` as text, by the rule in the module docstring; never raises."""
     codec = _codec(charset)
@@ -96,7 +84,7 @@ def decode(data: bytes, charset: str | None = None) -> str:
             return data.decode(codec)
         except (UnicodeDecodeError, LookupError):  # LookupError: a codec that is not text
             pass
-    return data.decode("utf-8", "surrogateescape").translate(_UNDECLARED)
+    return decode_bytes(data)
 
 
 def to_bytes(raw: str) -> bytes:
