@@ -151,3 +151,35 @@ def test_library_records_are_one_json_object_per_line() -> None:
     assert "Traceback (most recent call last)" in error["exception"]
     assert "second line of the error" in error["exception"]
     assert "hunter2-long-secret" not in out.getvalue()
+
+
+def _fail_with(text: str) -> None:
+    raise ValueError(text)
+
+
+HOSTILE_ID = "!room\x00:x\x1b[2J\x1b]0;pwned\x07\rFAKE_LINE level=error\ud800\x85"
+
+
+def test_the_console_renderer_escapes_control_bytes_as_the_json_renderer_does() -> None:
+    """A hostile id (a room, a mail address) reaches a terminal as text: no raw NUL, escape
+    sequence, carriage return or lone surrogate, in our events, a library's record or a
+    traceback."""
+    out = io.StringIO()
+    configure_logging("info", "console", stream=out)
+    structlog.get_logger().warning("matrix_message_ignored", room=HOSTILE_ID)
+    logging.getLogger("nio.test").warning("bad room %s", HOSTILE_ID)
+    try:
+        _fail_with(HOSTILE_ID)
+    except ValueError:
+        structlog.get_logger().exception("matrix_event_failed")
+    text = out.getvalue()
+    text.encode("utf-8")  # no lone surrogate reached the stream
+    raw = [ch for ch in text if ch != "\n" and (ord(ch) < 32 or 0x7F <= ord(ch) <= 0x9F)]
+    assert raw == []
+    # Written as the JSON renderer writes it (the console renderer may quote it on top).
+    escaped = json.dumps(HOSTILE_ID)[1:-1]
+    assert "\\u0000:x\\u001b[2J\\u001b]0;pwned\\u0007\\rFAKE_LINE" in escaped
+    lines = [line for line in text.splitlines() if "FAKE_LINE" in line]
+    assert len(lines) == 3, text
+    assert escaped in lines[1] and escaped in lines[2]  # the library's record, the traceback
+    assert escaped.replace("\\", "\\\\") in lines[0]  # ours, quoted with repr()

@@ -4,11 +4,15 @@ and a processor that redacts secrets from every event before it is rendered.
 Libraries (matrix-nio, aioimaplib, apscheduler, ...) log through the stdlib `logging`; their
 records go through the same processors and renderer (`structlog.stdlib.ProcessorFormatter`),
 so with JSON output every record, a multi-line message or a traceback included, is one JSON
-object on one line (`"logger"` names the library), scrubbed like our own events."""
+object on one line (`"logger"` names the library), scrubbed like our own events. The console
+renderer gets every string with its control characters and lone surrogates escaped the way
+the JSON renderer escapes them: values taken from outside (room ids, addresses) reach the
+terminal as text, never as terminal commands or forged lines."""
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import sys
@@ -83,13 +87,43 @@ def _scrub_rendered(redactor: SecretRedactor) -> Any:
     return processor
 
 
+# What a terminal must not be handed raw: C0 and C1 controls, DEL, and lone surrogates
+# (which a TextIO cannot even encode). Written as the JSON renderer writes them (`\u0000`,
+# `\n`, `\u001b`), so a hostile id (a Matrix room, a mail address) cannot clear the screen,
+# forge a log line or recolour the terminal.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_UNPRINTABLE_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return json.dumps(match.group())[1:-1]
+
+
+def escape_unprintable(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with control characters and lone surrogates escaped as JSON escapes them."""
+    pattern = _UNPRINTABLE_BUT_NEWLINE if keep_newlines else _UNPRINTABLE
+    return pattern.sub(_json_escape, text)
+
+
+def _escape_for_console(
+    logger: Any, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    # Strings are written raw by the console renderer; anything else goes through repr(),
+    # which escapes already.
+    for key, value in list(event_dict.items()):
+        if isinstance(value, str):
+            event_dict[key] = escape_unprintable(value)
+    return event_dict
+
+
 def _scrubbed_traceback(redactor: SecretRedactor) -> Any:
-    """The console renderer's exception formatter, with the traceback text scrubbed."""
+    """The console renderer's exception formatter, with the traceback text scrubbed and
+    its control characters (a hostile value in an exception message) escaped."""
 
     def formatter(sio: TextIO, exc_info: Any) -> None:
         buffer = io.StringIO()
         structlog.dev.plain_traceback(buffer, exc_info)
-        sio.write(redactor.scrub(buffer.getvalue()))
+        sio.write(escape_unprintable(redactor.scrub(buffer.getvalue()), keep_newlines=True))
 
     return formatter
 
@@ -121,9 +155,10 @@ def configure_logging(
         ]
     else:
         renderer = [
+            _escape_for_console,
             structlog.dev.ConsoleRenderer(
                 colors=out.isatty(), exception_formatter=_scrubbed_traceback(redactor)
-            )
+            ),
         ]
     numeric = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(

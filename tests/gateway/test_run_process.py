@@ -218,6 +218,46 @@ def test_bad_config_exits_2_before_starting(tmp_path: Path) -> None:
     assert squidd(config, "run").returncode == 2
 
 
+def test_a_configured_workspace_that_does_not_exist_is_made_and_the_shell_runs_in_it(
+    tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
+) -> None:
+    workspace = tmp_path / "not" / "yet" / "workspace"
+    config = write_daemon_config(
+        tmp_path,
+        fake_llm.base_url,
+        api_key="sk-test-run-process-key-1234",
+        agents={"workspace": str(workspace)},
+        tools__shell={"enabled": True},
+    )
+    config.write_text(
+        config.read_text().replace("[tools__shell]", "[tools.shell]")
+        + "[tools.policy]\ndefault_deny = []\n"
+    )
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": "pwd"})]), "done")
+    daemon = Daemon(tmp_path, config)
+    daemons.append(daemon)
+    daemon.wait_for_notify("READY=1")
+    assert workspace.is_dir()
+    drop_message(tmp_path / "data", "w1", "where are you?")
+    wait_until(lambda: replies(tmp_path / "data", "w1"))
+    [tool_result] = [
+        m["content"] for m in fake_llm.chat_requests[-1]["messages"] if m["role"] == "tool"
+    ]
+    assert tool_result.startswith("exit code 0"), tool_result
+    assert str(workspace) in tool_result
+
+
+def test_a_workspace_that_cannot_be_made_refuses_the_start_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    workspace = tmp_path / "a-file" / "workspace"
+    config = write_daemon_config(
+        tmp_path, "http://127.0.0.1:9/v1", api_key="sk-test", agents={"workspace": str(workspace)}
+    )
+    result = squidd(config, "run")
+    assert result.returncode == 2
+    assert f"agents.workspace: cannot create the workspace {workspace}" in result.stderr
+
+
 def test_systemd_unit_verifies(tmp_path: Path) -> None:
     tool = "/usr/bin/systemd-analyze"
     if not Path(tool).exists():

@@ -127,3 +127,19 @@ async def test_a_received_file_name_is_kept_as_valid_text(tmp_path: Path) -> Non
         max_bytes=100,
     )
     assert att.name == "re[2Jport\ufffd café .pdf"
+
+
+async def test_partial_files_go_at_start_only(tmp_path: Path) -> None:
+    """The periodic sweep leaves a download in progress alone; the sweep at start (no
+    download runs then) removes every partial file, however new."""
+    store = MediaStore(tmp_path, lifetime_s=100)
+    kept = await store.save(
+        "s1", kind="file", name="k.txt", mime="", chunks=chunks(b"kept"), max_bytes=50
+    )
+    partial = store.session_dir("s1") / ".incoming-abc123.tmp"
+    partial.write_bytes(b"half a file")
+    assert await store.sweep() == 0
+    assert partial.exists()
+    assert await store.sweep(leftovers=True) == 1
+    assert not partial.exists()
+    assert kept.path and all_files(tmp_path) == [Path(kept.path)]

@@ -1,9 +1,10 @@
 """`squidd run`: check what needs the file system, build the daemon, run it until a signal.
 
 Start-up goes in phases: the settings were parsed and validated by the CLI; here the
-daemon's own checks run (data dir, status socket path, channels that can be built) and only
-then the event loop starts. Exit codes: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 2 on
-a configuration problem (systemd does not restart on it).
+daemon's own checks run (data dir and workspace, both created when missing; status socket
+path; channels that can be built) and only then the event loop starts. Exit codes: 0 after
+SIGTERM/SIGINT, 1 on a runtime failure, 2 on a configuration problem (systemd does not
+restart on it).
 """
 
 from __future__ import annotations
@@ -49,6 +50,18 @@ def _prepare(settings: Settings) -> list[str]:
     problem = check_socket_path(socket_path(settings))
     if problem:
         problems.append(f"storage.data_dir: {problem}")
+    # The workspace is the tools' working directory (the shell runs in it): made here, or
+    # the start refused naming it, never a shell tool failing later as if the command were
+    # missing.
+    workspace = settings.workspace_dir
+    try:
+        workspace.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        key = "agents.workspace" if settings.agents.workspace else "storage.data_dir"
+        problems.append(f"{key}: cannot create the workspace {workspace}: {exc.strerror or exc}")
+    else:
+        if not workspace.is_dir():
+            problems.append(f"agents.workspace: {workspace} is not a directory")
     if settings.heartbeat.enabled and not Destination.parse(settings.heartbeat.target):
         log.warning(
             "heartbeat_without_target",

@@ -174,7 +174,7 @@ class Daemon:
             await tg.start(self.router.run)
             await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()
-            await self.runtime.media.sweep()
+            await self.runtime.media.sweep(leftovers=True)  # no download runs yet
             # Side by side: one channel's connection (a Matrix login and first sync) does
             # not wait for another's (an IMAP login); READY still waits for all of them.
             async with anyio.create_task_group() as starting:

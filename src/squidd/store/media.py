@@ -6,7 +6,8 @@ name (`../x`, NUL, 10,000 characters) cannot write outside the store; the same c
 twice is one file. Content is streamed to a temporary file beside its final place while it
 is hashed and counted, so a large file is never held in memory; over the size cap the
 partial file is removed and the attachment is a reference with the note "too large".
-`sweep` removes files older than the configured lifetime (the daemon calls it).
+`sweep` removes files older than the configured lifetime (the daemon calls it), and at
+start the partial files a crash left behind.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from squidd.fs import display_name, safe_extension, safe_name
 log = structlog.get_logger(__name__)
 
 TOO_LARGE = "too large"
+_PARTIAL_PREFIX = ".incoming-"  # a download in progress (or left by a crash)
 
 
 class MediaStore:
@@ -81,12 +83,20 @@ class MediaStore:
             with contextlib.suppress(FileNotFoundError):
                 await anyio.to_thread.run_sync(os.unlink, tmp)
 
-    async def sweep(self, *, now: float | None = None) -> int:
-        """Remove media older than the lifetime (and emptied session dirs); how many files."""
-        return await anyio.to_thread.run_sync(self._sweep, time.time() if now is None else now)
+    async def sweep(self, *, now: float | None = None, leftovers: bool = False) -> int:
+        """Remove media older than the lifetime (and emptied session dirs); how many files.
 
-    def _sweep(self, now: float) -> int:
-        removed = 0
+        `leftovers`: also every partial file a download was writing (`.incoming-*`), of any
+        age. Only at start, before any channel runs: a crash (SIGKILL, power loss) in the
+        middle of a download leaves one behind, and nothing else would ever remove it
+        before the lifetime, however large it was. The message it came with was never
+        handed on, so it comes again and the file is fetched anew.
+        """
+        when = time.time() if now is None else now
+        return await anyio.to_thread.run_sync(self._sweep, when, leftovers)
+
+    def _sweep(self, now: float, leftovers: bool) -> int:
+        removed = partial = 0
         if not self.root.is_dir():
             return 0
         for session in self.root.iterdir():
@@ -94,22 +104,29 @@ class MediaStore:
                 continue
             for entry in session.iterdir():
                 try:
-                    if entry.is_file() and now - entry.stat().st_mtime > self._lifetime_s:
+                    if not entry.is_file():
+                        continue
+                    if leftovers and entry.name.startswith(_PARTIAL_PREFIX):
+                        entry.unlink()
+                        partial += 1
+                    elif now - entry.stat().st_mtime > self._lifetime_s:
                         entry.unlink()
                         removed += 1
                 except OSError as exc:
                     log.warning("media_sweep_failed", path=str(entry), reason=str(exc))
             with contextlib.suppress(OSError):
                 session.rmdir()  # only succeeds when empty
+        if partial:
+            log.info("media_partial_files_removed", removed=partial, note="left by a crash")
         if removed:
             log.info("media_swept", removed=removed)
-        return removed
+        return removed + partial
 
 
 def _open_temp(directory: Path) -> tuple[IO[bytes], str]:
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".incoming-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=_PARTIAL_PREFIX, suffix=".tmp")
     except OSError as exc:
         raise StorageError(f"cannot write into {directory}: {exc.strerror or exc}") from exc
     return os.fdopen(fd, "wb"), tmp
