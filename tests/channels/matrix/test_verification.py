@@ -45,7 +45,9 @@ async def bot_device(person: ElementClient, bot: User) -> str:
     return str(devices[0])
 
 
-async def test_sas_to_device_completes_on_both_sides_after_the_operator_confirms(
+@pytest.mark.parametrize("where", ["to-device", "in-room"])
+async def test_sas_completes_on_both_sides_after_the_operator_confirms(
+    where: str,
     synapse: SynapseServer,
     bot: User,
     make_element: MakeElement,
@@ -61,8 +63,12 @@ async def test_sas_to_device_completes_on_both_sides_after_the_operator_confirms
     device = await bot_device(alice, bot)
     before = await alice.device_trust(bot.user_id, device)
     assert before is not None and not before["locally_verified"], before
+    assert not (await alice.user_trust(bot.user_id))["verified"]
 
-    flow = await alice.request_verification(bot.user_id, device_id=device)
+    if where == "to-device":
+        flow = await alice.request_verification(bot.user_id, device_id=device)
+    else:  # Element's "Verify" in the person's DM with the bot
+        flow = await alice.request_verification(bot.user_id, room_id=room)
     await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
     await alice.start_sas(flow["flow_id"])
     shown = await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
@@ -79,11 +85,18 @@ async def test_sas_to_device_completes_on_both_sides_after_the_operator_confirms
     done = await alice.wait_verification(flow_id=flow["flow_id"], phase="Done")
     assert done["cancel_code"] is None, done
 
+    # Her side: the bot's identity is verified (its master key was in the bot's MAC).
+    assert (await alice.wait_user_verified(bot.user_id))["verified"]
     after = await alice.device_trust(bot.user_id, device)
-    assert after is not None and after["locally_verified"], after
-    await daemon.wait_event("matrix_verification_done")
+    assert after is not None and after["cross_signing_verified"], after
+    # The bot's side: her device and identity checked; her master key signed by the bot.
+    await daemon.wait_event("matrix_user_signed")
     [event] = [e for e in daemon.events() if e.get("event") == "matrix_verification_done"]
     assert event["user"] == alice.user_id and event["device"] == alice.device_id
+    assert event["identity_verified"] is True
+    query = {"device_keys": {alice.user_id: []}}
+    keys = synapse.call("POST", "/_matrix/client/v3/keys/query", query, token=bot.access_token)
+    assert bot.user_id in keys["master_keys"][alice.user_id]["signatures"]
 
 
 async def test_a_strangers_request_is_cancelled(

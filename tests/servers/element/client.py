@@ -188,6 +188,16 @@ class ElementClient:
         )
         return result
 
+    async def wait_user_verified(self, user_id: str, timeout: float = 30) -> dict[str, Any]:
+        """`user_trust` once this client counts `user_id`'s identity as verified."""
+        result: dict[str, Any] = await self.call(
+            "wait_user_verified",
+            timeout=timeout + 5,
+            user_id=user_id,
+            timeout_ms=int(timeout * 1000),
+        )
+        return result
+
     async def to_device(self, event_type: str | None = None) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = await self.call("to_device", type=event_type)
         return result

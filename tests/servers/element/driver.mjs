@@ -175,6 +175,17 @@ async function waitDevices({ user_id, timeout_ms }) {
     );
 }
 
+// Verifying someone else signs their master key with our user-signing key and uploads it;
+// the identity counts as verified once that signature is back from the server.
+async function waitUserVerified({ user_id, timeout_ms }) {
+    await waitFor(
+        async () => (await crypto().getUserVerificationStatus(user_id)).isCrossSigningVerified(),
+        `${user_id} verified`,
+        timeout_ms,
+    );
+    return userTrust({ user_id });
+}
+
 async function deviceTrust({ user_id, device_id }) {
     const status = await crypto().getDeviceVerificationStatus(user_id, device_id);
     if (!status) return null;
@@ -379,6 +390,7 @@ const commands = {
     user_trust: userTrust,
     device_trust: deviceTrust,
     wait_devices: waitDevices,
+    wait_user_verified: waitUserVerified,
     create_dm: createDm,
     create_room: createRoom,
     join: async ({ room_id }) => (await client.joinRoom(room_id), true),

@@ -56,6 +56,7 @@ from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
 from squidd.channels.matrix.verification.flows import Verifications, is_room_verification
+from squidd.channels.matrix.verification.signing import SigningIdentity
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff, Failures, reconnecting
 from squidd.core.models import Inbound
@@ -226,6 +227,7 @@ class Connection:
             status = IdentityStatus(None, False, False, str(exc))
         self._carried.identity = status
         self.own_identity = own
+        self._carried.verifications.attach(self.client, self.policy, SigningIdentity(self.api, own))
 
     async def _sync_loop(self, since: str) -> None:
         """Sync after sync, through `core.backoff.reconnecting` (the loop both channels run)."""
