@@ -174,3 +174,30 @@ def test_interactive_chat_streams_and_exits(tmp_path: Path, fake_llm: FakeLLM) -
         "first question",
         "second question",
     ]
+
+
+def test_chat_is_held_to_the_daily_caps_and_the_owner_can_lift_them_for_one_run(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """`session_daily_tokens = 100` and turns of about 70 tokens: the first two turns call
+    the model (0, then 70 used), the next get the fixed reply without a model call, as on
+    every channel, until `--ignore-caps` lifts the caps for that one run."""
+    data = tmp_path / "data"
+    fake_llm.responder = lambda request: Reply(content="an answer", usage=(60, 10, 0))
+    caps = {
+        "SQUIDD_LIMITS__SESSION_DAILY_TOKENS": "100",
+        "SQUIDD_LIMITS__REFUSAL_TEXT": "Budget used up for today.",
+    }
+    outputs = [run_chat(data, fake_llm.base_url, f"turn {i}", **caps) for i in range(4)]
+    assert [r.returncode for r in outputs] == [0, 0, 0, 0], outputs[-1].stderr
+    assert [r.stdout for r in outputs] == ["an answer\n"] * 2 + ["Budget used up for today.\n"] * 2
+    assert len(fake_llm.chat_requests) == 2
+    assert "--ignore-caps" in outputs[-1].stderr
+    lifted = run_chat(data, fake_llm.base_url, "turn 4", "--ignore-caps", **caps)
+    assert lifted.returncode == 0 and lifted.stdout == "an answer\n"
+    assert len(fake_llm.chat_requests) == 3
+    # the cap holds again in the next run
+    assert (
+        run_chat(data, fake_llm.base_url, "turn 5", **caps).stdout == "Budget used up for today.\n"
+    )
+    assert len(fake_llm.chat_requests) == 3

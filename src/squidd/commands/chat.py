@@ -5,7 +5,9 @@ questions); `squidd chat` opens an interactive prompt that streams replies as th
 Both go through the same AgentLoop as the daemon, with the per-call memory tools and the
 tools of the configured MCP servers (connected here, waiting at most
 `mcp.connect_timeout_s` before the first turn), on the same data dir (appends are locked,
-so the daemon may run at the same time).
+so the daemon may run at the same time). The daily caps of `[limits]` hold here as on every
+channel: a turn whose scope (the whole day, this terminal session) used its cap gets
+`limits.refusal_text` without a model call; `--ignore-caps` lifts them for one run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import structlog
 
 from squidd.commands import Commands
 from squidd.config import Settings
-from squidd.core.models import LLMEvent, SessionId, StreamRestart, TextDelta
+from squidd.core.models import Inbound, LLMEvent, SessionId, StreamRestart, TextDelta
 from squidd.core.ports import Tool
 from squidd.errors import LLMError, StorageError
 
@@ -32,16 +34,27 @@ log = structlog.get_logger()
 CHANNEL = "terminal"
 _PROMPT = "you> "
 _EXIT_WORDS = frozenset({"/exit", "/quit", ":q"})
+_CAP_HINT = (
+    "a daily cap in [limits] is reached (`squidd usage` shows where it went); "
+    "`squidd chat --ignore-caps` lifts the caps for one run"
+)
 
 
 def register(commands: Commands) -> None:
     chat = commands.add("chat", help="talk to the assistant in the terminal", run=_run)
     chat.add_argument("-m", "--message", help="send one message, print the reply, exit")
     chat.add_argument("--session", default="terminal", help="session name (default: terminal)")
+    chat.add_argument(
+        "--ignore-caps",
+        action="store_true",
+        help="lift the daily caps ([limits]) for this run only",
+    )
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    return chat_command(settings, message=args.message, session=args.session)
+    return chat_command(
+        settings, message=args.message, session=args.session, ignore_caps=args.ignore_caps
+    )
 
 
 def _tools(terminal: Terminal, session: SessionId) -> list[Tool]:
@@ -71,9 +84,23 @@ def _preflight(settings: Settings) -> str | None:
     return None
 
 
+async def _refusal(terminal: Terminal, session: SessionId, text: str) -> str | None:
+    """The daily caps' fixed reply when this turn's scope (the whole day, this terminal
+    session) used its cap today, as the daemon's channels get it; None to go ahead."""
+    if terminal.caps is None:
+        return None
+    turn = Inbound(CHANNEL, "", session, "owner", text)
+    refusal = await terminal.caps.refusal(turn)
+    if refusal is not None:
+        print(f"squidd: {_CAP_HINT}", file=sys.stderr)
+    return refusal
+
+
 async def _one_message(terminal: Terminal, session: SessionId, text: str, out: TextIO) -> None:
-    tools = _tools(terminal, session)
-    reply = await terminal.runtime.agent.run(session, text, CHANNEL, extra_tools=tools)
+    reply = await _refusal(terminal, session, text)
+    if reply is None:
+        tools = _tools(terminal, session)
+        reply = await terminal.runtime.agent.run(session, text, CHANNEL, extra_tools=tools)
     out.write(reply + "\n")
     out.flush()
 
@@ -100,6 +127,11 @@ async def _interactive(terminal: Terminal, session: SessionId, out: TextIO) -> N
         if text in _EXIT_WORDS:
             return
         out.write("squidd> ")
+        refusal = await _refusal(terminal, session, text)
+        if refusal is not None:
+            out.write(f"{refusal}\n")
+            out.flush()
+            continue
         try:
             await terminal.runtime.agent.run(
                 session, text, CHANNEL, extra_tools=_tools(terminal, session), on_event=show
@@ -110,13 +142,15 @@ async def _interactive(terminal: Terminal, session: SessionId, out: TextIO) -> N
         out.flush()
 
 
-async def _chat(settings: Settings, message: str | None, session_name: str, errlog: TextIO) -> int:
+async def _chat(
+    settings: Settings, message: str | None, session_name: str, errlog: TextIO, ignore_caps: bool
+) -> int:
     from squidd.gateway.build import build_terminal
     from squidd.gateway.mcp import connected_mcp
 
     session = session_for(session_name)
     async with connected_mcp(settings, errlog=errlog) as mcp:
-        terminal = build_terminal(settings, mcp)
+        terminal = build_terminal(settings, mcp, ignore_caps=ignore_caps)
         try:
             if message is not None:
                 await _one_message(terminal, session, message, sys.stdout)
@@ -127,7 +161,9 @@ async def _chat(settings: Settings, message: str | None, session_name: str, errl
     return 0
 
 
-def chat_command(settings: Settings, *, message: str | None, session: str) -> int:
+def chat_command(
+    settings: Settings, *, message: str | None, session: str, ignore_caps: bool = False
+) -> int:
     problem = _preflight(settings)
     if problem is not None:
         print(f"squidd: {problem}", file=sys.stderr)
@@ -135,7 +171,7 @@ def chat_command(settings: Settings, *, message: str | None, session: str) -> in
     # The MCP servers' own stderr chatter would interleave with the conversation.
     with open(os.devnull, "w") as quiet:
         try:
-            return anyio.run(_chat, settings, message, session, quiet)
+            return anyio.run(_chat, settings, message, session, quiet, ignore_caps)
         except LLMError as exc:
             print(f"squidd: {exc} ({settings.llm.base_url})", file=sys.stderr)
             return 1

@@ -5,8 +5,8 @@ tools, media store, saved tool results, agent), the daemon's own stores (handled
 outbox, cron jobs, pending runs), the router, the per-turn tools (`gateway.turn_tools`),
 the caps, scheduled runs, cron scheduler, heartbeat, MCP hub and the enabled channels (from
 a `gateway.channels.ChannelRegistry`), and hands them to `Daemon`, which only serves.
-`build_terminal` is the same for `squidd chat`: the runtime and the per-turn tools, no
-daemon. Construction does no I/O; the daemon loads and sweeps when it serves.
+`build_terminal` is the same for `squidd chat`: the runtime, the per-turn tools and the
+daily caps, no daemon. Construction does no I/O; the daemon loads and sweeps when it serves.
 """
 
 from __future__ import annotations
@@ -46,17 +46,23 @@ __all__ = ["Terminal", "build_daemon", "build_terminal"]
 
 @dataclass(frozen=True, slots=True)
 class Terminal:
-    """What `squidd chat` runs a turn with."""
+    """What `squidd chat` runs a turn with; `caps` is None when the owner lifted the daily
+    caps for this run (`squidd chat --ignore-caps`)."""
 
     runtime: Runtime
     tools: TurnTools
+    caps: DailyCaps | None
 
 
-def build_terminal(settings: Settings, mcp: McpHub | None = None) -> Terminal:
-    """The runtime and the per-turn tools for turns in the terminal (no daemon: cron jobs
-    made there have no scheduler to wake, sub-agents run only with wait=true)."""
+def build_terminal(
+    settings: Settings, mcp: McpHub | None = None, *, ignore_caps: bool = False
+) -> Terminal:
+    """The runtime, the per-turn tools and the daily caps for turns in the terminal (no
+    daemon: cron jobs made there have no scheduler to wake, sub-agents run only with
+    wait=true, and the owner's cap notice is the daemon's to send)."""
     runtime = build_runtime(settings)
-    return Terminal(runtime, TurnTools(runtime, mcp=mcp))
+    caps = None if ignore_caps else DailyCaps(settings.limits, runtime.usage, prices_of(settings))
+    return Terminal(runtime, TurnTools(runtime, mcp=mcp), caps)
 
 
 def build_daemon(
