@@ -20,6 +20,14 @@ from squidd.text import clean_text
 SessionId = NewType("SessionId", str)
 """A conversation: one Matrix room, one email sender, one cron job, the terminal."""
 
+ChannelName = NewType("ChannelName", str)
+"""A channel as the router, the outbox and the handled record name it: `matrix`, `email`,
+`terminal`, `cron`, ... (a `Destination`'s part before the colon)."""
+
+SourceId = NewType("SourceId", str)
+"""An inbound message's id at its source, stable across redeliveries (a Matrix event id, an
+email Message-ID, a cron run id): what the handled record and the outbox are keyed by."""
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -264,7 +272,7 @@ async def _no_ack() -> None:
 class Destination:
     """Where a reply goes: a channel name and an address on it."""
 
-    channel: str
+    channel: ChannelName
     target: str
 
     @classmethod
@@ -277,7 +285,7 @@ class Destination:
         channel, sep, target = text.strip().partition(":")
         if not sep or not channel or not target:
             return None
-        return cls(channel, target)
+        return cls(ChannelName(channel), target)
 
     def __str__(self) -> str:
         return f"{self.channel}:{self.target}"
@@ -324,8 +332,8 @@ class Inbound:
     carry their root conversation's), so the turn gets that channel's tools; empty: `channel`.
     """
 
-    channel: str
-    source_id: str
+    channel: ChannelName
+    source_id: SourceId
     session_id: SessionId
     sender: str
     text: str
@@ -352,11 +360,13 @@ class Inbound:
         meta = {k: clean_text(v) if isinstance(v, str) else v for k, v in self.meta.items()}
         reply_to = self.reply_to
         if reply_to is not None:
-            reply_to = Destination(clean_text(reply_to.channel), clean_text(reply_to.target))
+            reply_to = Destination(
+                ChannelName(clean_text(reply_to.channel)), clean_text(reply_to.target)
+            )
         thread_root = self.thread_root
         return dataclasses.replace(
             self,
-            source_id=clean_text(self.source_id),
+            source_id=SourceId(clean_text(self.source_id)),
             session_id=SessionId(clean_text(self.session_id)),
             sender=clean_text(self.sender),
             text=clean_text(self.text),
@@ -389,7 +399,7 @@ class Outbound:
     channels that have one when the message starts a new conversation; `files` go with it.
     """
 
-    channel: str
+    channel: ChannelName
     target: str
     text: str
     session_id: SessionId
@@ -402,7 +412,7 @@ class Outbound:
 class PendingReply:
     """A finished reply not yet delivered, as the outbox keeps it (files as references)."""
 
-    channel: str
+    channel: ChannelName
     target: str
     text: str
     session_id: SessionId
@@ -422,7 +432,7 @@ class PendingReply:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PendingReply:
         return cls(
-            channel=str(data["channel"]),
+            channel=ChannelName(str(data["channel"])),
             target=str(data["target"]),
             text=str(data["text"]),
             session_id=SessionId(str(data["session_id"])),

@@ -20,6 +20,7 @@ from squidd.core.cron import CronJob
 from squidd.core.models import (
     Attachment,
     AttachmentKind,
+    ChannelName,
     HistoryHit,
     HistoryWindow,
     Inbound,
@@ -28,6 +29,7 @@ from squidd.core.models import (
     Outbound,
     PendingReply,
     SessionId,
+    SourceId,
     ToolDefinition,
     ToolResult,
 )
@@ -152,21 +154,23 @@ class HandledLog(Protocol):
     """The persisted record of (channel, source id) pairs that are done: the reply was
     delivered, or (`failed`) it was refused for good."""
 
-    async def contains(self, channel: str, source_id: str) -> bool: ...
+    async def contains(self, channel: ChannelName, source_id: SourceId) -> bool: ...
 
-    async def failed(self, channel: str, source_id: str) -> bool: ...
+    async def failed(self, channel: ChannelName, source_id: SourceId) -> bool: ...
 
-    async def add(self, channel: str, source_id: str, *, failed: bool = False) -> None: ...
+    async def add(
+        self, channel: ChannelName, source_id: SourceId, *, failed: bool = False
+    ) -> None: ...
 
 
 class Outbox(Protocol):
     """Finished replies waiting for delivery, keyed by the inbound's channel and source id."""
 
-    async def get(self, channel: str, source_id: str) -> PendingReply | None: ...
+    async def get(self, channel: ChannelName, source_id: SourceId) -> PendingReply | None: ...
 
-    async def put(self, channel: str, source_id: str, reply: PendingReply) -> None: ...
+    async def put(self, channel: ChannelName, source_id: SourceId, reply: PendingReply) -> None: ...
 
-    async def remove(self, channel: str, source_id: str) -> None: ...
+    async def remove(self, channel: ChannelName, source_id: SourceId) -> None: ...
 
 
 class PromptSource(Protocol):

@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from squidd.core.models import AckHook, Destination, Inbound, InboundKind, SessionId
+from squidd.core.models import (
+    AckHook,
+    ChannelName,
+    Destination,
+    Inbound,
+    InboundKind,
+    SessionId,
+    SourceId,
+)
 
 RUN_KINDS = frozenset(
     {InboundKind.CRON, InboundKind.HEARTBEAT, InboundKind.SUBAGENT, InboundKind.SUBAGENT_REPORT}
@@ -51,8 +59,8 @@ class PendingRun:
 
     def inbound(self, ack: AckHook) -> Inbound:
         return Inbound(
-            channel=self.channel,
-            source_id=self.source_id,
+            channel=ChannelName(self.channel),
+            source_id=SourceId(self.source_id),
             session_id=SessionId(self.session_id),
             sender="",
             text=self.text,

@@ -20,7 +20,7 @@ import structlog
 
 from squidd.config.limits import LimitsSettings
 from squidd.core.heartbeat import HEARTBEAT_SESSION
-from squidd.core.models import Destination, Inbound, InboundKind, SessionId
+from squidd.core.models import ChannelName, Destination, Inbound, InboundKind, SessionId, SourceId
 from squidd.core.usage import Price, UsageRecord, totals
 from squidd.store.usage import UsageLedger
 
@@ -139,8 +139,8 @@ class DailyCaps:
         )
         await self._submit(
             Inbound(
-                channel=NOTICE_CHANNEL,
-                source_id=f"limits@{day}",
+                channel=ChannelName(NOTICE_CHANNEL),
+                source_id=SourceId(f"limits@{day}"),
                 session_id=SessionId(NOTICE_CHANNEL),
                 sender="",
                 text=text,

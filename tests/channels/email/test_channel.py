@@ -640,9 +640,7 @@ async def test_rate_limit_counts_survive_a_restart(
     now = [1_000_000.0]
 
     def process() -> EmailChannel:
-        return EmailChannel(
-            bot_settings(mail_server, bot, **hour), data_dir, wall_clock=lambda: now[0]
-        )
+        return EmailChannel(bot_settings(mail_server, bot, **hour), data_dir, clock=lambda: now[0])
 
     inbox = TestInbox()
     channel = process()

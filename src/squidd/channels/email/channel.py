@@ -52,13 +52,14 @@ class EmailChannel:
         settings: EmailSettings,
         data_dir: Path,
         *,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
         media: MediaSink | None = None,
     ) -> None:
-        """`clock` times reconnects; `wall_clock` the rate limit (its counts are on disk)."""
+        """`monotonic` times reconnects; `clock` (wall time) the rate limit, whose counts are
+        on disk and must mean the same to the next process."""
         self._settings = settings
-        self._clock = clock
+        self._monotonic = monotonic
         self._media = media
         self._tls = make_tls_context(settings.ca_file)
         self._smtp = SmtpSender(settings, self._tls)
@@ -66,9 +67,7 @@ class EmailChannel:
         # UIDs handed to the router by this process and not acknowledged yet.
         delivered: set[int] = set()
         self._acks = Acknowledger(settings, self._tls, state, delivered)
-        self._receiver = Receiver(
-            settings, state, self._acks, delivered, clock=wall_clock, media=media
-        )
+        self._receiver = Receiver(settings, state, self._acks, delivered, clock=clock, media=media)
         self._backoff = Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s)
 
     @property
@@ -96,7 +95,9 @@ class EmailChannel:
         self._warn_about_settings()
         inbox.report(ChannelState.STARTING, "")
         started = False
-        failures = Failures(self._backoff, healthy_after_s=_HEALTHY_AFTER_S, monotonic=self._clock)
+        failures = Failures(
+            self._backoff, healthy_after_s=_HEALTHY_AFTER_S, monotonic=self._monotonic
+        )
 
         async def attempt() -> None:
             nonlocal started

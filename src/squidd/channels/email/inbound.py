@@ -15,7 +15,15 @@ from typing import Any
 from squidd.channels.email.body import MailText, human_size
 from squidd.channels.email.compose import ThreadContext
 from squidd.channels.email.headers import MailHeaders
-from squidd.core.models import AckHook, Attachment, Inbound, SessionId, UndeliverableHook
+from squidd.core.models import (
+    AckHook,
+    Attachment,
+    ChannelName,
+    Inbound,
+    SessionId,
+    SourceId,
+    UndeliverableHook,
+)
 
 __all__ = ["make_inbound", "oversize_notice", "prompt_text", "thread_of"]
 
@@ -80,8 +88,8 @@ def make_inbound(
         )
         meta["from_html"] = body.from_html
     return Inbound(
-        channel="email",
-        source_id=headers.message_id,
+        channel=ChannelName("email"),
+        source_id=SourceId(headers.message_id),
         session_id=SessionId(headers.from_addr),
         sender=headers.from_addr,
         text=text,

@@ -22,6 +22,7 @@ from nio import AsyncClient
 from squidd.channels.matrix.client import TokenRejectedError, open_client
 from squidd.channels.matrix.connection import Carried, Connection
 from squidd.channels.matrix.events import CHANNEL
+from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.send import send_reply
 from squidd.channels.matrix.state import MatrixFiles
@@ -115,4 +116,4 @@ class MatrixChannel:
         )
         reply_to = outbound.in_reply_to
         if reply_to is not None and reply_to.channel == CHANNEL:
-            await self.typing.stop(outbound.target, reply_to.source_id)
+            await self.typing.stop(RoomId(outbound.target), EventId(reply_to.source_id))

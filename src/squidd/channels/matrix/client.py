@@ -30,6 +30,7 @@ from nio.store import DefaultStore, MatrixStore
 from nio.store.file_trustdb import KeyStore
 
 from squidd.channels.matrix.errors import CAUGHT, call_error, describe
+from squidd.channels.matrix.ids import RoomId
 from squidd.channels.matrix.state import Credentials, MatrixFiles
 from squidd.config.matrix import MatrixSettings
 from squidd.errors import DeliveryError, PermanentError, TransientError
@@ -62,7 +63,7 @@ def translate(action: str, response: ErrorResponse, *, login: bool = False) -> E
     return TransientError(message)
 
 
-def send_refusal(room_id: str, response: ErrorResponse) -> PermanentError | DeliveryError:
+def send_refusal(room_id: RoomId, response: ErrorResponse) -> PermanentError | DeliveryError:
     """The error for a refused send: permanent for a 4xx refusal, else worth a retry.
 
     A rejected token is left to the sync loop, which fails the channel; the reply waits.

@@ -50,6 +50,7 @@ from squidd.channels.matrix.downloads import Lanes, with_media
 from squidd.channels.matrix.identity.account import IdentityStatus, OwnIdentity
 from squidd.channels.matrix.identity.api import ApiError, MatrixApi
 from squidd.channels.matrix.identity.local import IdentityFiles
+from squidd.channels.matrix.ids import EventId, RoomId, SyncToken
 from squidd.channels.matrix.invites import answer_invites
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
@@ -86,7 +87,7 @@ class Carried:
     max_download_bytes: int = 0
     identity: IdentityStatus | None = None
 
-    def remember(self, event_id: str) -> bool:
+    def remember(self, event_id: EventId) -> bool:
         """Record an event id; False if it was seen before in this run."""
         if event_id in self.seen:
             return False
@@ -95,7 +96,7 @@ class Carried:
             self.seen.popitem(last=False)
         return True
 
-    def forget(self, event_id: str) -> None:
+    def forget(self, event_id: EventId) -> None:
         """Let an event that was never handed on be received again."""
         self.seen.pop(event_id, None)
 
@@ -148,7 +149,7 @@ class Connection:
             raise RuntimeError("the Matrix policy is built when the channel connects")
         return self._policy
 
-    async def connect(self) -> tuple[SyncResponse, str | None]:
+    async def connect(self) -> tuple[SyncResponse, SyncToken | None]:
         """Build the policy and do the first sync; return it and the position it started at."""
         self._policy = await self._build_policy()
         self._carried.verifications.attach(self.client, self._policy, None)
@@ -159,7 +160,7 @@ class Connection:
         return response, since
 
     async def serve(
-        self, response: SyncResponse, since: str | None, task_status: TaskStatus[None]
+        self, response: SyncResponse, since: SyncToken | None, task_status: TaskStatus[None]
     ) -> None:
         """Hand out the first sync, report ready, then follow the sync loop until it fails."""
         # The loop's (or a download lane's) error is re-raised outside the task group, so the
@@ -181,7 +182,7 @@ class Connection:
         if failure is not None:
             raise failure
 
-    async def _first(self, response: SyncResponse, since: str | None) -> None:
+    async def _first(self, response: SyncResponse, since: SyncToken | None) -> None:
         client = self.client
         await self._load_names()
         if since is None:
@@ -229,7 +230,7 @@ class Connection:
         self.own_identity = own
         self._carried.verifications.attach(self.client, self.policy, SigningIdentity(self.api, own))
 
-    async def _sync_loop(self, since: str) -> None:
+    async def _sync_loop(self, since: SyncToken) -> None:
         """Sync after sync, through `core.backoff.reconnecting` (the loop both channels run)."""
         position = since
 
@@ -271,7 +272,7 @@ class Connection:
         raise exc
 
     async def _sync(
-        self, *, since: str | None, wait: bool, full_state: bool = False
+        self, *, since: SyncToken | None, wait: bool, full_state: bool = False
     ) -> SyncResponse:
         timeout_ms = int(self._settings.sync_timeout_s * 1000) if wait else 0
         response = await call(
@@ -325,7 +326,7 @@ class Connection:
 
     # --- one batch ---------------------------------------------------------------------------
 
-    async def _handle_batch(self, response: SyncResponse, since: str | None) -> str:
+    async def _handle_batch(self, response: SyncResponse, since: SyncToken | None) -> SyncToken:
         """Hand out a sync response; return the position to sync from next."""
         ledger = self._ledger
         batch = ledger.open(response.next_batch)
@@ -350,10 +351,10 @@ class Connection:
                 await ledger.abandon(batch)
             raise
         await ledger.seal(batch)
-        next_batch: str = response.next_batch
+        next_batch = SyncToken(response.next_batch)
         return next_batch
 
-    async def _backfill(self, room_id: str, prev_batch: str, since: str) -> list[Any]:
+    async def _backfill(self, room_id: RoomId, prev_batch: str, since: SyncToken) -> list[Any]:
         """The events between the previous position and the start of a limited timeline."""
         collected: list[Any] = []
         start = prev_batch
@@ -382,7 +383,7 @@ class Connection:
         log.info("matrix_backfilled", room=room_id, events=len(collected))
         return collected
 
-    async def _handle_event(self, batch: Batch, room_id: str, event: Any) -> None:
+    async def _handle_event(self, batch: Batch, room_id: RoomId, event: Any) -> None:
         event_id = events.event_id(event)
         if not event_id:
             log.info("matrix_event_malformed", room=room_id, reason=events.bad_reason(event))
@@ -398,7 +399,7 @@ class Connection:
             except Exception:  # the per-event boundary: one odd event must not stop the loop
                 log.exception("matrix_event_failed")
 
-    async def _dispatch(self, batch: Batch, room_id: str, event: Any) -> None:
+    async def _dispatch(self, batch: Batch, room_id: RoomId, event: Any) -> None:
         source = getattr(event, "source", None)
         if isinstance(source, dict) and is_room_verification(source):
             await self._carried.verifications.on_room_event(room_id, source)
@@ -421,7 +422,7 @@ class Connection:
         elif not isinstance(event, RoomMemberEvent):
             log.debug("matrix_event_ignored", type=events.event_type(event), reason="not a message")
 
-    async def _late(self, batch: Batch, room_id: str, event: Any) -> bool:
+    async def _late(self, batch: Batch, room_id: RoomId, event: Any) -> bool:
         """An event decrypted after its keys came late: a message, or a verification step."""
         source = getattr(event, "source", None)
         if isinstance(source, dict) and is_room_verification(source):
@@ -430,10 +431,10 @@ class Connection:
             return await self._message(batch, room_id, event)
         return False
 
-    async def _message(self, batch: Batch, room_id: str, event: Any) -> bool:
+    async def _message(self, batch: Batch, room_id: RoomId, event: Any) -> bool:
         """Hand a message to the inbox (a media one via its room's lane) if the policy answers
         it; True if it did (its ack then settles it in the ledger)."""
-        event_id: str = event.event_id
+        event_id: EventId = event.event_id
         inbound = events.read_message(
             event,
             room_id=room_id,
@@ -454,10 +455,10 @@ class Connection:
             await self._hand_on(room_id, inbound)
         return True
 
-    async def _hand_on(self, room_id: str, inbound: Inbound) -> None:
-        self._carried.typing.start(room_id, inbound.source_id)
+    async def _hand_on(self, room_id: RoomId, inbound: Inbound) -> None:
+        self._carried.typing.start(room_id, EventId(inbound.source_id))  # its event
         await self._inbox.put(inbound)
 
-    async def _ack(self, batch: Batch, room_id: str, event_id: str) -> None:
+    async def _ack(self, batch: Batch, room_id: RoomId, event_id: EventId) -> None:
         await self._carried.typing.stop(room_id, event_id)
         await self._ledger.ack(batch, event_id)

@@ -30,6 +30,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from nio import AsyncClient
 
 from squidd.channels.matrix import media
+from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.core.models import Inbound
 from squidd.core.ports import MediaSink
 from squidd.errors import SquiddError
@@ -39,7 +40,7 @@ log = structlog.get_logger()
 DOWNLOADS_AT_ONCE = 3
 
 # (room id, message) -> handed to the inbox.
-HandOn = Callable[[str, Inbound], Awaitable[None]]
+HandOn = Callable[[RoomId, Inbound], Awaitable[None]]
 # (message, media content) -> the message with its file fetched (or the note why not).
 Fetch = Callable[[Inbound, Mapping[str, Any]], Awaitable[Inbound]]
 
@@ -82,7 +83,7 @@ class Lanes:
         hand_on: HandOn,
         fetch: Fetch,
         *,
-        forget: Callable[[str], None],
+        forget: Callable[[EventId], None],
         limit: int = DOWNLOADS_AT_ONCE,
     ) -> None:
         self._hand_on = hand_on
@@ -94,11 +95,11 @@ class Lanes:
         self.failure: SquiddError | None = None
         self.on_failure: Callable[[], None] = lambda: None
 
-    def busy(self, room_id: str) -> bool:
+    def busy(self, room_id: RoomId) -> bool:
         """Something of this room waits in its lane: later messages must queue behind it."""
         return room_id in self._lanes
 
-    def push(self, room_id: str, inbound: Inbound, content: Mapping[str, Any] | None) -> None:
+    def push(self, room_id: RoomId, inbound: Inbound, content: Mapping[str, Any] | None) -> None:
         """Queue a message (a media one with its `content`) at the end of the room's lane."""
         if self._tg is None:
             raise RuntimeError("the download lanes run while the channel is connected")
@@ -119,7 +120,7 @@ class Lanes:
             self._tg = None
             self._drop_unhanded()
 
-    async def _work(self, room_id: str, lane: deque[_Item]) -> None:
+    async def _work(self, room_id: RoomId, lane: deque[_Item]) -> None:
         while lane:
             item = lane[0]
             inbound = item.inbound
@@ -152,7 +153,7 @@ class Lanes:
         for lane in self._lanes.values():
             for item in lane:
                 if not item.handing:
-                    self._forget(item.inbound.source_id)
+                    self._forget(EventId(item.inbound.source_id))
                     dropped += 1
         self._lanes.clear()
         if dropped:

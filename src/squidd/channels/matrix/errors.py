@@ -28,6 +28,7 @@ from collections.abc import Mapping
 import aiohttp
 import nio
 
+from squidd.channels.matrix.ids import RoomId
 from squidd.errors import DeliveryError, PermanentError, SquiddError, TransientError
 
 __all__ = ["CAUGHT", "NETWORK_ERRORS", "TABLE", "Fault", "call_error", "describe", "send_error"]
@@ -163,7 +164,7 @@ def call_error(action: str, exc: BaseException) -> SquiddError | None:
     return None
 
 
-def send_error(room_id: str, exc: BaseException) -> DeliveryError | None:
+def send_error(room_id: RoomId, exc: BaseException) -> DeliveryError | None:
     """The error for a reply that failed with `exc`; None: re-raise it (a defect)."""
     fault = fault_of(exc)
     if fault is Fault.UNREACHABLE:

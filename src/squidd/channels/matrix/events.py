@@ -25,14 +25,15 @@ from nio import (
     RoomMessageText,
 )
 
+from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.render import strip_reply_fallback
-from squidd.core.models import AckHook, Destination, Inbound, SessionId
+from squidd.core.models import AckHook, ChannelName, Destination, Inbound, SessionId, SourceId
 from squidd.text import clean_data, clean_text
 
 log = structlog.get_logger()
 
-CHANNEL = "matrix"
+CHANNEL = ChannelName("matrix")
 TRUNCATED_NOTE = "\n[... truncated: the message is longer than what is shown here]"
 # An event id as the spec types it: `$` and printable ASCII (the opaque ids of old room
 # versions, url-safe base64 hashes of newer ones), at most 255 bytes.
@@ -42,7 +43,7 @@ _EVENT_ID_RE = re.compile(r"\$[\x21-\x7e]{1,254}")
 def read_message(
     event: Any,
     *,
-    room_id: str,
+    room_id: RoomId,
     room: MatrixRoom | None,
     own_user_id: str,
     names: set[str],
@@ -103,7 +104,7 @@ def read_message(
     )
     return Inbound(
         channel=CHANNEL,
-        source_id=event.event_id,
+        source_id=SourceId(event.event_id),
         session_id=SessionId(room_id),
         sender=sender,
         text=text,
@@ -139,14 +140,14 @@ def is_text_message(event: Any) -> bool:
     )
 
 
-def event_id(event: Any) -> str:
+def event_id(event: Any) -> EventId:
     """The event's id, from nio's field or its raw source; "" when it has none."""
     value = getattr(event, "event_id", None)
     if not value:
         source = getattr(event, "source", None)
         if isinstance(source, Mapping):
             value = source.get("event_id")
-    return value if isinstance(value, str) else ""
+    return EventId(value if isinstance(value, str) else "")
 
 
 def event_type(event: Any) -> str:

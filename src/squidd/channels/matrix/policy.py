@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from squidd.channels.matrix.ids import RoomId
 from squidd.core.allowlist import Allowlist
 
 
@@ -67,7 +68,7 @@ class Policy:
     def invite_accepted(self, inviter: str) -> bool:
         return self.user_allowed(inviter)
 
-    def room_allowed(self, room_id: str, *, direct: bool) -> bool:
+    def room_allowed(self, room_id: RoomId, *, direct: bool) -> bool:
         if direct or room_id in self.open_rooms:
             return True
         return not self.allowed_rooms or room_id in self.allowed_rooms
@@ -75,7 +76,7 @@ class Policy:
     def decide(
         self,
         *,
-        room_id: str,
+        room_id: RoomId,
         sender: str,
         msgtype: str,
         content: Mapping[str, Any],

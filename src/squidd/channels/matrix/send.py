@@ -30,6 +30,7 @@ from squidd.channels.matrix import e2ee
 from squidd.channels.matrix.client import send_refusal
 from squidd.channels.matrix.errors import CAUGHT, NETWORK_ERRORS, describe, send_error
 from squidd.channels.matrix.events import CHANNEL, event_id_or_none
+from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.render import (
     MAX_CONTENT_BYTES,
     content_size,
@@ -53,7 +54,7 @@ async def send_reply(
 ) -> None:
     """Send `outbound` to its room; `user_allowed` (None before the policy is built) is the
     trust anchor re-applied before each event, as devices can appear at any time."""
-    room_id = outbound.target
+    room_id = RoomId(outbound.target)  # a Matrix reply's target is its room
     if room_id not in client.rooms:
         raise PermanentError(f"the bot is not in the Matrix room {room_id}")
     reply_to = outbound.in_reply_to
@@ -63,7 +64,7 @@ async def send_reply(
     if outbound.text.strip() or not outbound.files:
         contents = pieces(outbound.text, settings.max_message_bytes, settings.msgtype)
     thread_root = event_id_or_none(reply_to.thread_root) if reply_to else None
-    previous = reply_to.source_id if reply_to is not None else None
+    previous: str | None = reply_to.source_id if reply_to is not None else None
 
     async def send(index: int, piece: dict[str, Any], key: str) -> None:
         nonlocal previous
@@ -153,7 +154,7 @@ def transaction_id(reply_to: Inbound | None, index: int, body: str) -> str:
 
 async def send_event(
     client: AsyncClient,
-    room_id: str,
+    room_id: RoomId,
     event_type: str,
     content: dict[str, Any],
     *,
@@ -176,7 +177,7 @@ async def send_event(
 
 async def _room_send(
     client: AsyncClient,
-    room_id: str,
+    room_id: RoomId,
     content: dict[str, Any],
     tx_id: str,
     *,
@@ -208,7 +209,7 @@ async def _room_send(
                 raise  # a defect: the router parks it after a few attempts, never loops
             raise error from exc
         if isinstance(response, RoomSendResponse):
-            event_id: str = response.event_id
+            event_id: EventId = response.event_id
             return event_id
         if isinstance(response, ErrorResponse):
             raise send_refusal(room_id, response)
@@ -217,7 +218,7 @@ async def _room_send(
     raise DeliveryError(f"cannot send to {room_id}")
 
 
-async def _share_room_key(client: AsyncClient, room_id: str, *, ignore_unverified: bool) -> None:
+async def _share_room_key(client: AsyncClient, room_id: RoomId, *, ignore_unverified: bool) -> None:
     """Share the room's Megolm key if it needs sharing, and check it reached every device
     nio meant it for; if not, drop the session and fail the send (a `DeliveryError`)."""
     olm = client.olm
@@ -240,7 +241,7 @@ async def _share_room_key(client: AsyncClient, room_id: str, *, ignore_unverifie
         return
 
 
-async def _share_checked(client: AsyncClient, room_id: str, *, ignore_unverified: bool) -> None:
+async def _share_checked(client: AsyncClient, room_id: RoomId, *, ignore_unverified: bool) -> None:
     olm = client.olm
     try:
         response = await client.share_group_session(
@@ -260,7 +261,7 @@ async def _share_checked(client: AsyncClient, room_id: str, *, ignore_unverified
         raise DeliveryError(f"the room key for {room_id} did not reach {len(missed)} device(s)")
 
 
-def _unreached(client: AsyncClient, room_id: str, reached: set[Any]) -> set[tuple[str, str]]:
+def _unreached(client: AsyncClient, room_id: RoomId, reached: set[Any]) -> set[tuple[str, str]]:
     """The (user, device) pairs nio's share was for (the way nio picks them: not our own
     device, not blacklisted, with an Olm session) that it did not reach."""
     olm = client.olm

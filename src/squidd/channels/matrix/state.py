@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import structlog
 
+from squidd.channels.matrix.ids import EventId, SyncToken
 from squidd.errors import StorageError
 from squidd.fs import atomic_write_text, read_text_or_empty, safe_name
 
@@ -115,7 +116,7 @@ class MatrixFiles:
     async def forget_credentials(self) -> None:
         await anyio.Path(self.credentials_path).unlink(missing_ok=True)
 
-    async def load_sync_token(self, user_id: str) -> str | None:
+    async def load_sync_token(self, user_id: str) -> SyncToken | None:
         """The persisted position, or None on the very first start (or another account)."""
         data = await self._read_json(self.sync_path)
         if data is None:
@@ -124,9 +125,9 @@ class MatrixFiles:
             log.warning("matrix_sync_position_of_other_account_ignored")
             return None
         token = data.get("next_batch")
-        return token if isinstance(token, str) and token else None
+        return SyncToken(token) if isinstance(token, str) and token else None
 
-    async def save_sync_token(self, user_id: str, token: str) -> None:
+    async def save_sync_token(self, user_id: str, token: SyncToken) -> None:
         await self._write_json(self.sync_path, {"user_id": user_id, "next_batch": token})
 
 
@@ -138,26 +139,26 @@ class Batch:
     interrupted: the same range is fetched again and lands in a later batch).
     """
 
-    token: str | None
-    pending: set[str] = field(default_factory=set)
+    token: SyncToken | None
+    pending: set[EventId] = field(default_factory=set)
     sealed: bool = False
 
 
 class SyncLedger:
     """Orders batches and persists the newest position whose batches are all done."""
 
-    def __init__(self, save: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(self, save: Callable[[SyncToken], Awaitable[None]]) -> None:
         self._save = save
         self._batches: deque[Batch] = deque()
         self._lock = anyio.Lock()
-        self.saved: str | None = None
+        self.saved: SyncToken | None = None
 
-    def open(self, token: str) -> Batch:
+    def open(self, token: SyncToken) -> Batch:
         batch = Batch(token)
         self._batches.append(batch)
         return batch
 
-    def add(self, batch: Batch, event_id: str) -> None:
+    def add(self, batch: Batch, event_id: EventId) -> None:
         batch.pending.add(event_id)
 
     async def seal(self, batch: Batch) -> None:
@@ -171,13 +172,13 @@ class SyncLedger:
         batch.sealed = True
         await self._flush()
 
-    async def ack(self, batch: Batch, event_id: str) -> None:
+    async def ack(self, batch: Batch, event_id: EventId) -> None:
         batch.pending.discard(event_id)
         await self._flush()
 
     async def _flush(self) -> None:
         async with self._lock:
-            newest: str | None = None
+            newest: SyncToken | None = None
             while self._batches and self._batches[0].sealed and not self._batches[0].pending:
                 done = self._batches.popleft()
                 if done.token is not None:

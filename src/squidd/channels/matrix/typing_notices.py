@@ -19,6 +19,7 @@ import structlog
 from nio import AsyncClient, ErrorResponse
 
 from squidd.channels.matrix.client import call
+from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.errors import TransientError
 
 log = structlog.get_logger()
@@ -36,10 +37,10 @@ class TypingNotices:
         self._monotonic = monotonic
         self.client: AsyncClient | None = None
         # room id -> {event id being answered -> when the typing lease began}
-        self._leases: dict[str, dict[str, float]] = {}
+        self._leases: dict[RoomId, dict[EventId, float]] = {}
         self._wakeup = anyio.Event()
 
-    def start(self, room_id: str, event_id: str) -> None:
+    def start(self, room_id: RoomId, event_id: EventId) -> None:
         if not self._enabled:
             return
         self._leases.setdefault(room_id, {})[event_id] = self._monotonic()
@@ -49,7 +50,7 @@ class TypingNotices:
         """Refresh now rather than at the next interval."""
         self._wakeup.set()
 
-    async def stop(self, room_id: str, event_id: str) -> None:
+    async def stop(self, room_id: RoomId, event_id: EventId) -> None:
         leases = self._leases.get(room_id)
         if leases is None or leases.pop(event_id, None) is None:
             return
@@ -81,7 +82,7 @@ class TypingNotices:
             with anyio.move_on_after(TYPING_REFRESH_S):
                 await self._wakeup.wait()
 
-    async def _send(self, client: AsyncClient, room_id: str, *, typing: bool) -> None:
+    async def _send(self, client: AsyncClient, room_id: RoomId, *, typing: bool) -> None:
         try:
             response = await call(
                 "typing notice", client.room_typing(room_id, typing, timeout=TYPING_TIMEOUT_MS)

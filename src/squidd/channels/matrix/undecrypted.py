@@ -20,6 +20,7 @@ from nio import AsyncClient, MegolmEvent
 from squidd.channels.matrix import e2ee
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.errors import describe
+from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, SyncLedger
 from squidd.errors import TransientError
@@ -27,12 +28,12 @@ from squidd.errors import TransientError
 log = structlog.get_logger()
 
 # Hand a decrypted text message on: (batch, room id, event) -> whether the inbox took it.
-Deliver = Callable[[Batch, str, Any], Awaitable[bool]]
+Deliver = Callable[[Batch, RoomId, Any], Awaitable[bool]]
 
 
 @dataclass(slots=True)
 class _Held:
-    room_id: str
+    room_id: RoomId
     event: MegolmEvent
     batch: Batch
     first_seen: float
@@ -44,7 +45,7 @@ class Undecrypted:
     def __init__(self, *, wait_s: float, monotonic: Callable[[], float]) -> None:
         self._wait_s = wait_s
         self._monotonic = monotonic
-        self._held: dict[str, _Held] = {}
+        self._held: dict[EventId, _Held] = {}
 
     async def hold(
         self,
@@ -52,7 +53,7 @@ class Undecrypted:
         policy: Policy,
         ledger: SyncLedger,
         batch: Batch,
-        room_id: str,
+        room_id: RoomId,
         event: Any,
     ) -> None:
         """Hold back an event nio could not decrypt, if its sender is one we answer."""

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import structlog
 from nio import AsyncClient, ToDeviceError, ToDeviceMessage
 
+from squidd.channels.matrix.ids import RoomId
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.send import send_event
 from squidd.channels.matrix.verification.sas import SAS_V1, Party, SasError, SasExchange
@@ -363,7 +364,7 @@ class Verifications:
         try:
             await send_event(
                 client,
-                flow.room_id,
+                RoomId(flow.room_id),
                 kind,
                 body,
                 tx_id=f"squidd-verify-{uuid.uuid4().hex}",
