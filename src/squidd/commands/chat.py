@@ -22,7 +22,15 @@ import structlog
 
 from squidd.commands import Commands
 from squidd.config import Settings
-from squidd.core.models import Inbound, LLMEvent, SessionId, StreamRestart, TextDelta
+from squidd.core.models import (
+    ChannelName,
+    Inbound,
+    LLMEvent,
+    SessionId,
+    SourceId,
+    StreamRestart,
+    TextDelta,
+)
 from squidd.core.ports import Tool
 from squidd.errors import LLMError, StorageError
 
@@ -89,7 +97,7 @@ async def _refusal(terminal: Terminal, session: SessionId, text: str) -> str | N
     session) used its cap today, as the daemon's channels get it; None to go ahead."""
     if terminal.caps is None:
         return None
-    turn = Inbound(CHANNEL, "", session, "owner", text)
+    turn = Inbound(ChannelName(CHANNEL), SourceId(""), session, "owner", text)
     refusal = await terminal.caps.refusal(turn)
     if refusal is not None:
         print(f"squidd: {_CAP_HINT}", file=sys.stderr)
