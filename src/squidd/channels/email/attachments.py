@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import AsyncIterator, Sequence
-from email import policy
 from email.message import Message
 from email.parser import BytesParser
 
+from squidd.channels.email.headers import MIME_POLICY
 from squidd.config.email import EmailSettings
 from squidd.core.models import Attachment, AttachmentKind
 from squidd.core.ports import MediaSink
@@ -30,7 +30,7 @@ def _kind(content_type: str) -> AttachmentKind:
 
 def _candidates(raw: bytes, settings: EmailSettings) -> list[tuple[str, str, bytes]]:
     """(file name, type, decoded bytes) of the allowed attachments, within the caps."""
-    msg = BytesParser(policy=policy.default).parsebytes(raw)
+    msg = BytesParser(policy=MIME_POLICY).parsebytes(raw)
     found: list[tuple[str, str, bytes]] = []
     for part in msg.walk():
         if part.is_multipart() or len(found) >= settings.max_attachments:

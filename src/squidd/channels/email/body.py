@@ -22,17 +22,19 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 
 import html2text
+import structlog
 
 from squidd.channels.email.charsets import body_text, decode, header_text, printable, to_bytes
-from squidd.channels.email.headers import header_block
+from squidd.channels.email.headers import MIME_POLICY, header_block
 from squidd.channels.email.quoting import trim_reply
 
 __all__ = ["Attachment", "MailText", "extract_text", "human_size", "listed_name"]
+
+log = structlog.get_logger()
 
 _BOUNDARY_LINE_RE = re.compile(rb"^--([!-~]{1,200}?)[ \t]*\r?$", re.M)
 _CONTENT_TYPE_RE = re.compile(rb"(?im)^content-type:[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*")
@@ -161,7 +163,7 @@ def _repair_boundary(msg: Message, raw: bytes) -> Message:
         return msg
     boundary = line.group(1).removesuffix(b"--")
     fixed = _BOUNDARY_PARAM_RE.sub(b"", field.group(0)) + b'; boundary="' + boundary + b'"'
-    again = BytesParser(policy=policy.default).parsebytes(
+    again = BytesParser(policy=MIME_POLICY).parsebytes(
         head[: field.start()] + fixed + head[field.end() :] + body
     )
     return again if again.is_multipart() else msg
@@ -170,8 +172,15 @@ def _repair_boundary(msg: Message, raw: bytes) -> Message:
 def extract_text(raw: bytes, *, max_chars: int) -> MailText:
     """The readable body of a whole message, trimmed and capped to `max_chars`; mails it
     encloses (forwarded as `message/rfc822`, a `multipart/digest`) follow, each marked."""
-    msg = _repair_boundary(BytesParser(policy=policy.default).parsebytes(raw), raw)
-    return _read(msg, max_chars=max_chars, label="")
+    try:
+        msg = _repair_boundary(BytesParser(policy=MIME_POLICY).parsebytes(raw), raw)
+        return _read(msg, max_chars=max_chars, label="")
+    except Exception as exc:  # noqa: BLE001 - a parser defect on hostile MIME: raw text instead
+        log.warning("email_body_unparsed", error=type(exc).__name__)
+    body = raw[len(header_block(raw)) :]
+    text = body_text(decode(body[: max_chars * 4]))
+    truncated = len(body) > max_chars * 4 or len(text) > max_chars
+    return MailText(text=text[:max_chars], attachments=(), from_html=False, truncated=truncated)
 
 
 def _choose_body(msg: Message, leaves: list[Message]) -> Message | None:

@@ -5,9 +5,15 @@ cap is judged without downloading it). Headers are hostile input: raw 8-bit byte
 charset, encoded words that lie about theirs or do not decode, NULs and controls, fields of
 megabytes. Every value is read raw and made into printable text by `charsets.header_text`
 (valid Unicode, no controls, capped), so what leaves this module is always clean. The
-standard `email` parser with `policy.default` is used for the structure of the From field
-only (who sent it decides who is answered, so its careful address grammar is kept); a From
-too long for that parser (its cost grows with the square of the length) is not read.
+standard `email` parser is used for the structure of the From field only (who sent it
+decides who is answered, so its careful address grammar is kept); a From too long for that
+parser is not read.
+
+`MIME_POLICY` is `policy.default` made safe for hostile headers, for every parse of a mail:
+the standard header parser's cost grows with the square of a field's length (a 100 kB
+Content-Type took 40 s, even to find the body's parts) and nested comments exhaust its
+recursion, so a field is parsed from its first `_MAX_PARSED` characters, and one the parser
+fails on reads as empty.
 
 Message ids are kept only when they are valid `msg-id`s (RFC 5322): a reply copies them
 into its own References, and junk there must not become an encoded word in a reply.
@@ -18,14 +24,16 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from email import policy
 from email.message import Message
 from email.parser import BytesParser
+from email.policy import EmailPolicy
 from email.utils import getaddresses
+from typing import Any
 
 from squidd.channels.email.charsets import decode, header_text, to_bytes
 
 __all__ = [
+    "MIME_POLICY",
     "MSGID_RE",
     "MailHeaders",
     "derived_id",
@@ -44,6 +52,22 @@ _MAX_SUBJECT = 1000
 _BAD_ADDRESS_RE = re.compile("[\x00-\x20\x7f-\x9f\ufffd\ud800-\udfff]")
 _MAX_ADDRESS_FIELD = 4096
 _MAX_LONG_FIELD = 64 * 1024
+_MAX_PARSED = 8 * 1024
+
+
+class _TolerantPolicy(EmailPolicy):
+    """`policy.default` with a bound on what one field costs (see the module docstring)."""
+
+    def header_fetch_parse(self, name: str, value: str) -> Any:
+        if isinstance(value, str) and len(value) > _MAX_PARSED:
+            value = value[:_MAX_PARSED]
+        try:
+            return super().header_fetch_parse(name, value)
+        except Exception:  # noqa: BLE001 - RecursionError on nested comments, parser defects
+            return super().header_fetch_parse(name, "")
+
+
+MIME_POLICY = _TolerantPolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +203,7 @@ def _message_id(msg: Message, block: bytes) -> tuple[str, bool]:
 def parse_headers(raw_headers: bytes) -> MailHeaders:
     """Parse a header block (or a whole message: only its headers are looked at)."""
     block = header_block(raw_headers)
-    msg = BytesParser(policy=policy.default).parsebytes(block, headersonly=True)
+    msg = BytesParser(policy=MIME_POLICY).parsebytes(block, headersonly=True)
     message_id, has_message_id = _message_id(msg, block)
     from_list, from_too_long = _from_field(msg)
     from_name, from_addr = from_list[0] if len(from_list) == 1 else ("", "")
