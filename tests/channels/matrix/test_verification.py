@@ -122,3 +122,29 @@ async def test_a_strangers_request_is_cancelled(
     assert daemon.count("matrix_verification_refused") == 1
     listed = await squidd_cli(config, "matrix", "verify", "--yes")
     assert "no verification waits" in listed.stderr
+
+
+async def test_the_operators_no_cancels_on_her_side_and_nothing_is_verified(
+    synapse: SynapseServer,
+    bot: User,
+    make_element: MakeElement,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice: ElementClient = await make_element("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    room = await alice.create_dm(bot.user_id)
+    await alice.wait_joined(room, bot.user_id)
+    flow = await alice.request_verification(bot.user_id, room_id=room)
+    await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
+    await alice.start_sas(flow["flow_id"])
+    await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
+
+    refused = await squidd_cli(config, "matrix", "verify", alice.user_id, "--no")
+    assert refused.returncode == 0, refused.stderr
+    cancelled = await alice.wait_verification(flow_id=flow["flow_id"], phase="Cancelled")
+    assert cancelled["cancel_code"] == "m.mismatched_sas", cancelled
+    assert not (await alice.user_trust(bot.user_id))["verified"]
+    assert daemon.count("matrix_verification_done") == daemon.count("matrix_user_signed") == 0
