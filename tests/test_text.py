@@ -20,6 +20,7 @@ from squidd.store.jsonl import JsonlStore
 from squidd.text import clean_text, decode_bytes, utf8
 from tests.core.test_agent import make_loop
 from tests.core.test_router import Collect, Records
+from tests.support.doubles import memory_poison
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 
@@ -91,6 +92,7 @@ async def test_every_channel_hands_the_router_clean_text() -> None:
         channels={"c": channel},
         handled=records,
         outbox=records,
+        poison=memory_poison(),
         health_of=lambda name: health.setdefault(name, ChildHealth(name)),
         max_concurrent_turns=2,
         delivery_backoff=Backoff(0.01, 0.01),

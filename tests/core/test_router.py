@@ -17,7 +17,7 @@ from squidd.core.reply_files import FileRef, Reply
 from squidd.core.router import CRASH_APOLOGY, Router
 from squidd.core.supervisor import ChildHealth
 from squidd.errors import DeliveryError, DeliveryRefusedError
-from tests.support.doubles import MemoryHandledLog, MemoryOutbox
+from tests.support.doubles import MemoryHandledLog, MemoryOutbox, memory_poison
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +54,7 @@ def make_router(
         channels={"c": channel},
         handled=records,
         outbox=records,
+        poison=memory_poison(),
         health_of=lambda name: health.setdefault(name, ChildHealth(name)),
         max_concurrent_turns=cap,
         delivery_backoff=Backoff(0.01, 0.01),
@@ -252,6 +253,7 @@ async def test_a_failing_delivery_does_not_hold_a_turn_slot() -> None:
         channels={"down": down, "c": up},
         handled=records,
         outbox=records,
+        poison=memory_poison(),
         health_of=lambda name: health.setdefault(name, ChildHealth(name)),
         max_concurrent_turns=1,
         delivery_backoff=Backoff(1.0, 1.0),
@@ -380,6 +382,7 @@ async def test_a_permanent_refusal_ends_the_delivery_and_frees_the_session() -> 
         channels={"c": channel},
         handled=records,
         outbox=records,
+        poison=memory_poison(),
         health_of=lambda name: health.setdefault(name, ChildHealth(name)),
         max_concurrent_turns=1,
         delivery_backoff=Backoff(0.01, 0.01),

@@ -64,6 +64,9 @@ async def test_every_mail_is_answered_exactly_once_through_sigkills(
             llm.base_url,
             api_key="sk-test-faults-r1-0001",
             gateway={
+                # This scenario is about kills, not poison: a mail in flight at every kill
+                # must not be parked as one that kills the daemon.
+                "max_attempts": KILLS + 1,
                 "delivery_retry_initial_s": 0.2,
                 "delivery_retry_max_s": 1.0,
                 "restart_initial_delay_s": 0.2,

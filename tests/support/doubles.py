@@ -7,6 +7,8 @@ Each double is held to the same contract suite as its file implementation
 * `MemoryOutbox` -- `core.ports.Outbox` (file: `store.outbox.OutboxDir`)
 * `InMemoryStore` -- `core.ports.MemoryStore` (file: `store.jsonl.JsonlStore`)
 * `MemoryJobStore` -- `core.ports.JobStore` (file: `store.cron_jobs.JobsFile`)
+* `MemoryAttempts` -- `core.poison.AttemptLog` (file: `store.attempts.AttemptsDir`)
+* `MemoryDeadLetters` -- `core.poison.DeadLetters` (file: `store.parked.ParkedDir`)
 
 The state is public (`handled`, `entries`, ...) so a test can arrange or inspect it directly.
 """
@@ -17,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from squidd.core.cron import CronJob
 from squidd.core.models import HistoryHit, HistoryWindow, Message, PendingReply, SessionId
+from squidd.core.poison import Parked, ParkState, PoisonGuard
 
 
 class MemoryHandledLog:
@@ -34,6 +37,41 @@ class MemoryHandledLog:
         self.handled.add((channel, source_id))
         if failed:
             self.failed_ids.add((channel, source_id))
+
+
+class MemoryAttempts:
+    def __init__(self) -> None:
+        self.counts: dict[str, tuple[int, str]] = {}
+
+    async def get(self, key: str) -> tuple[int, str]:
+        return self.counts.get(key, (0, ""))
+
+    async def set(self, key: str, count: int, reason: str) -> None:
+        self.counts[key] = (count, reason)
+
+    async def clear(self, key: str) -> None:
+        self.counts.pop(key, None)
+
+
+class MemoryDeadLetters:
+    def __init__(self) -> None:
+        self.items: dict[str, Parked] = {}
+
+    async def park(self, item: Parked) -> None:
+        earlier = self.items.get(item.id)
+        if earlier is not None:
+            item = item.with_state(
+                ParkState.PARKED,
+                retries=earlier.retries,
+                inbound=item.inbound or earlier.inbound,
+                reply=item.reply or earlier.reply,
+            )
+        self.items[item.id] = item
+
+
+def memory_poison(max_attempts: int = 3) -> PoisonGuard:
+    """A poison guard over the in-memory attempt counts and dead letters."""
+    return PoisonGuard(MemoryAttempts(), MemoryDeadLetters(), max_attempts=max_attempts)
 
 
 class MemoryOutbox:

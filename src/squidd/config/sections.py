@@ -130,6 +130,10 @@ class GatewaySettings(Section):
     handled_retention_days: int = Field(default=30, gt=0)
     delivery_retry_initial_s: float = Field(default=2.0, gt=0)
     delivery_retry_max_s: float = Field(default=120.0, gt=0)
+    # Attempts at one input whose failure is not known to pass before it is parked.
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    # How often the daemon looks for `squidd parked retry` requests.
+    parked_poll_s: float = Field(default=5.0, gt=0)
 
     @model_validator(mode="after")
     def _delays(self) -> GatewaySettings:

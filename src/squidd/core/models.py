@@ -330,6 +330,8 @@ class Inbound:
     `kind` says what the inbound is (see `InboundKind`); `conversation_channel` names the
     channel whose conversation a gateway-made run belongs to (a sub-agent's task and report
     carry their root conversation's), so the turn gets that channel's tools; empty: `channel`.
+    `record_id` is the id the router records it under when not `source_id`: a parked
+    message sent again keeps its source id (its reply threads on it) under a new record.
     """
 
     channel: ChannelName
@@ -348,6 +350,12 @@ class Inbound:
     attachments: tuple[Attachment, ...] = ()
     kind: InboundKind = InboundKind.MESSAGE
     conversation_channel: str = ""
+    record_id: str = ""
+
+    @property
+    def record(self) -> str:
+        """The id the router's records (handled, outbox, attempts) keep this message under."""
+        return self.record_id or self.source_id
 
     @property
     def turn_channel(self) -> str:

@@ -19,27 +19,48 @@ Durable acknowledgement, per message:
    reply is neither retried, nor answered again, nor holding up its session or a shutdown.
 A turn that fails (the model is down after its retries) is answered with a short apology.
 Writes of the outbox and the handled record are retried the same way (a full disk).
+
+Poison (core/poison.py): each attempt at a message is counted on disk before it starts. A
+failure not known to pass (an unexpected exception in send, compose, store) ends the attempt;
+after `max_attempts` (across restarts: a message that kills the daemon too) it is parked:
+kept with its reply and reason in the dead-letter folder, recorded as handled with failure,
+its source told (`on_undeliverable`); its session goes on. A shutdown waits for no retry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
+from functools import partial
+from typing import TypeVar
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from squidd.core.backoff import Backoff
+from squidd.core.intake import (
+    ChannelInbox,
+    Refused,
+    SessionQueue,
+    TurnSlot,
+    Undeliverable,
+    acknowledge,
+    attempt_key,
+    give_up,
+)
 from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
-from squidd.core.ports import Channel, ChannelState, HandledLog, Outbox
+from squidd.core.poison import Parked, PoisonGuard, describe, inbound_record, is_passing, parked_id
+from squidd.core.ports import Channel, HandledLog, Outbox
 from squidd.core.reply_files import Reply
 from squidd.core.supervisor import ChildHealth
 from squidd.errors import LLMError, PermanentError, StorageError
 
 log = structlog.get_logger()
+
+T = TypeVar("T")
 
 APOLOGY = (
     "Sorry, I could not answer this just now: the language model is not available. "
@@ -54,68 +75,6 @@ TurnRunner = Callable[[Inbound], Awaitable[str | Reply]]
 the files the turn attached)."""
 
 
-class _Undeliverable(Exception):
-    """No channel of that name is running; the message stays unacknowledged (and its reply
-    in the outbox) for a later start that has the channel."""
-
-
-class _Refused(Exception):
-    """The channel refused the reply for good: the delivery ends as failed."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _TurnSlot:
-    """A place under the concurrency cap, held from before a turn until it is released
-    (once the reply is ready) or the message is done, whichever comes first."""
-
-    __slots__ = ("_held", "_limiter")
-
-    def __init__(self, limiter: anyio.CapacityLimiter) -> None:
-        self._limiter = limiter
-        self._held = False
-
-    async def __aenter__(self) -> _TurnSlot:
-        await self._limiter.acquire()
-        self._held = True
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.release()
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._limiter.release()
-
-
-class _SessionQueue:
-    __slots__ = ("items",)
-
-    def __init__(self) -> None:
-        self.items: deque[Inbound] = deque()
-
-
-class _ChannelInbox:
-    """The `Inbox` a channel's receive loop gets: hands messages to the router and reports
-    the channel's state for `squidd status`."""
-
-    def __init__(self, router: Router, name: str, health: ChildHealth) -> None:
-        self._router = router
-        self._name = name
-        self._health = health
-
-    async def put(self, message: Inbound) -> None:
-        await self._router.submit(message.cleaned())
-
-    def report(self, state: ChannelState, detail: str = "") -> None:
-        if state != self._health.state or detail != self._health.detail:
-            log.info("channel_state", channel=self._name, state=str(state), detail=detail)
-        self._health.set(state, detail)
-
-
 class Router:
     """Per-session ordering, a global concurrency cap, and acknowledgement after delivery."""
 
@@ -126,6 +85,7 @@ class Router:
         channels: Mapping[str, Channel],
         handled: HandledLog,
         outbox: Outbox,
+        poison: PoisonGuard,
         health_of: Callable[[str], ChildHealth],
         max_concurrent_turns: int,
         delivery_backoff: Backoff,
@@ -136,12 +96,13 @@ class Router:
         self._channels = channels
         self._handled = handled
         self._outbox = outbox
+        self._poison = poison
         self._health_of = health_of
         self._limiter = anyio.CapacityLimiter(max_concurrent_turns)
         self._delivery_backoff = delivery_backoff
         self._sleep = sleep
         self._apology = apology
-        self._sessions: dict[SessionId, _SessionQueue] = {}
+        self._sessions: dict[SessionId, SessionQueue] = {}
         self._tg: TaskGroup | None = None
         self._accepting = True
         self._in_flight = 0
@@ -182,8 +143,8 @@ class Router:
             "sessions": len(self._sessions),
         }
 
-    def inbox(self, channel: str) -> _ChannelInbox:
-        return _ChannelInbox(self, channel, self._health_of(channel))
+    def inbox(self, channel: str) -> ChannelInbox:
+        return ChannelInbox(self.submit, channel, self._health_of(channel))
 
     # --- intake ----------------------------------------------------------------------------
 
@@ -198,7 +159,7 @@ class Router:
         self._health_of(inbound.channel).last_inbound = utcnow()
         queue = self._sessions.get(inbound.session_id)
         if queue is None:
-            queue = self._sessions[inbound.session_id] = _SessionQueue()
+            queue = self._sessions[inbound.session_id] = SessionQueue()
             queue.items.append(inbound)
             self._queued += 1
             tg.start_soon(self._worker, inbound.session_id, queue)
@@ -213,14 +174,14 @@ class Router:
             position=len(queue.items),
         )
 
-    async def _worker(self, session: SessionId, queue: _SessionQueue) -> None:
+    async def _worker(self, session: SessionId, queue: SessionQueue) -> None:
         # The task was started with a copy of the submitter's context: whatever that caller
         # had bound (the email channel binds the mail's uid around `put`) would stick to
         # every later message of this worker. Start clean; `_handle` binds per message.
         structlog.contextvars.clear_contextvars()
         try:
             while queue.items and self._accepting:
-                async with _TurnSlot(self._limiter) as slot:
+                async with TurnSlot(self._limiter) as slot:
                     if self.stopping:
                         break
                     inbound = queue.items.popleft()
@@ -243,29 +204,105 @@ class Router:
 
     # --- one message -----------------------------------------------------------------------
 
-    async def _handle(self, inbound: Inbound, slot: _TurnSlot) -> None:
+    async def _handle(self, inbound: Inbound, slot: TurnSlot) -> None:
         with structlog.contextvars.bound_contextvars(
             channel=inbound.channel, session=inbound.session_id, message_id=inbound.source_id
         ):
             try:
-                await self._handle_bound(inbound, slot)
-            except _Undeliverable:
+                if not await self._redelivered(inbound):
+                    await self._attempts(inbound, slot)
+            except Undeliverable:
                 return
             except Exception:  # the per-message boundary: log it, leave the message unacked
                 log.exception("message_failed")
 
-    async def _handle_bound(self, inbound: Inbound, slot: _TurnSlot) -> None:
-        channel, source_id = inbound.channel, inbound.source_id
-        if await self._handled.contains(channel, source_id):
-            # A crash between recording and cleaning up may have left the outbox entry.
-            await self._outbox.remove(channel, source_id)
-            if await self._handled.failed(channel, source_id):
-                log.info("redelivery_skipped", outcome="undeliverable")
-                await self._give_up(inbound, "the reply was refused before")
-            else:
-                log.info("redelivery_skipped")
-                await self._ack(inbound)
+    async def _redelivered(self, inbound: Inbound) -> bool:
+        """Settle a message recorded as handled already (a redelivery); else False."""
+        channel, record = inbound.channel, inbound.record
+        if not await self._handled.contains(channel, record):
+            return False
+        # A crash between recording and cleaning up may have left these behind.
+        await self._outbox.remove(channel, record)
+        await self._stored(lambda: self._poison.done(attempt_key(inbound)))
+        if await self._handled.failed(channel, record):
+            log.info("redelivery_skipped", outcome="undeliverable")
+            await give_up(inbound, "the reply was refused before")
+        else:
+            log.info("redelivery_skipped")
+            await acknowledge(inbound)
+        return True
+
+    async def _attempts(self, inbound: Inbound, slot: TurnSlot) -> None:
+        """Attempt the message until it is done, a passing failure leaves it for later, or
+        the same defect came `max_attempts` times (counted across restarts): then park it."""
+        key = attempt_key(inbound)
+        while True:
+            attempt = await self._stored(partial(self._poison.begin, key))
+            if attempt is None:  # the earlier attempts never ended: the daemon died in each
+                count, reason = await self._poison.last_reason(key)
+                reason = reason or f"the daemon stopped during each of {count} attempts"
+                await self._park(inbound, reason, "Interrupted", count)
+                return
+            try:
+                if slot.held:
+                    await self._attempt(inbound, slot)
+                else:
+                    async with TurnSlot(self._limiter) as again:
+                        await self._attempt(inbound, again)
+            except anyio.get_cancelled_exc_class():
+                # A shutdown is not the message's fault.
+                with anyio.CancelScope(shield=True), contextlib.suppress(StorageError):
+                    await self._poison.passed(key, attempt)
+                raise
+            except Exception as exc:
+                if isinstance(exc, Undeliverable) or is_passing(exc):
+                    await self._stored(partial(self._poison.passed, key, attempt))
+                    raise
+                if await self._stored(partial(self._poison.failed, key, attempt, exc)):
+                    await self._park(inbound, describe(exc), type(exc).__name__, attempt)
+                    return
+                delay = self._delivery_backoff.delay(attempt)
+                log.warning(
+                    "message_attempt_failed",
+                    attempt=attempt,
+                    max_attempts=self._poison.max_attempts,
+                    error=type(exc).__name__,
+                    retry_in_s=round(delay, 2),
+                )
+                slot.release()
+                await self._pause(delay)
+                continue
+            await self._stored(partial(self._poison.done, key))
             return
+
+    async def _park(self, inbound: Inbound, reason: str, error: str, attempts: int) -> None:
+        """Keep the message and its reply in the dead-letter folder, record it as handled
+        with failure and tell its source; its session goes on with the next message."""
+        channel, record = inbound.channel, inbound.record
+        try:
+            reply = await self._outbox.get(channel, record)
+        except Exception:  # noqa: BLE001 - an unreadable entry may be why it is parked
+            reply = None
+        item = Parked(
+            id=parked_id(channel, inbound.source_id),
+            loop="message",
+            channel=channel,
+            source_id=inbound.source_id,
+            session_id=inbound.session_id,
+            reason=reason,
+            error=error,
+            attempts=attempts,
+            inbound=inbound_record(inbound),
+            reply=reply,
+        )
+        await self._stored(lambda: self._poison.park(item))
+        await self._stored(lambda: self._handled.add(channel, record, failed=True))
+        await self._stored(lambda: self._outbox.remove(channel, record))
+        await self._stored(lambda: self._poison.done(attempt_key(inbound)))
+        await give_up(inbound, f"parked after {attempts} failed attempts: {reason}")
+
+    async def _attempt(self, inbound: Inbound, slot: TurnSlot) -> None:
+        channel, source_id = inbound.channel, inbound.record
         pending = await self._outbox.get(channel, source_id)
         if pending is not None:
             log.info("reply_resumed_from_outbox", to=f"{pending.channel}:{pending.target}")
@@ -304,14 +341,14 @@ class Router:
         slot.release()
         try:
             await self._deliver(inbound, pending)
-        except _Refused as refused:
+        except Refused as refused:
             await self._stored(lambda: self._handled.add(channel, source_id, failed=True))
             await self._stored(lambda: self._outbox.remove(channel, source_id))
-            await self._give_up(inbound, refused.reason)
+            await give_up(inbound, refused.reason)
             return
         await self._stored(lambda: self._handled.add(channel, source_id))
         await self._stored(lambda: self._outbox.remove(channel, source_id))
-        await self._ack(inbound)
+        await acknowledge(inbound)
 
     async def _turn(self, inbound: Inbound) -> Reply:
         try:
@@ -342,7 +379,7 @@ class Router:
             channel = self._channels.get(pending.channel)
             if channel is None:
                 log.error("reply_undeliverable", reason="channel not running", to=pending.channel)
-                raise _Undeliverable
+                raise Undeliverable
             started = time.monotonic()
             try:
                 await channel.send(outbound)
@@ -351,8 +388,10 @@ class Router:
                 log.error(  # noqa: TRY400 - expected; the reason is enough
                     "reply_rejected", to=pending.channel, attempt=failures + 1, reason=reason
                 )
-                raise _Refused(reason) from exc
-            except Exception as exc:  # noqa: BLE001 - DeliveryError or not: retry later
+                raise Refused(reason) from exc
+            except Exception as exc:
+                if not is_passing(exc):
+                    raise  # a defect: counted by `_attempts`, parked after the last attempt
                 failures += 1
                 delay = self._delivery_backoff.delay(failures)
                 log.warning(
@@ -362,19 +401,32 @@ class Router:
                     retry_in_s=round(delay, 2),
                     reason=str(exc) or type(exc).__name__,
                 )
-                await self._sleep(delay)
+                await self._pause(delay)
                 continue
             self._health_of(pending.channel).last_outbound = utcnow()
             log.info("reply_sent", to=pending.channel, ms=_ms(started), chars=len(pending.text))
             return
 
-    async def _stored(self, write: Callable[[], Awaitable[None]]) -> None:
-        """Run a write of the outbox or the handled record until it succeeds: a reply not
-        kept, or kept but not recorded as sent, is lost or sent twice (a full disk passes)."""
+    async def _pause(self, delay: float) -> None:
+        """Wait for a retry, not in flight: nothing is lost if a shutdown comes meanwhile."""
+        self._in_flight -= 1
+        if not self._in_flight:
+            self._idle.set()
+        try:
+            await self._sleep(delay)
+        finally:
+            self._in_flight += 1
+            if self._idle.is_set():
+                self._idle = anyio.Event()
+
+    async def _stored(self, write: Callable[[], Awaitable[T]]) -> T:
+        """Run a write of the outbox, the handled record or an attempt count until it
+        succeeds: a reply not kept, or kept but not recorded as sent, is lost or sent twice
+        (a full disk passes; it is the disk's trouble, not the message's)."""
         failures = 0
         while True:
             try:
-                await write()
+                return await write()
             except StorageError as exc:
                 failures += 1
                 delay = self._delivery_backoff.delay(failures)
@@ -385,29 +437,10 @@ class Router:
                     reason=str(exc),
                 )
                 await self._sleep(delay)
-                continue
-            return
 
     async def _finish(self, inbound: Inbound) -> None:
-        await self._stored(lambda: self._handled.add(inbound.channel, inbound.source_id))
-        await self._ack(inbound)
-
-    async def _ack(self, inbound: Inbound) -> None:
-        try:
-            await inbound.ack()
-        except Exception as exc:  # noqa: BLE001 - handled is recorded: no second answer
-            log.warning("ack_failed", reason=str(exc) or type(exc).__name__)
-
-    async def _give_up(self, inbound: Inbound, reason: str) -> None:
-        """Tell the source the message is done without an answer (or `ack` it when the
-        channel has no such notion)."""
-        if inbound.on_undeliverable is None:
-            await self._ack(inbound)
-            return
-        try:
-            await inbound.on_undeliverable(reason)
-        except Exception as exc:  # noqa: BLE001 - recorded as failed: never a second answer
-            log.warning("undeliverable_mark_failed", reason=str(exc) or type(exc).__name__)
+        await self._stored(lambda: self._handled.add(inbound.channel, inbound.record))
+        await acknowledge(inbound)
 
 
 def _ms(started: float) -> int:

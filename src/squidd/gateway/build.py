@@ -2,11 +2,12 @@
 
 `build_daemon` builds the runtime (`gateway.runtime.build_runtime`: store, LLM, memory,
 tools, media store, saved tool results, agent), the daemon's own stores (handled ids,
-outbox, cron jobs, pending runs), the router, the per-turn tools (`gateway.turn_tools`),
-the caps, scheduled runs, cron scheduler, heartbeat, MCP hub and the enabled channels (from
-a `gateway.channels.ChannelRegistry`), and hands them to `Daemon`, which only serves.
-`build_terminal` is the same for `squidd chat`: the runtime, the per-turn tools and the
-daily caps, no daemon. Construction does no I/O; the daemon loads and sweeps when it serves.
+outbox, dead letters and attempt counts, cron jobs, pending runs), the router, the per-turn
+tools (`gateway.turn_tools`), the caps, scheduled runs, cron scheduler, heartbeat, MCP hub
+and the enabled channels (from a `gateway.channels.ChannelRegistry`), and hands them to
+`Daemon`, which only serves. `build_terminal` is the same for `squidd chat`: the runtime,
+the per-turn tools and the daily caps, no daemon. Construction does no I/O; the daemon
+loads and sweeps when it serves.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
 from squidd.core.models import Inbound
+from squidd.core.poison import PoisonGuard
 from squidd.core.ports import Clock
 from squidd.core.reply_files import Reply
 from squidd.core.router import Router
@@ -35,9 +37,11 @@ from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.systemd import Notifier
 from squidd.gateway.turn_runner import TurnRunner
 from squidd.gateway.turn_tools import TurnTools
+from squidd.store.attempts import AttemptsDir
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
+from squidd.store.parked import ParkedDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.mcp import McpHub
 
@@ -90,6 +94,7 @@ def build_daemon(
     )
     handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
     outbox = OutboxDir(data_dir)
+    parked = ParkedDir(data_dir)
     jobs = JobsFile(data_dir)
     mcp = McpHub(settings.mcp)
     by_name = {channel.name: channel for channel in built}
@@ -103,6 +108,7 @@ def build_daemon(
         channels=by_name,
         handled=handled,
         outbox=outbox,
+        poison=PoisonGuard(AttemptsDir(data_dir), parked, max_attempts=gw.max_attempts),
         health_of=supervisor.health,
         max_concurrent_turns=gw.max_concurrent_turns,
         delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
@@ -130,6 +136,7 @@ def build_daemon(
         supervisor=supervisor,
         handled=handled,
         outbox=outbox,
+        parked=parked,
         jobs=jobs,
         router=router,
         turns=turns[0],

@@ -42,6 +42,7 @@ from squidd.gateway.turn_runner import TurnRunner
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
+from squidd.store.parked import ParkedDir
 from squidd.tools.mcp import McpHub
 
 log = structlog.get_logger()
@@ -59,6 +60,7 @@ class Daemon:
     supervisor: Supervisor
     handled: HandledFile
     outbox: OutboxDir
+    parked: ParkedDir
     jobs: JobsFile
     router: Router
     turns: TurnRunner
@@ -96,6 +98,7 @@ class Daemon:
             "children": children,
             "turns": self.router.stats(),
             "outbox": await self.outbox.count(),
+            "parked": (await self.parked.summary()).to_dict(),
             "mcp": self.mcp.snapshot(),
             "usage_today": await self.usage_today(),
             "limits": [state.to_dict() for state in await self.caps.states()],

@@ -1,0 +1,301 @@
+"""Poison parking: what every retrying loop does with a failure that will not pass.
+
+A failure is retried without limit only when it is known to pass (`is_passing`): a
+`TransientError` (a `DeliveryError`, the model being down, an SMTP 4xx), a connection
+error, a timeout. Anything else that fails on an input (an unexpected exception in
+compose, send, the turn or the store) is a defect that a retry is unlikely to cure: it is
+retried at most `max_attempts` times, then the input is *parked*: kept with the reason in
+the dead-letter folder (`store/parked.py`), recorded as handled-with-failure by its loop,
+logged once at error level with the exception's type, and never tried again on its own.
+`squidd parked retry ID` sends it again after a fix.
+
+The attempt count is persisted *before* each attempt (`AttemptLog`), so an input that kills
+the whole daemon (a crash in a C library, the OOM killer) is counted across restarts as well:
+after `max_attempts` interrupted attempts it is parked without a further one. An attempt that
+ended for a passing reason, or was cancelled by a shutdown, is taken back (`passed`).
+
+One mechanism for every loop that retries: the router (inbound handling and delivery, cron
+and heartbeat runs, runs resumed after a restart: they all go through it) and the Matrix
+channel's queue of undecrypted events use `PoisonGuard`; only the keys differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+import structlog
+
+from squidd.core.models import (
+    AckHook,
+    Attachment,
+    Destination,
+    Inbound,
+    InboundKind,
+    PendingReply,
+    SessionId,
+    UndeliverableHook,
+    utcnow,
+)
+from squidd.errors import TransientError
+
+__all__ = [
+    "PASSING_ERRORS",
+    "AttemptLog",
+    "DeadLetters",
+    "ParkState",
+    "Parked",
+    "PoisonGuard",
+    "describe",
+    "inbound_from_record",
+    "inbound_record",
+    "is_passing",
+    "parked_id",
+]
+
+log = structlog.get_logger()
+
+DEFAULT_MAX_ATTEMPTS = 3
+
+PASSING_ERRORS: tuple[type[BaseException], ...] = (TransientError, ConnectionError, TimeoutError)
+"""Failures known to pass with time. Adapters type their library's passing errors as
+`TransientError` (or a subclass) at their edge; these are the only ones retried unbounded."""
+
+_REASON_CHARS = 500
+
+
+def is_passing(exc: BaseException) -> bool:
+    """Whether `exc` is known to pass (retry, do not count it) or a defect (count it; park
+    after the limit). The one place that decides: a table of library errors plugs in here."""
+    return isinstance(exc, PASSING_ERRORS)
+
+
+def describe(exc: BaseException) -> str:
+    """The exception as a reason to keep with a parked item: its type and its message, cut."""
+    text = " ".join(str(exc).split())
+    reason = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 1] + "…"
+
+
+def parked_id(channel: str, source_id: str) -> str:
+    """A short id for the parked item of (channel, source id), the same every time, so a
+    crash between parking and recording it parks the same item again, not a second one."""
+    digest = hashlib.sha256(f"{channel}\0{source_id}".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:12]
+
+
+def inbound_record(inbound: Inbound) -> dict[str, Any]:
+    """What a parked item keeps of an inbound to run it again: every field but the hooks
+    (the source was told already), `meta` as JSON (tuples become lists)."""
+    return {
+        "channel": inbound.channel,
+        "source_id": inbound.source_id,
+        "session_id": inbound.session_id,
+        "sender": inbound.sender,
+        "text": inbound.text,
+        "reply_to": None if inbound.reply_to is None else str(inbound.reply_to),
+        "quiet_reply": inbound.quiet_reply,
+        "thread_root": inbound.thread_root,
+        "subject": inbound.subject,
+        "meta": json.loads(json.dumps(dict(inbound.meta), default=str)),
+        "attachments": [a.to_dict() for a in inbound.attachments],
+        "kind": inbound.kind.value,
+        "conversation_channel": inbound.conversation_channel,
+        "received_at": inbound.received_at.isoformat(),
+    }
+
+
+def inbound_from_record(
+    data: Mapping[str, Any],
+    *,
+    record_id: str,
+    ack: AckHook,
+    on_undeliverable: UndeliverableHook,
+) -> Inbound:
+    """The inbound `inbound_record` kept, recorded under `record_id` this time."""
+    reply_to = data.get("reply_to")
+    thread_root = data.get("thread_root")
+    quiet = data.get("quiet_reply")
+    meta = data.get("meta") or {}
+    return Inbound(
+        channel=str(data["channel"]),
+        source_id=str(data["source_id"]),
+        session_id=SessionId(str(data["session_id"])),
+        sender=str(data.get("sender", "")),
+        text=str(data.get("text", "")),
+        reply_to=None if reply_to is None else Destination.parse(str(reply_to)),
+        quiet_reply=None if quiet is None else str(quiet),
+        thread_root=None if thread_root is None else str(thread_root),
+        subject=str(data.get("subject", "")),
+        meta=dict(meta) if isinstance(meta, Mapping) else {},
+        attachments=tuple(Attachment.from_dict(a) for a in data.get("attachments") or ()),
+        kind=InboundKind(str(data.get("kind", InboundKind.MESSAGE.value))),
+        conversation_channel=str(data.get("conversation_channel", "")),
+        ack=ack,
+        on_undeliverable=on_undeliverable,
+        record_id=record_id,
+    )
+
+
+class ParkState(StrEnum):
+    PARKED = "parked"
+    RETRY = "retry"
+    """`squidd parked retry` asked for it; the daemon has not taken it yet."""
+    RETRYING = "retrying"
+    """The daemon is sending it again (after a crash it takes it again, under the same key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """One parked input, as the dead-letter folder keeps it.
+
+    `loop` names the loop that parked it ("message": the router; "undecrypted": the Matrix
+    queue of events waiting for their keys). `inbound` holds what is needed to run it
+    again (the router's `Inbound` without its hooks) and `reply` the reply that could not
+    be delivered, if there was one. `retries` counts the operator's retries so far.
+    """
+
+    id: str
+    loop: str
+    channel: str
+    source_id: str
+    session_id: str
+    reason: str
+    error: str
+    attempts: int
+    parked_at: datetime = field(default_factory=utcnow)
+    inbound: Mapping[str, Any] | None = None
+    reply: PendingReply | None = None
+    state: ParkState = ParkState.PARKED
+    retries: int = 0
+
+    @property
+    def retryable(self) -> bool:
+        return self.inbound is not None
+
+    def with_state(self, state: ParkState, **changes: Any) -> Parked:
+        return replace(self, state=state, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "loop": self.loop,
+            "channel": self.channel,
+            "source_id": self.source_id,
+            "session_id": self.session_id,
+            "reason": self.reason,
+            "error": self.error,
+            "attempts": self.attempts,
+            "parked_at": self.parked_at.isoformat(),
+            "inbound": None if self.inbound is None else dict(self.inbound),
+            "reply": None if self.reply is None else self.reply.to_dict(),
+            "state": self.state.value,
+            "retries": self.retries,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Parked:
+        inbound = data.get("inbound")
+        if inbound is not None and not isinstance(inbound, Mapping):
+            raise TypeError("inbound must be an object")
+        reply = data.get("reply")
+        return cls(
+            id=str(data["id"]),
+            loop=str(data["loop"]),
+            channel=str(data["channel"]),
+            source_id=str(data["source_id"]),
+            session_id=str(data.get("session_id", "")),
+            reason=str(data.get("reason", "")),
+            error=str(data.get("error", "")),
+            attempts=int(data.get("attempts", 0)),
+            parked_at=datetime.fromisoformat(str(data["parked_at"])),
+            inbound=inbound,
+            reply=None if reply is None else PendingReply.from_dict(reply),
+            state=ParkState(str(data.get("state", ParkState.PARKED.value))),
+            retries=int(data.get("retries", 0)),
+        )
+
+
+class AttemptLog(Protocol):
+    """Attempt counts per input key, kept across restarts (`store/attempts.py`)."""
+
+    async def get(self, key: str) -> tuple[int, str]:
+        """The attempts counted and the last failure's reason; (0, "") for none."""
+        ...
+
+    async def set(self, key: str, count: int, reason: str) -> None: ...
+
+    async def clear(self, key: str) -> None: ...
+
+
+class DeadLetters(Protocol):
+    """The dead-letter folder (`store/parked.py`): parked inputs, kept until dropped."""
+
+    async def park(self, item: Parked) -> None:
+        """Keep `item` durably; an item with the same id is replaced, its `retries` kept."""
+        ...
+
+
+class PoisonGuard:
+    """Counts the attempts on one input (persisted before each) and parks it after
+    `max_attempts` defects. Keys are `"<channel>\\0<id>"` strings chosen by the loop."""
+
+    def __init__(
+        self,
+        attempts: AttemptLog,
+        dead_letters: DeadLetters,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        self._attempts = attempts
+        self._dead_letters = dead_letters
+        self.max_attempts = max_attempts
+
+    async def begin(self, key: str) -> int | None:
+        """Count one more attempt, durably, before it runs; its number, or None when the
+        limit was reached already (the earlier attempts never ended: park it now)."""
+        count, reason = await self._attempts.get(key)
+        if count >= self.max_attempts:
+            return None
+        await self._attempts.set(key, count + 1, reason)
+        return count + 1
+
+    async def passed(self, key: str, attempt: int) -> None:
+        """The attempt ended for a passing reason (or a shutdown cut it short): uncount it."""
+        _, reason = await self._attempts.get(key)
+        if attempt <= 1 and not reason:
+            await self._attempts.clear(key)
+        else:
+            await self._attempts.set(key, attempt - 1, reason)
+
+    async def failed(self, key: str, attempt: int, exc: BaseException) -> bool:
+        """The attempt failed with a defect: keep the reason; True when it was the last."""
+        await self._attempts.set(key, attempt, describe(exc))
+        return attempt >= self.max_attempts
+
+    async def last_reason(self, key: str) -> tuple[int, str]:
+        """The attempts counted so far and the last failure's reason ("" if none was seen)."""
+        return await self._attempts.get(key)
+
+    async def done(self, key: str) -> None:
+        """The input is finished (answered, refused, parked): forget its count."""
+        await self._attempts.clear(key)
+
+    async def park(self, item: Parked) -> None:
+        """Keep `item` in the dead-letter folder (durably) and say so once in the log."""
+        await self._dead_letters.park(item)
+        log.error(
+            "parked",
+            parked_id=item.id,
+            loop=item.loop,
+            error=item.error,
+            attempts=item.attempts,
+            note="see `squidd parked list`",
+        )

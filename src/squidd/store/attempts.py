@@ -1,0 +1,106 @@
+"""Attempt counts of inputs being worked on, so poison is counted across restarts.
+
+`<data dir>/gateway/attempts/<safe name of the key>.json`: `{"key", "count", "reason"}`,
+written before each attempt (core/poison.py) and removed once the input is finished. Only
+inputs in flight have a file, so the folder stays as small as the outbox.
+
+A count is replaced with a rename but not fsynced: it must survive the process dying (a
+crash, SIGKILL, the OOM killer), which the page cache does; after a power cut a count may be
+one short, which costs one more attempt, never a lost message. This keeps the write that
+every message pays before its turn cheap. The daemon is the folder's only writer, so it
+reads the folder once and answers from memory afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+import anyio
+import structlog
+
+from squidd.errors import StorageError
+from squidd.fs import safe_name
+from squidd.text import utf8
+
+__all__ = ["AttemptsDir"]
+
+log = structlog.get_logger()
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(utf8(text))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _remove(path: Path) -> None:
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    except OSError as exc:
+        raise StorageError(f"cannot remove {path}: {exc.strerror or exc}") from exc
+
+
+class AttemptsDir:
+    """Implements `core.poison.AttemptLog` on a directory of small files."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._dir = data_dir / "gateway" / "attempts"
+        self._counts: dict[str, tuple[int, str]] | None = None
+        self._loading = anyio.Lock()
+
+    def _path(self, key: str) -> Path:
+        return self._dir / f"{safe_name(key)}.json"
+
+    def _load_sync(self) -> dict[str, tuple[int, str]]:
+        counts: dict[str, tuple[int, str]] = {}
+        try:
+            paths = [p for p in self._dir.iterdir() if p.suffix == ".json"]
+        except FileNotFoundError:
+            return counts
+        for path in paths:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                counts[str(data["key"])] = (int(data["count"]), str(data.get("reason", "")))
+            except (OSError, ValueError, KeyError, TypeError):
+                # Torn by a power cut (never fsynced): dropped; the input gets its tries again.
+                log.warning("attempt_count_unreadable", path=str(path))
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return counts
+
+    async def _ensure(self) -> dict[str, tuple[int, str]]:
+        if self._counts is None:
+            async with self._loading:
+                if self._counts is None:
+                    self._counts = await anyio.to_thread.run_sync(self._load_sync)
+        return self._counts
+
+    async def get(self, key: str) -> tuple[int, str]:
+        return (await self._ensure()).get(key, (0, ""))
+
+    async def set(self, key: str, count: int, reason: str) -> None:
+        counts = await self._ensure()
+        text = json.dumps({"key": key, "count": count, "reason": reason}, ensure_ascii=False)
+        await anyio.to_thread.run_sync(_write, self._path(key), text)
+        counts[key] = (count, reason)
+
+    async def clear(self, key: str) -> None:
+        counts = await self._ensure()
+        if key not in counts:
+            return
+        await anyio.to_thread.run_sync(_remove, self._path(key))
+        del counts[key]
+
+    async def count(self) -> int:
+        """Inputs with attempts counted right now (for tests and status)."""
+        return len(await self._ensure())
