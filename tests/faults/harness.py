@@ -74,7 +74,10 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = 90.0) -> N
 class SpoolDaemon:
     """`squidd run` children (one at a time) on one config and data dir, fed by files."""
 
-    def __init__(self, tmp: Path, llm_url: str, *, api_key: str, **sections: Any) -> None:
+    def __init__(
+        self, tmp: Path, llm_url: str, *, api_key: str, channel: str = SPOOL, **sections: Any
+    ) -> None:
+        self.channel = channel  # the test channel's factory, `module:function`
         gateway = {"shutdown_grace_s": 2, **sections.pop("gateway", {})}
         self.tmp = tmp
         self.config = write_daemon_config(
@@ -89,7 +92,9 @@ class SpoolDaemon:
         return self.runs[-1]
 
     def start(self) -> DaemonProcess:
-        run = DaemonProcess(self.config, self.tmp / f"daemon-{len(self.runs)}.log", channel=SPOOL)
+        run = DaemonProcess(
+            self.config, self.tmp / f"daemon-{len(self.runs)}.log", channel=self.channel
+        )
         self.runs.append(run)
         return run
 

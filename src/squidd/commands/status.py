@@ -3,8 +3,9 @@
 Reads the JSON document the daemon serves on its status socket (gateway/status.py) and
 prints what a user asks when something seems wrong: uptime, each channel's state, last
 traffic, each MCP server's state, tool count and last error, turns in flight and queued,
-the sub-agents running (per parent session) and their caps, the next cron runs. When no
-daemon answers it says so and exits 1.
+the messages parked after repeated failures (count, newest reason), the sub-agents running
+(per parent session) and their caps, the next cron runs. When no daemon answers it says so,
+shows the parked count read from the data dir, and exits 1.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 
 from squidd.commands import Commands
 from squidd.config import Settings
+from squidd.errors import StorageError
 from squidd.gateway.status import ask, socket_path
+from squidd.store.parked import ParkedDir
 
 
 def register(commands: Commands) -> None:
@@ -88,6 +91,7 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
         f"{turns.get('sessions', 0)} active sessions; "
         f"{data.get('outbox', 0)} replies waiting for delivery"
     )
+    lines.extend(parked_lines(data.get("parked")))
     lines.extend(_subagent_lines(data.get("subagents")))
     cron = data.get("cron")
     if cron is None:
@@ -117,6 +121,21 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
     return "\n".join(lines)
 
 
+def parked_lines(parked: dict[str, Any] | None) -> list[str]:
+    """The parked count and the newest one's reason (see `squidd parked list`)."""
+    if parked is None:  # a daemon from before parking
+        return []
+    count = int(parked.get("count", 0))
+    if not count:
+        return ["parked: 0"]
+    reason = str(parked.get("newest_reason", ""))
+    reason = reason if len(reason) <= 160 else reason[:159] + "…"
+    return [
+        f"parked: {count} (see `squidd parked list`); newest {parked.get('newest_id')} "
+        f"at {parked.get('newest_at')}: {reason}"
+    ]
+
+
 def _subagent_lines(subagents: dict[str, Any] | None) -> list[str]:
     if subagents is None:  # a daemon from before sub-agents
         return []
@@ -140,6 +159,12 @@ def status_command(settings: Settings) -> int:
         data = fetch_status(path)
     except (OSError, ValueError, TypeError):
         print(f"squidd is not running (no daemon answers on {path})", file=sys.stderr)
+        try:
+            summary = ParkedDir(settings.storage.data_dir).summary_sync()
+        except StorageError:
+            return 1
+        for line in parked_lines(summary.to_dict()):
+            print(line, file=sys.stderr)
         return 1
     if "error" in data:
         print(f"squidd is running but says: {data['error']}", file=sys.stderr)

@@ -32,6 +32,7 @@ from squidd.gateway.caps import DailyCaps
 from squidd.gateway.channels import ChannelRegistry, builtin_channels
 from squidd.gateway.costs import prices_of
 from squidd.gateway.daemon import Daemon
+from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.systemd import Notifier
@@ -137,6 +138,7 @@ def build_daemon(
         handled=handled,
         outbox=outbox,
         parked=parked,
+        parked_retries=ParkedRetries(parked, outbox, router, poll_s=gw.parked_poll_s),
         jobs=jobs,
         router=router,
         turns=turns[0],

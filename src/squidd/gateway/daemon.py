@@ -33,6 +33,7 @@ from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.costs import usage_today
+from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.status import StatusServer, socket_path
@@ -61,6 +62,7 @@ class Daemon:
     handled: HandledFile
     outbox: OutboxDir
     parked: ParkedDir
+    parked_retries: ParkedRetries
     jobs: JobsFile
     router: Router
     turns: TurnRunner
@@ -177,6 +179,7 @@ class Daemon:
             await tg.start(self.router.run)
             await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()
+            await tg.start(self.parked_retries.run)
             await self.runtime.media.sweep(leftovers=True)  # no download runs yet
             # Side by side: one channel's connection (a Matrix login and first sync) does
             # not wait for another's (an IMAP login); READY still waits for all of them.
