@@ -69,3 +69,45 @@ async def test_the_report_is_handed_on_as_a_run_of_the_conversation_once(
         assert (await runtime.store.load_window(PARENT)).messages == []  # only its own turns
     finally:
         await runtime.aclose()
+
+
+async def test_a_failed_sub_agent_is_reported_to_the_conversation_not_apologised_past_it(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The model is down for the sub-agent: its run still hands on a report (saying so) as a
+    run of the conversation, so the conversation's own turn answers the user and the failure
+    is in the parent's history, instead of the router's apology going out for the sub-agent's
+    run where the parent never sees it."""
+    down = True
+
+    def respond(request: dict[str, Any]) -> Reply:
+        return Reply(status=503) if down else Reply("The helper could not finish; sorry.")
+
+    fake_llm.responder = respond
+    fired: list[PendingRun] = []
+
+    async def fire(run: PendingRun) -> None:
+        fired.append(run)
+
+    async def ack() -> None:
+        return None
+
+    runtime = build_runtime(settings_for(tmp_path, fake_llm))
+    try:
+        agents = TurnTools(runtime, fire=fire).subagents
+        await agents.start_background(PARENT, "matrix", "count hearts", "matrix:!room:x")
+        run = fired.pop()
+        assert await agents.run_background_turn(run.inbound(ack)) == HANDED_ON
+        report = fired.pop()
+        assert report.kind is InboundKind.SUBAGENT_REPORT and report.session_id == PARENT
+        assert "(failed: the language model could not answer" in report.text
+        assert agents.running() == 0
+
+        down = False  # the conversation's turn on the report, as the router runs it
+        answer = await runtime.agent.run(PARENT, report.text, "matrix")
+        assert answer == "The helper could not finish; sorry."
+        parent = (await runtime.store.load_window(PARENT)).messages
+        assert [m.role for m in parent] == ["user", "assistant"]
+        assert "(failed: the language model could not answer" in str(parent[0].content)
+    finally:
+        await runtime.aclose()

@@ -30,7 +30,7 @@ from squidd.config.tools import SpawnSettings
 from squidd.core.models import Inbound, InboundKind, SessionId
 from squidd.core.ports import Tool
 from squidd.core.runs import PendingRun
-from squidd.errors import ToolError
+from squidd.errors import LLMError, ToolError
 from squidd.gateway.runtime import Runtime
 from squidd.tools.spawn import (
     SUB_MARK,
@@ -177,6 +177,14 @@ class SubAgents:
         except TimeoutError:
             log.warning("subagent_timed_out", session=sub, timeout_s=self._settings.timeout_s)
             report = f"(stopped: no report within {self._settings.timeout_s:g} s)"
+        except LLMError as exc:
+            # Said in the conversation, through its own turn, like any report: the router's
+            # apology for this run would reach the user and never the parent's history.
+            log.warning("subagent_failed", session=sub, error=type(exc).__name__)
+            report = f"(failed: the language model could not answer: {exc})"
+        except Exception as exc:
+            log.exception("subagent_crashed", session=sub)
+            report = f"(failed: an error on my side ({type(exc).__name__}); it is in my log)"
         finally:
             self._active.pop(sub, None)
         task = " ".join(inbound.text.split())
