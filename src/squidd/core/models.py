@@ -353,9 +353,9 @@ class Inbound:
     record_id: str = ""
 
     @property
-    def record(self) -> str:
+    def record(self) -> SourceId:
         """The id the router's records (handled, outbox, attempts) keep this message under."""
-        return self.record_id or self.source_id
+        return SourceId(self.record_id) if self.record_id else self.source_id
 
     @property
     def turn_channel(self) -> str:

@@ -34,11 +34,13 @@ import structlog
 from squidd.core.models import (
     AckHook,
     Attachment,
+    ChannelName,
     Destination,
     Inbound,
     InboundKind,
     PendingReply,
     SessionId,
+    SourceId,
     UndeliverableHook,
     utcnow,
 )
@@ -123,8 +125,8 @@ def inbound_from_record(
     quiet = data.get("quiet_reply")
     meta = data.get("meta") or {}
     return Inbound(
-        channel=str(data["channel"]),
-        source_id=str(data["source_id"]),
+        channel=ChannelName(str(data["channel"])),
+        source_id=SourceId(str(data["source_id"])),
         session_id=SessionId(str(data["session_id"])),
         sender=str(data.get("sender", "")),
         text=str(data.get("text", "")),

@@ -22,6 +22,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from squidd.core.models import ChannelName, SourceId
 from squidd.core.poison import Parked, ParkState, inbound_from_record
 from squidd.core.ports import Outbox
 from squidd.core.router import Router
@@ -90,7 +91,7 @@ class ParkedRetries:
         record = record_id(item)
         self._in_router.add(item.id)
         if item.reply is not None:
-            await self._outbox.put(item.channel, record, item.reply)
+            await self._outbox.put(ChannelName(item.channel), SourceId(record), item.reply)
 
         async def delivered() -> None:
             self._in_router.discard(item.id)
