@@ -56,6 +56,47 @@ def odd(bot: str, name: str, *, subject: bytes, from_: bytes = b"", extra: bytes
     )
 
 
+def enclosing(bot: str, name: str, content_type: str, parts: list[bytes]) -> bytes:
+    """A mail from Alice whose parts (after her own text) are `parts`, as `content_type`."""
+    boundary = f"enc-{name}-{len(parts)}"
+    body = b"".join(
+        f"--{boundary}\r\n".encode()
+        + (b"" if content_type == "multipart/digest" else b"Content-Type: message/rfc822\r\n")
+        + b"\r\n"
+        + part
+        + b"\r\n"
+        for part in parts
+    )
+    return (
+        (
+            f"Authentication-Results: {auth_pass()}\r\nFrom: Alice <{ALICE}>\r\nTo: {bot}\r\n"
+            f"Message-ID: <{name}@sender.{DOMAIN}>\r\nSubject: Fwd: {name}\r\n"
+            f'MIME-Version: 1.0\r\nContent-Type: {content_type}; boundary="{boundary}"\r\n\r\n'
+            f"--{boundary}\r\nContent-Type: text/plain\r\n\r\nPlease answer case-{name}.\r\n"
+        ).encode()
+        + body
+        + f"--{boundary}--\r\n".encode()
+    )
+
+
+def plain(sender: str, subject: str, text: str) -> bytes:
+    return (
+        f"From: {sender}\r\nDate: Tue, 03 Mar 2026 09:00:00 +0000\r\nSubject: {subject}\r\n"
+        f"Content-Type: text/plain; charset=utf-8\r\n\r\n{text}\r\n"
+    ).encode()
+
+
+ENCLOSED = {
+    "forward-of-forward": [
+        ("Bob <bob@example.com>", "Fwd: the plan", "Bob says: see Carol's plan"),
+        ("Carol <carol@example.com>", "The plan", "Step one: coffee."),
+    ],
+    "digest": [
+        (f"P{i} <p{i}@example.com>", f"Digest topic {i}", f"Digest text {i}") for i in (1, 2, 3)
+    ],
+}
+
+
 def cases(bot: str) -> dict[str, tuple[bytes, str]]:
     """name -> (raw mail, the subject its reply must have)."""
     forwarded = (
@@ -99,13 +140,37 @@ def cases(bot: str) -> dict[str, tuple[bytes, str]]:
             "Re: hello",
         ),
         "forwarded": (forwarded, "Re: Fwd: numbers"),
+        "forward-of-forward": (
+            enclosing(
+                bot,
+                "forward-of-forward",
+                "multipart/mixed",
+                [
+                    enclosing(
+                        bot, "inner", "multipart/mixed", [plain(*ENCLOSED["forward-of-forward"][1])]
+                    )
+                    .replace(f"From: Alice <{ALICE}>".encode(), b"From: Bob <bob@example.com>")
+                    .replace(b"Subject: Fwd: inner", b"Subject: Fwd: the plan")
+                    .replace(b"Please answer case-inner.", b"Bob says: see Carol's plan")
+                ],
+            ),
+            "Re: Fwd: forward-of-forward",
+        ),
+        "digest": (
+            enclosing(bot, "digest", "multipart/digest", [plain(*m) for m in ENCLOSED["digest"]]),
+            "Re: Fwd: digest",
+        ),
     }
+
+
+def user_text(request: dict[str, Any]) -> str:
+    user = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+    return user if isinstance(user, str) else " ".join(p.get("text", "") for p in user)
 
 
 def responder(request: dict[str, Any]) -> Reply:
     """Answers with the case the mail names, and repeats the forwarded mail's sender."""
-    user = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
-    text = user if isinstance(user, str) else " ".join(p.get("text", "") for p in user)
+    text = user_text(request)
     found = CASE_RE.findall(text)
     extra = (
         " (seen: bob, Zahlen f\u00fcr M\u00e4rz, \u20ac 12)"
@@ -167,6 +232,16 @@ async def test_odd_mails_get_one_readable_reply_each_and_do_not_block_the_sender
                 assert not CONTROLS.search(str(reply["Subject"]) + body_of(reply)), name
             [fwd] = [r.message for r in replies if "case-forwarded" in body_of(r.message)]
             assert "seen: bob" in body_of(fwd)  # the model was shown the enclosed mail
+            # The model's input carries each enclosed mail's sender, subject and text.
+            shown: dict[str, str] = {}
+            for request in llm.chat_requests:
+                text = user_text(request)
+                for case in CASE_RE.findall(text)[:1]:
+                    shown[case] = text
+            for name, enclosed in ENCLOSED.items():
+                for sender, subject, text in enclosed:
+                    for line in (f"From: {sender}", f"Subject: {subject}", text):
+                        assert line in shown[f"case-{name}"], (name, line)
             [junk] = [r.message for r in replies if "case-junk-name" in body_of(r.message)]
             assert junk["References"] == f"<junk-name@sender.{DOMAIN}>"
             events = daemon.events()

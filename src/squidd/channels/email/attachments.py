@@ -13,10 +13,13 @@ from collections.abc import AsyncIterator, Sequence
 from email.message import Message
 from email.parser import BytesParser
 
+from squidd.channels.email.charsets import printable
 from squidd.channels.email.headers import MIME_POLICY
 from squidd.config.email import EmailSettings
 from squidd.core.models import Attachment, AttachmentKind
 from squidd.core.ports import MediaSink
+
+_MAX_NAME_CHARS = 200
 
 
 def allowed(content_type: str, patterns: Sequence[str]) -> bool:
@@ -47,7 +50,7 @@ def _candidates(raw: bytes, settings: EmailSettings) -> list[tuple[str, str, byt
         data = _payload(part)
         if data is None or len(data) > settings.max_attachment_bytes:
             continue
-        found.append((name, content_type, data))
+        found.append((printable(name, max_chars=_MAX_NAME_CHARS), content_type, data))
     return found
 
 

@@ -227,7 +227,8 @@ class Receiver:
         if head is None:
             return None  # expunged meanwhile
         size, raw_headers = head
-        headers = parse_headers(raw_headers)
+        # Off the event loop: a header block may be megabytes (parsing is bounded, not free).
+        headers = await anyio.to_thread.run_sync(parse_headers, raw_headers)
         reason = self._gate.reason_to_ignore(headers)
         if (
             reason is None
