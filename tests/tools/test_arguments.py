@@ -12,10 +12,15 @@ import pytest
 
 from squidd.errors import ToolError
 from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.cron import CronAddArguments, CronRemoveArguments, NoArguments
 from squidd.tools.files import EditArguments, ListArguments, ReadArguments, WriteArguments
+from squidd.tools.memory_write import MemoryWriteArguments
 from squidd.tools.search_history import SearchArguments
 from squidd.tools.send_file import SendFileArguments
+from squidd.tools.shell import ShellArguments
+from squidd.tools.skills import ReadSkillArguments
 from squidd.tools.spawn import SpawnArguments
+from squidd.tools.web_fetch import WebFetchArguments
 from squidd.tools.web_search import WebSearchArguments
 
 MODELS: list[type[Arguments]] = [
@@ -27,6 +32,13 @@ MODELS: list[type[Arguments]] = [
     WebSearchArguments,
     SendFileArguments,
     SpawnArguments,
+    ShellArguments,
+    WebFetchArguments,
+    ReadSkillArguments,
+    MemoryWriteArguments,
+    CronAddArguments,
+    CronRemoveArguments,
+    NoArguments,
 ]
 
 # Inputs a model might send: right, wrong type, missing, unknown key, out of range, empty.
@@ -55,6 +67,16 @@ SAMPLES: list[dict[str, Any]] = [
     {"task": "do it", "wait": False},
     {"task": "do it", "wait": "no"},
     {"task": ""},
+    {"command": "ls -l"},
+    {"command": ["ls"]},
+    {"url": "https://example.org"},
+    {"name": "recipe"},
+    {"name": ""},
+    {"name": 3},
+    {"content": "# Memory"},
+    {"name": "tea", "prompt": "drink tea", "every": "2h"},
+    {"name": "tea", "prompt": "drink tea", "every": 2},
+    {"name": "tea", "prompt": "drink tea", "cron": "", "at": "", "target": ""},
 ]
 
 

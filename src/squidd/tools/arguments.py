@@ -33,6 +33,7 @@ A = TypeVar("A", bound=Arguments)
 def schema_of(model: type[Arguments]) -> dict[str, Any]:
     """The JSON schema of `model` as the tool's `parameters`."""
     schema: dict[str, Any] = _trim(model.model_json_schema())
+    schema.pop("description", None)  # the model's docstring: for readers; the tool says its own
     schema.setdefault("properties", {})
     return schema
 

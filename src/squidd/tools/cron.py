@@ -10,12 +10,15 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints
 
 from squidd.core.cron import CronJob, JobListError, make_job, with_job, without_job
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import JobStore, Tool
 from squidd.errors import StorageError, ToolError
+from squidd.tools.arguments import Arguments, parse, schema_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,26 @@ def format_job(job: CronJob) -> str:
     return f"{job.name}: {job.describe()}; next {nxt}; to {target}; prompt: {job.prompt}"
 
 
+class CronAddArguments(Arguments):
+    """An empty string stands for "not given": models often fill every field."""
+
+    name: str = Field(description="Unique job name (letters, digits, -_.)")
+    prompt: str = Field(description="What to do when the job runs.")
+    cron: str | None = None
+    every: str | None = None
+    at: str | None = None
+    timezone: str | None = Field(None, description="IANA timezone, e.g. Europe/Paris")
+    target: str | None = None
+
+
+class CronRemoveArguments(Arguments):
+    name: Annotated[str, StringConstraints(min_length=1)]
+
+
+class NoArguments(Arguments):
+    pass
+
+
 class CronAddTool:
     name = "cron_add"
     description = (
@@ -55,42 +78,22 @@ class CronAddTool:
         "e.g. '0 8 * * 1-5'), 'every' (interval like '30m', '2h', '1d') or 'at' (one ISO "
         "8601 time, e.g. '2026-12-24T18:00'). Times are in 'timezone' (IANA name)."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "description": "Unique job name (letters, digits, -_.)"},
-            "prompt": {"type": "string", "description": "What to do when the job runs."},
-            "cron": {"type": "string"},
-            "every": {"type": "string"},
-            "at": {"type": "string"},
-            "timezone": {"type": "string", "description": "IANA timezone, e.g. Europe/Paris"},
-            "target": {"type": "string"},
-        },
-        "required": ["name", "prompt"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(CronAddArguments)
 
     def __init__(self, context: CronToolContext) -> None:
         self._ctx = context
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        def text(key: str) -> str | None:
-            value = arguments.get(key)
-            if value is None or value == "":
-                return None
-            if not isinstance(value, str):
-                raise ToolError(f"'{key}' must be a string")
-            return value
-
+        args = parse(CronAddArguments, arguments)
         try:
             job = make_job(
-                text("name") or "",
-                text("prompt") or "",
-                cron=text("cron"),
-                every=text("every"),
-                at=text("at"),
-                timezone=text("timezone") or self._ctx.default_timezone,
-                target=text("target") or self._ctx.default_target,
+                args.name,
+                args.prompt,
+                cron=args.cron or None,
+                every=args.every or None,
+                at=args.at or None,
+                timezone=args.timezone or self._ctx.default_timezone,
+                target=args.target or self._ctx.default_target,
                 created_by=self._ctx.session_id,
                 now=self._ctx.clock(),
             )
@@ -104,11 +107,7 @@ class CronAddTool:
 class CronListTool:
     name = "cron_list"
     description = "List the scheduled jobs: name, schedule, next run, target and prompt."
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {},
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(NoArguments)
 
     def __init__(self, context: CronToolContext) -> None:
         self._ctx = context
@@ -126,20 +125,13 @@ class CronListTool:
 class CronRemoveTool:
     name = "cron_remove"
     description = "Remove a scheduled job by its name."
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {"name": {"type": "string"}},
-        "required": ["name"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(CronRemoveArguments)
 
     def __init__(self, context: CronToolContext) -> None:
         self._ctx = context
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        name = arguments.get("name")
-        if not isinstance(name, str) or not name:
-            raise ToolError("cron_remove needs the job's 'name'")
+        name = parse(CronRemoveArguments, arguments).name
 
         await self._ctx.change(functools.partial(without_job, name=name), "removed")
         return ToolResult(f"Removed job {name!r}.")

@@ -10,11 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import Field
+
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import MemoryStore
 from squidd.errors import StorageError, ToolError
+from squidd.tools.arguments import Arguments, parse, schema_of
 
 DEFAULT_MAX_CHARS = 20_000
+
+
+class MemoryWriteArguments(Arguments):
+    content: str = Field(description="The complete new memory document (Markdown).")
 
 
 class MemoryWriteTool:
@@ -25,17 +32,7 @@ class MemoryWriteTool:
         "content REPLACES the current memory document entirely, so include everything worth "
         "keeping. Keep it concise (about 300 words)."
     )
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "content": {
-                "type": "string",
-                "description": "The complete new memory document (Markdown).",
-            }
-        },
-        "required": ["content"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(MemoryWriteArguments)
 
     def __init__(
         self, storage: MemoryStore, session_id: SessionId, *, max_chars: int = DEFAULT_MAX_CHARS
@@ -45,9 +42,7 @@ class MemoryWriteTool:
         self._max_chars = max_chars
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        content = arguments.get("content")
-        if not isinstance(content, str):
-            raise ToolError("memory_write needs a 'content' string")
+        content = parse(MemoryWriteArguments, arguments).content
         if len(content) > self._max_chars:
             raise ToolError(
                 f"memory is limited to {self._max_chars} characters and this content has "

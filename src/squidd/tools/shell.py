@@ -25,10 +25,12 @@ from typing import Any
 import anyio
 import anyio.abc
 import structlog
+from pydantic import Field
 
 from squidd.config.tools import ShellSettings
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
+from squidd.tools.arguments import Arguments, parse, schema_of
 
 log = structlog.get_logger()
 
@@ -98,18 +100,15 @@ def command_environment(
     return env
 
 
+class ShellArguments(Arguments):
+    command: str = Field(description="the command line to run")
+
+
 class ShellTool:
     """Implements `squidd.core.ports.Tool`."""
 
     name = "shell"
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "the command line to run"},
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(ShellArguments)
 
     def __init__(
         self,
@@ -175,10 +174,8 @@ class ShellTool:
         return text
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        command = arguments.get("command")
-        if not isinstance(command, str):
-            return ToolResult("argument 'command' must be a string", is_error=True)
         try:
+            command = parse(ShellArguments, arguments).command
             argv = self.argv_for(command)
         except ToolError as exc:
             log.info("tool_refused", tool=self.name, reason=str(exc))

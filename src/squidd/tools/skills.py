@@ -19,14 +19,16 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio.to_thread
 import structlog
 import yaml
+from pydantic import Field, StringConstraints
 
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
+from squidd.tools.arguments import Arguments, parse, schema_of
 
 log = structlog.get_logger()
 
@@ -235,22 +237,21 @@ class SkillCatalog:
         raise ToolError(f"no skill named {name!r}; skills: {names}")
 
 
+class ReadSkillArguments(Arguments):
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] = Field(
+        description="The skill's name."
+    )
+
+
 class ReadSkillTool:
     name = "read_skill"
     description = "Read the instructions of one of the skills listed in the system prompt."
-    parameters: Mapping[str, Any] = {
-        "type": "object",
-        "properties": {"name": {"type": "string", "description": "The skill's name."}},
-        "required": ["name"],
-        "additionalProperties": False,
-    }
+    parameters: Mapping[str, Any] = schema_of(ReadSkillArguments)
 
     def __init__(self, catalog: SkillCatalog) -> None:
         self._catalog = catalog
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        name = arguments.get("name")
-        if not isinstance(name, str) or not name.strip():
-            raise ToolError("read_skill needs the skill's 'name'")
-        text = await anyio.to_thread.run_sync(self._catalog.read, name.strip())
+        name = parse(ReadSkillArguments, arguments).name
+        text = await anyio.to_thread.run_sync(self._catalog.read, name)
         return ToolResult(text)
