@@ -37,6 +37,7 @@ from squidd.core.tools import ToolRegistry
 from squidd.store.jsonl import JsonlStore
 from tests.core.test_agent import StaticPrompt
 from tests.core.test_router import Records
+from tests.support.doubles import memory_poison
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 
@@ -150,6 +151,7 @@ async def round_trip(raw: bytes, data: Path) -> None:
         health_of=lambda name: health.setdefault(name, ChildHealth(name)),
         max_concurrent_turns=2,
         delivery_backoff=Backoff(0.01, 0.01),
+        poison=memory_poison(),
     )
     odd = inbound_of(raw)
     follow_up = inbound_of(
