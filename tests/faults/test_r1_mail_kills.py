@@ -1,10 +1,14 @@
 """R1: 100 mails from an allowed sender while the daemon is SIGKILLed at random moments (at
 least 5 times) and restarted, against real Dovecot + Postfix: each mail is answered exactly
-once. A last mail, answered after all of them, shows no late second answer is still coming."""
+once (a reply sent again with its own Message-ID after a kill that landed between the SMTP
+server's acceptance and the handled record is the same mail, counted apart as
+`resent_same_id`). A last mail, answered after all of them, shows no late second answer is
+still coming. The kill moments are drawn from the seed (`tests/faults/harness.py`)."""
 
 from __future__ import annotations
 
-from collections import Counter
+import os
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +18,7 @@ import pytest
 from tests.channels.email.mailbox import (
     DOMAIN,
     MailServer,
+    Stored,
     bot_email_section,
     inject,
     make_mail,
@@ -126,9 +131,87 @@ async def test_every_mail_is_answered_exactly_once_through_sigkills(
         found = await read_mailbox(mail_server, ALICE)
         if final.proc.poll() is not None:
             crashes += 1
-    replies = Counter(str(s.message["In-Reply-To"]) for s in found)
-    counts = Counts("R1", crashes=crashes, extra={"kills": KILLS})
+    replies, resent = distinct_replies(found, everything)
+    counts = Counts("R1", crashes=crashes, extra={"kills": KILLS, "resent_same_id": resent})
     counts.tally(ids, replies)
     counts.report()
     assert counts.sent == MAILS
     assert counts.lost == 0 and counts.duplicates == 0 and counts.crashes == 0
+
+
+async def test_a_reply_the_server_took_just_before_a_kill_is_sent_again_as_the_same_mail(
+    mail_server: MailServer,
+    tmp_path: Path,
+    daemons: list[DaemonProcess],
+) -> None:
+    """The window R1's kills can land in, made certain: the handled record is replaced by a
+    FIFO, so the daemon's write of it blocks right after the SMTP server accepted the reply.
+    Killed there and restarted, the daemon sends the reply again: the same Message-ID and
+    text (one mail to the recipient), counted as `resent_same_id`, not as a duplicate."""
+    bot = mail_server.take_bot()
+    with FakeLLM(responder=echo) as llm:
+        config = write_daemon_config(
+            tmp_path,
+            llm.base_url,
+            api_key="sk-test-faults-r1-0002",
+            email=bot_email_section(mail_server, bot),
+        )
+        first = DaemonProcess(config, tmp_path / "daemon-0.log")
+        daemons.append(first)
+        await first.wait_event("daemon_ready")
+        handled = tmp_path / "data" / "gateway" / "handled.jsonl"
+        handled.parent.mkdir(parents=True, exist_ok=True)
+        kept = handled.with_name("handled.kept")
+        if handled.exists():
+            handled.rename(kept)
+        os.mkfifo(handled)  # opening it to append blocks until a reader comes: none will
+        mail = make_mail(to=bot, subject="once", body="answer me once")
+        question = str(mail["Message-ID"])
+        await inject(mail_server, mail, to=bot, sender=ALICE)
+        await wait_for(mail_server, ALICE, replies_to(question), timeout=120)
+        first.kill()  # the reply is out; its handled record and the \Seen flag are not
+        handled.unlink()
+        if kept.exists():
+            kept.rename(handled)
+        second = DaemonProcess(config, tmp_path / "daemon-1.log")
+        daemons.append(second)
+        await wait_for(mail_server, ALICE, replies_to(question), count=2, timeout=120)
+        later = make_mail(to=bot, subject="later", body="and this one")
+        await inject(mail_server, later, to=bot, sender=ALICE)
+        await wait_for(mail_server, ALICE, replies_to(str(later["Message-ID"])), timeout=120)
+        found = await read_mailbox(mail_server, ALICE)
+    replies, resent = distinct_replies(found, {question, str(later["Message-ID"])})
+    assert replies == Counter({question: 1, str(later["Message-ID"]): 1})
+    assert resent == 1
+    copies = [s.message for s in found if s.message["In-Reply-To"] == question]
+    assert len(copies) == 2 and copies[0]["Message-ID"] == copies[1]["Message-ID"]
+
+
+def distinct_replies(found: list[Stored], asked: set[str]) -> tuple[Counter[str], int]:
+    """Per mail asked, how many different replies reached the sender (by the reply's own
+    Message-ID), and how many copies were the same reply sent again.
+
+    A kill after the SMTP server accepted a reply and before the handled record was written
+    makes the outbox send that reply again after the restart: the same mail, with the same
+    Message-ID (derived from the question's) and the same text, which the recipient's mail
+    client shows once. No protocol lets a client learn that its last message was accepted
+    before the connection died, so this window cannot be closed; it is counted here apart
+    from a real duplicate (a second, different answer), which fails the scenario."""
+    copies: dict[str, list[Stored]] = defaultdict(list)
+    for stored in found:
+        question = str(stored.message["In-Reply-To"])
+        if question in asked:
+            copies[question].append(stored)
+    distinct: Counter[str] = Counter()
+    resent = 0
+    for question, replies in copies.items():
+        by_id: dict[str, list[str]] = defaultdict(list)
+        for stored in replies:
+            body = stored.message.get_body(preferencelist=("plain",))
+            text = body.get_content() if body is not None else ""
+            by_id[str(stored.message["Message-ID"])].append(str(text))
+        for texts in by_id.values():
+            assert len(set(texts)) == 1, f"one Message-ID, different texts: {texts}"
+            resent += len(texts) - 1
+        distinct[question] = len(by_id)
+    return distinct, resent

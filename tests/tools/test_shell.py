@@ -156,3 +156,10 @@ async def test_allow_list_runs_without_a_shell(workspace: Path) -> None:
 async def test_bad_commands(workspace: Path, command: str) -> None:
     result = await shell(workspace).execute({"command": command})
     assert result.is_error
+
+
+async def test_a_missing_workspace_is_named_not_blamed_on_the_command(tmp_path: Path) -> None:
+    gone = tmp_path / "no-such-workspace"
+    result = await shell(gone).execute({"command": "echo hi"})
+    assert result.is_error
+    assert f"the workspace {gone} does not exist" in result.content

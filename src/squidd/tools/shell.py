@@ -189,6 +189,13 @@ class ShellTool:
         try:
             code, timed_out, output = await self._run(argv, env)
         except OSError as exc:
+            if not self._workspace.is_dir():  # the working directory, not the command
+                log.warning("shell_workspace_missing", workspace=str(self._workspace))
+                return ToolResult(
+                    f"could not start the command: the workspace {self._workspace} "
+                    "does not exist (squidd run creates it at start)",
+                    is_error=True,
+                )
             return ToolResult(f"could not start the command: {exc.strerror}", is_error=True)
         text = self._scrub(output.render())
         log.info(

@@ -224,27 +224,28 @@ async def test_a_lone_surrogate_in_an_encrypted_message_is_answered_and_kept(
     fake_llm: FakeLLM,
     squidds: list[DaemonProcess],
 ) -> None:
-    """The homeserver cannot check an encrypted body: a lone surrogate in it reaches the
-    bot. The turn runs (no crash apology), the model gets valid text, the history keeps the
-    message, and every line the daemon logs (nio's included) is one JSON object."""
+    """The homeserver cannot check an encrypted body: a lone surrogate, a NUL and control
+    characters in it reach the bot. The turn runs (no crash apology), the model gets valid
+    text, the history keeps the message, and every line the daemon logs (nio's included)
+    is one JSON object."""
     alice = await make_human("alice")
     config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
     daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
     room = await alice.room_with(bot.user_id, encrypted=True)
-    odd = await alice.send(room, "odd \ud800 text")
+    odd = await alice.send(room, "odd \ud800 te\x00xt\x1b[2J\x07")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, odd), "reply")
     assert await daemon.stop() == 0
 
     assert [r.content["body"] for r in alice.replies_to(bot.user_id, odd)] == [
-        "echo: odd \ufffd text"
+        "echo: odd \ufffd text[2J"
     ]
-    assert user_texts(fake_llm) == ["odd \ufffd text"]
+    assert user_texts(fake_llm) == ["odd \ufffd text[2J"]
     [history] = (tmp_path / "data" / "sessions").glob("*.jsonl")
     users = [
         json.loads(line)["content"]
         for line in history.read_text(encoding="utf-8").splitlines()
         if json.loads(line)["role"] == "user"
     ]
-    assert users == ["odd \ufffd text"]
+    assert users == ["odd \ufffd text[2J"]
     for line in daemon.log_text().splitlines():
         assert isinstance(json.loads(line), dict), line
