@@ -7,7 +7,11 @@ so with JSON output every record, a multi-line message or a traceback included, 
 object on one line (`"logger"` names the library), scrubbed like our own events. The console
 renderer gets every string with its control characters and lone surrogates escaped the way
 the JSON renderer escapes them: values taken from outside (room ids, addresses) reach the
-terminal as text, never as terminal commands or forged lines."""
+terminal as text, never as terminal commands or forged lines.
+
+Field names mean one thing each: `reason` says what went wrong in words (an exception's
+message), `error` names an exception's type, `retry_in_s` is the wait before another try.
+"""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ class HttpBackend:
             response = await self._client.get(url, params=params, headers=headers)
         except httpx2.HTTPError as exc:
             name = type(exc).__name__
-            log.warning("web_search_failed", backend=self._settings.backend, reason=name)
+            log.warning("web_search_failed", backend=self._settings.backend, error=name)
             raise ToolError(f"the search backend could not be reached ({name})") from None
         if response.status_code != 200:
             status = response.status_code
@@ -132,7 +132,7 @@ def ddgs_backend(timeout_s: float) -> Backend:
         try:
             results = module.DDGS(timeout=int(timeout_s)).text(query, max_results=count)
         except Exception as exc:  # noqa: BLE001 -- a third-party scraper; its errors are not typed
-            log.warning("web_search_failed", backend="ddgs", reason=type(exc).__name__)
+            log.warning("web_search_failed", backend="ddgs", error=type(exc).__name__)
             raise ToolError(f"the search failed ({type(exc).__name__})") from None
         return hits_from(list(results or []), "body", count)
 

@@ -214,7 +214,7 @@ class ImapFolder:
                 if not self._lost:
                     await client.logout()
             except IMAP_CAUGHT as exc:  # leaving anyway: a failed goodbye changes nothing
-                log.debug("email_imap_logout_failed", reason=type(exc).__name__)
+                log.debug("email_imap_logout_failed", error=type(exc).__name__)
         transport = client.protocol.transport
         if transport is not None and not self._gone.is_set():
             transport.close()
@@ -356,4 +356,4 @@ class ImapFolder:
                         await idle
                     except IMAP_CAUGHT as exc:
                         self._lost = True
-                        log.debug("email_idle_end_failed", reason=type(exc).__name__)
+                        log.debug("email_idle_end_failed", error=type(exc).__name__)

@@ -151,7 +151,7 @@ async def _thumbnail_info(
     try:
         width, height, thumb = await anyio.to_thread.run_sync(_make_thumbnail, path)
     except (OSError, UnidentifiedImageError, Image.DecompressionBombError, ValueError) as exc:
-        log.info("matrix_thumbnail_skipped", reason=type(exc).__name__)
+        log.info("matrix_thumbnail_skipped", error=type(exc).__name__)
         return {}
     info: dict[str, Any] = {"w": width, "h": height}
     if thumb is None:
