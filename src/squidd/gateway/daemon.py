@@ -32,7 +32,6 @@ from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.caps import DailyCaps
-from squidd.gateway.costs import usage_today
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
@@ -82,9 +81,6 @@ class Daemon:
 
     # --- status ----------------------------------------------------------------------------
 
-    async def usage_today(self) -> dict[str, Any]:
-        return await usage_today(self.runtime.settings, self.runtime.usage)
-
     async def snapshot(self) -> dict[str, Any]:
         children = [
             {**health.to_dict(), "kind": self._kind(name)}
@@ -102,7 +98,7 @@ class Daemon:
             "outbox": await self.outbox.count(),
             "parked": (await self.parked.summary()).to_dict(),
             "mcp": self.mcp.snapshot(),
-            "usage_today": await self.usage_today(),
+            "usage_today": await self.turns.usage_today(),
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
