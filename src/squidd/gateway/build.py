@@ -12,6 +12,7 @@ loads and sweeps when it serves.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -23,7 +24,7 @@ from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
 from squidd.core.models import Inbound
 from squidd.core.poison import PoisonGuard
-from squidd.core.ports import Clock
+from squidd.core.ports import Channel, Clock
 from squidd.core.reply_files import Reply
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
@@ -104,16 +105,7 @@ def build_daemon(
     async def run_turn(inbound: Inbound) -> str | Reply:
         return await turns[0](inbound)
 
-    router = Router(
-        run_turn=run_turn,
-        channels=by_name,
-        handled=handled,
-        outbox=outbox,
-        poison=PoisonGuard(AttemptsDir(data_dir), parked, max_attempts=gw.max_attempts),
-        health_of=supervisor.health,
-        max_concurrent_turns=gw.max_concurrent_turns,
-        delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
-    )
+    router = _router(settings, by_name, run_turn, supervisor, handled, outbox, parked)
     scheduled = ScheduledRuns(
         router,
         PendingRunsDir(data_dir),
@@ -150,6 +142,30 @@ def build_daemon(
         heartbeat=_heartbeat(settings, scheduled, turns[0], clock),
         notifier=notifier or Notifier(),
         handle_signals=handle_signals,
+    )
+
+
+def _router(
+    settings: Settings,
+    channels: dict[str, Channel],
+    run_turn: Callable[[Inbound], Awaitable[str | Reply]],
+    supervisor: Supervisor,
+    handled: HandledFile,
+    outbox: OutboxDir,
+    parked: ParkedDir,
+) -> Router:
+    gw = settings.gateway
+    return Router(
+        run_turn=run_turn,
+        channels=channels,
+        handled=handled,
+        outbox=outbox,
+        poison=PoisonGuard(
+            AttemptsDir(settings.storage.data_dir), parked, max_attempts=gw.max_attempts
+        ),
+        health_of=supervisor.health,
+        max_concurrent_turns=gw.max_concurrent_turns,
+        delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
     )
 
 
