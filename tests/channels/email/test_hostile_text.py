@@ -11,10 +11,12 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from squidd.channels.email.body import extract_text
-from squidd.channels.email.charsets import decode, header_text
-from squidd.channels.email.compose import ThreadContext, build_message
+from squidd.channels.email.charsets import decode, header_text, printable
+from squidd.channels.email.compose import ThreadContext, build_message, encoded_words
 from squidd.channels.email.headers import parse_headers, valid_msgids
 from squidd.channels.email.policy import Gate
 
@@ -313,3 +315,29 @@ def test_a_huge_or_deeply_nested_field_does_not_stop_the_mail_being_read(field: 
     assert extract_text(raw, max_chars=1000).text == "Please read me"
     nested_from = parse_headers(b"From: " + b"(" * 3_000 + b"alice@example.org\r\n\r\n")
     assert nested_from.from_addr == ""  # not read, so not answered: no crash either
+
+
+@given(st.binary(max_size=300), st.sampled_from([None, "utf-8", "latin-1", "x-bad", "utf-16"]))
+def test_any_bytes_in_any_declared_charset_decode_to_valid_text(
+    data: bytes, charset: str | None
+) -> None:
+    decode(data, charset).encode("utf-8")
+    try:
+        expected = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    if charset != "utf-16":
+        assert decode(data, charset) == expected  # valid UTF-8 reads as itself
+
+
+@given(st.binary(max_size=300))
+def test_any_raw_header_value_is_printable_text(data: bytes) -> None:
+    text = header_text(data.decode("ascii", "surrogateescape"), max_chars=1000)
+    assert readable(text) and "\n" not in text and "\t" not in text
+    assert header_text(text, max_chars=1000) == text or "=?" in text  # stable when re-read
+
+
+@given(st.text(max_size=300))
+def test_a_subject_written_as_encoded_words_reads_back_as_itself(text: str) -> None:
+    subject = printable(text, max_chars=1000)
+    assert header_text(encoded_words(subject), max_chars=1000) == subject

@@ -118,13 +118,13 @@ def _payload_size(part: Message) -> int:
 def _leaves(msg: Message) -> list[Message]:
     """Leaf parts in order; an attached mail (message/*) counts as one leaf."""
     out: list[Message] = []
-    stack = [msg]
+    stack = [msg]  # the next part on top: children pushed in reverse (linear in the parts)
     while stack:
-        part = stack.pop(0)
+        part = stack.pop()
         if part.is_multipart() and part.get_content_maintype() == "multipart":
             payload = part.get_payload()
             if isinstance(payload, list):
-                stack = [p for p in payload if isinstance(p, Message)] + stack
+                stack.extend(reversed([p for p in payload if isinstance(p, Message)]))
             continue
         out.append(part)
     return out
