@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from squidd.core.models import Destination, Inbound, InboundKind, PendingReply, SessionId
+from squidd.core.models import (
+    Attachment,
+    Destination,
+    Inbound,
+    InboundKind,
+    PendingReply,
+    SessionId,
+)
 from squidd.core.reply_files import FileRef
 
 
@@ -89,3 +96,10 @@ def test_cleaned_makes_every_routing_field_valid_text() -> None:
         value.encode("utf-8")  # raises on a lone surrogate
         assert "\x00" not in value
     assert clean.meta["count"] == 3
+
+
+def test_cleaned_makes_attachment_names_and_types_valid_text() -> None:
+    attachment = Attachment("file", "re\x1bport\ud800\x00.pdf", "application/pdf\x07", 3)
+    message = Inbound("c", "id", SessionId("s"), "u", "", attachments=(attachment,))
+    [clean] = message.cleaned().attachments
+    assert (clean.name, clean.mime, clean.size) == ("report\ufffd.pdf", "application/pdf", 3)

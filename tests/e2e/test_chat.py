@@ -201,3 +201,33 @@ def test_chat_is_held_to_the_daily_caps_and_the_owner_can_lift_them_for_one_run(
         run_chat(data, fake_llm.base_url, "turn 5", **caps).stdout == "Budget used up for today.\n"
     )
     assert len(fake_llm.chat_requests) == 3
+
+
+def test_the_interactive_chat_is_held_to_the_caps_too(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.responder = lambda request: Reply(content="an answer", usage=(60, 10, 0))
+    env = dict(os.environ)
+    env.pop("SQUIDD_CONFIG", None)
+    env.update(
+        {
+            "SQUIDD_LLM__BASE_URL": fake_llm.base_url,
+            "SQUIDD_LLM__API_KEY": "sk-test-not-a-real-key-42",
+            "SQUIDD_STORAGE__DATA_DIR": str(tmp_path / "data"),
+            "SQUIDD_LLM__MAX_RETRIES": "0",
+            "SQUIDD_LIMITS__DAILY_TOKENS": "100",
+            "SQUIDD_LIMITS__REFUSAL_TEXT": "Budget used up for today.",
+            "HOME": str(tmp_path),
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "squidd", "chat"],
+        input="one\ntwo\nthree\nfour\n/exit\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("an answer") == 2
+    assert result.stdout.count("Budget used up for today.") == 2
+    assert len(fake_llm.chat_requests) == 2
