@@ -23,7 +23,8 @@ Each adapter maps its libraries' exceptions through one table with a test that e
 exception class the library defines is in it: `llm/errors.py` (openai, httpx2),
 `channels/matrix/errors.py` (matrix-nio, aiohttp), `channels/email/errors.py`
 (aioimaplib, aiosmtplib). An exception a table does not translate is a defect: it leaves
-unchanged, so it reaches a supervisor or the router's parking, never an endless retry.
+unchanged, so it reaches a supervisor or the poison parking (`core/poison.py`: not
+`is_passing`, so parked after `gateway.max_attempts`), never an endless retry.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ it, sorted by what squidd does about it. A class missing here fails
 - `REFUSED`: nio refuses the request itself (no such room, not encrypted, a device not yet
   trusted, the room key not shared): a reply waits and is tried again (`DeliveryError`);
   elsewhere the caller gets nio's own exception, as before.
-- `DEFECT`: raised only by parts squidd does not use (SAS, transfers cancelled by hand,
-  websockets, aiohttp internals): re-raised unchanged, so it reaches the supervisor or the
-  router's parking instead of a retry loop.
+- `DEFECT`: raised only by parts squidd does not use (nio's own SAS, squidd has its own in
+  `verification/`; transfers cancelled by hand, websockets, aiohttp internals): re-raised
+  unchanged, so it reaches the supervisor or the poison parking instead of a retry loop.
 
 Refusals the homeserver *answers* (nio's `ErrorResponse`) are no exceptions: `client.py`
 translates those.
