@@ -3,7 +3,8 @@
 Every module under `src/squidd` belongs to one layer; a layer may import only the layers
 its row allows, directly (a module-level or a function-level import alike). The core
 imports no adapter; a channel imports neither the store, the gateway, the commands nor
-another channel; nothing but the CLI imports the commands.
+another channel; nothing but the CLI imports the commands. Also the house rules that are
+shapes of the code: the stores and services built in one place, no function over 80 lines.
 """
 
 from __future__ import annotations
@@ -191,3 +192,29 @@ def test_a_second_construction_is_caught(tmp_path: Path) -> None:
     assert constructions(tmp_path, {"MediaStore"}) == {
         "MediaStore": ["squidd.commands.two:2", "squidd.gateway.one:1"]
     }
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(src: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Functions of src/ longer than `limit` lines (decorators excluded), as `module.name (n)`."""
+    found: list[str] = []
+    for path in sorted((src / "squidd").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{module_name(path, src)}.{node.name} ({lines})")
+    return found
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    assert long_functions(SRC) == []
+
+
+def test_a_long_function_is_caught(tmp_path: Path) -> None:
+    body = "".join(f"    x{n} = {n}\n" for n in range(80))
+    _plant(tmp_path, "squidd.core.long", f"async def turn():\n{body}\ndef short():\n    pass\n")
+    assert long_functions(tmp_path) == ["squidd.core.long.turn (81)"]
