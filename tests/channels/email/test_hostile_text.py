@@ -18,6 +18,7 @@ from squidd.channels.email.body import extract_text
 from squidd.channels.email.charsets import decode, header_text, printable
 from squidd.channels.email.compose import ThreadContext, build_message, encoded_words
 from squidd.channels.email.headers import parse_headers, valid_msgids
+from squidd.channels.email.inbound import prompt_text
 from squidd.channels.email.policy import Gate
 
 CONTROLS = {chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
@@ -341,3 +342,31 @@ def test_any_raw_header_value_is_printable_text(data: bytes) -> None:
 def test_a_subject_written_as_encoded_words_reads_back_as_itself(text: str) -> None:
     subject = printable(text, max_chars=1000)
     assert header_text(encoded_words(subject), max_chars=1000) == subject
+
+
+def test_a_mail_of_very_many_parts_is_read_up_to_the_part_cap() -> None:
+    raw = (
+        head(b"MIME-Version: 1.0", b'Content-Type: multipart/mixed; boundary="b"')
+        + b"--b\r\nContent-Type: text/plain\r\n\r\nthe first words\r\n"
+        + b"--b\r\nContent-Type: application/x-y\r\n\r\nz\r\n" * 20_000
+        + b"--b--\r\n"
+    )
+    body = extract_text(raw, max_chars=1000)
+    assert body.text.startswith("the first words")
+    assert body.truncated and "more than 1000 parts" in body.text
+    assert len(body.attachments) < 1000
+
+
+def test_the_prompt_names_at_most_fifty_attachments() -> None:
+    raw = (
+        head(b"MIME-Version: 1.0", b'Content-Type: multipart/mixed; boundary="b"')
+        + b"--b\r\nContent-Type: text/plain\r\n\r\nsee the files\r\n"
+        + b"".join(
+            b"--b\r\nContent-Type: application/x-y\r\nContent-Disposition: attachment; "
+            b'filename="f%d.bin"\r\n\r\nz\r\n' % i
+            for i in range(120)
+        )
+        + b"--b--\r\n"
+    )
+    text = prompt_text(parse_headers(raw), extract_text(raw, max_chars=1000))
+    assert "f49.bin" in text and "f50.bin" not in text and "and 70 more" in text

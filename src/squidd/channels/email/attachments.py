@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from email.message import Message
 from email.parser import BytesParser
 
+from squidd.channels.email.body import bounded_parts
 from squidd.channels.email.charsets import printable
 from squidd.channels.email.headers import MIME_POLICY
 from squidd.config.email import EmailSettings
@@ -33,7 +34,7 @@ def _kind(content_type: str) -> AttachmentKind:
 
 def _candidates(raw: bytes, settings: EmailSettings) -> list[tuple[str, str, bytes]]:
     """(file name, type, decoded bytes) of the allowed attachments, within the caps."""
-    msg = BytesParser(policy=MIME_POLICY).parsebytes(raw)
+    msg = BytesParser(policy=MIME_POLICY).parsebytes(bounded_parts(raw)[0])
     found: list[tuple[str, str, bytes]] = []
     for part in msg.walk():
         if part.is_multipart() or len(found) >= settings.max_attachments:

@@ -32,7 +32,15 @@ from squidd.channels.email.charsets import body_text, decode, header_text, print
 from squidd.channels.email.headers import MIME_POLICY, header_block
 from squidd.channels.email.quoting import trim_reply
 
-__all__ = ["Attachment", "MailText", "extract_text", "human_size", "listed_name"]
+__all__ = [
+    "MAX_PARTS",
+    "Attachment",
+    "MailText",
+    "bounded_parts",
+    "extract_text",
+    "human_size",
+    "listed_name",
+]
 
 log = structlog.get_logger()
 
@@ -42,6 +50,9 @@ _BOUNDARY_PARAM_RE = re.compile(rb'(?i);?\s*boundary\s*=\s*("[^"]*"|[^;\s]*)')
 _MAX_NAME_CHARS = 120
 _HTML_CHARS_PER_TEXT_CHAR = 20
 _MAX_DEPTH = 5
+MAX_PARTS = 1000
+"""Parts of one mail that are parsed at most (see `bounded_parts`)."""
+_PART_LINE_RE = re.compile(rb"^--", re.M)
 """Enclosed mails are read this many levels deep (a forward of a forward of ...)."""
 _MIN_ENCLOSED_CHARS = 200
 _MAX_FIELD_CHARS = 300
@@ -169,12 +180,26 @@ def _repair_boundary(msg: Message, raw: bytes) -> Message:
     return again if again.is_multipart() else msg
 
 
+def bounded_parts(raw: bytes) -> tuple[bytes, bool]:
+    """`raw` cut before its `MAX_PARTS`-th boundary-like line (whether it was cut): parsing
+    costs a few milliseconds per part, and a 10 MB mail can hold a hundred thousand."""
+    for count, match in enumerate(_PART_LINE_RE.finditer(raw), start=1):
+        if count > MAX_PARTS:
+            return raw[: match.start()], True
+    return raw, False
+
+
 def extract_text(raw: bytes, *, max_chars: int) -> MailText:
     """The readable body of a whole message, trimmed and capped to `max_chars`; mails it
     encloses (forwarded as `message/rfc822`, a `multipart/digest`) follow, each marked."""
+    raw, cut = bounded_parts(raw)
     try:
         msg = _repair_boundary(BytesParser(policy=MIME_POLICY).parsebytes(raw), raw)
-        return _read(msg, max_chars=max_chars, label="")
+        read = _read(msg, max_chars=max_chars, label="")
+        if not cut:
+            return read
+        note = f"[... the mail has more than {MAX_PARTS} parts; the rest is not shown]"
+        return MailText(f"{read.text}\n{note}", read.attachments, read.from_html, True)
     except Exception as exc:  # noqa: BLE001 - a parser defect on hostile MIME: raw text instead
         log.warning("email_body_unparsed", error=type(exc).__name__)
     body = raw[len(header_block(raw)) :]

@@ -27,6 +27,9 @@ from squidd.core.models import (
 
 __all__ = ["make_inbound", "oversize_notice", "prompt_text", "thread_of"]
 
+_MAX_LISTED = 50
+"""Attachments named in the prompt at most; the rest are counted."""
+
 
 def prompt_text(
     headers: MailHeaders, body: MailText, *, opened: Sequence[tuple[str, str]] = ()
@@ -43,7 +46,11 @@ def prompt_text(
         else:
             rest.append(a)
     if rest:
-        listed = "; ".join(f"{a.name} ({a.content_type}, {human_size(a.size)})" for a in rest)
+        listed = "; ".join(
+            f"{a.name} ({a.content_type}, {human_size(a.size)})" for a in rest[:_MAX_LISTED]
+        )
+        if len(rest) > _MAX_LISTED:
+            listed += f"; and {len(rest) - _MAX_LISTED} more"
         parts += ["", f"[Attachments, not opened: {listed}]"]
     return "\n".join(parts)
 
