@@ -6,6 +6,7 @@ its recipient reads back the subject it was meant to have."""
 
 from __future__ import annotations
 
+import base64
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -370,3 +371,20 @@ def test_the_prompt_names_at_most_fifty_attachments() -> None:
     )
     text = prompt_text(parse_headers(raw), extract_text(raw, max_chars=1000))
     assert "f49.bin" in text and "f50.bin" not in text and "and 70 more" in text
+
+
+def test_an_attached_eml_file_under_a_generic_type_is_shown_as_forwarded() -> None:
+    inner = plain_mail("Bob <bob@example.com>", "As a file", "Sent as an .eml attachment.")
+    raw = (
+        head(b"Subject: Fwd", b"MIME-Version: 1.0", b'Content-Type: multipart/mixed; boundary="e"')
+        + b"--e\r\nContent-Type: text/plain\r\n\r\nhave a look\r\n"
+        + b"--e\r\nContent-Type: application/octet-stream\r\n"
+        + b'Content-Disposition: attachment; filename="fwd.eml"\r\n'
+        + b"Content-Transfer-Encoding: base64\r\n\r\n"
+        + base64.encodebytes(inner)
+        + b"--e--\r\n"
+    )
+    body = extract_text(raw, max_chars=5000)
+    assert "Forwarded message 1 " in body.text
+    assert "From: Bob <bob@example.com>" in body.text and "Sent as an .eml attachment." in body.text
+    assert body.attachments == ()

@@ -57,6 +57,7 @@ _PART_LINE_RE = re.compile(rb"^--", re.M)
 _MIN_ENCLOSED_CHARS = 200
 _MAX_FIELD_CHARS = 300
 _ENCLOSING_TYPES = frozenset({"message/rfc822", "message/global"})
+_EML_TYPES = frozenset({"application/octet-stream", "application/eml", "text/plain"})
 _TRUNCATED = "[... truncated: the mail is longer than what is shown here]"
 
 
@@ -319,13 +320,23 @@ def _field(msg: Message, name: str) -> str:
 
 
 def _enclosed(part: Message) -> Message | None:
-    """The mail a `message/rfc822` (or `message/global`) part holds, else None."""
-    if part.get_content_type() not in _ENCLOSING_TYPES:
+    """The mail a `message/rfc822` (or `message/global`) part holds, or an attached `.eml`
+    file sent under a generic type (as some clients and groupware forward); else None."""
+    if part.get_content_type() in _ENCLOSING_TYPES:
+        payload = part.get_payload()
+        if isinstance(payload, list) and payload and isinstance(payload[0], Message):
+            return payload[0]
         return None
-    payload = part.get_payload()
-    if isinstance(payload, list) and payload and isinstance(payload[0], Message):
-        return payload[0]
-    return None
+    if part.get_content_type() not in _EML_TYPES:
+        return None
+    try:
+        name = part.get_filename() or ""
+        data = part.get_payload(decode=True)
+    except Exception:  # noqa: BLE001 - a broken part is an attachment like any other
+        return None
+    if not name.lower().endswith(".eml") or not isinstance(data, bytes):
+        return None
+    return BytesParser(policy=MIME_POLICY).parsebytes(bounded_parts(data)[0])
 
 
 def _listed(part: Message) -> Attachment:
