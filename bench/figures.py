@@ -288,6 +288,31 @@ def measure_mcp(quick: bool) -> list[Row]:
     return [Row("MCP tool call, through squidd / SDK directly", ours / sdk, "x", "-", None)]
 
 
+def measure_journal(quick: bool) -> list[Row]:
+    """The turn journal: a turn with two tool calls with it and without, and a plain turn."""
+    from bench import bench_journal
+
+    result = anyio.run(bench_journal.figures, 20 if quick else 300)
+    tools_ratio, plain_ratio = result["tools_cpu_ratio"], result["plain_cpu_ratio"]
+    return [
+        Row("journal: CPU, turn with 2 tool calls, with/without", tools_ratio, "x", "-", None),
+        Row(
+            "journal: fsyncs per turn with 2 tool calls",
+            result["tools_fsyncs_with"],
+            "",
+            f"was {result['tools_fsyncs_without']:.0f}",
+            None,
+        ),
+        Row(
+            "journal: CPU, turn without tool calls, with/without",
+            plain_ratio,
+            "x",
+            "<= 1.05",
+            plain_ratio <= 1.05,
+        ),
+    ]
+
+
 def measure_search(quick: bool) -> list[Row]:
     """search_history in one 100,000-message session: index build and the slowest query."""
     from bench import bench_search_history as sh
@@ -371,5 +396,6 @@ ENTRIES: list[Entry] = [
     Entry("P7", measure_p7),
     Entry("MCP", measure_mcp),
     Entry("search", measure_search),
+    Entry("journal", measure_journal),
     Entry("media", measure_media),
 ]

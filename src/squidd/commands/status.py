@@ -3,7 +3,8 @@
 Reads the JSON document the daemon serves on its status socket (gateway/status.py) and
 prints what a user asks when something seems wrong: uptime, each channel's state, last
 traffic, each MCP server's state, tool count and last error, turns in flight and queued,
-the messages parked after repeated failures (count, newest reason), the sub-agents running
+the turns with a journal (running tool calls, resumed after a crash, or cut short), the
+messages parked after repeated failures (count, newest reason), the sub-agents running
 (per parent session) and their caps, the next cron runs. When no daemon answers it says so,
 shows the parked count read from the data dir, and exits 1.
 """
@@ -58,6 +59,21 @@ def _duration(seconds: float) -> str:
     return f"{secs}s"
 
 
+def _journal_lines(journals: list[dict[str, Any]] | None, now: datetime) -> list[str]:
+    """The turns with a journal: running with tool calls, resumed after a crash, or cut
+    short and waiting for their message to come back."""
+    if not journals:
+        return []
+    lines = ["turns with tool calls not yet delivered (journal):"]
+    for turn in journals:
+        state = "resumed" if turn.get("resumed") else "in flight or cut short"
+        lines.append(
+            f"  {turn.get('session', '?'):<24} {state}, started "
+            f"{_ago(turn.get('started_at'), now)}, {turn.get('tool_calls', 0)} tool call(s)"
+        )
+    return lines
+
+
 def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     lines = [
@@ -91,6 +107,7 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
         f"{turns.get('sessions', 0)} active sessions; "
         f"{data.get('outbox', 0)} replies waiting for delivery"
     )
+    lines.extend(_journal_lines(data.get("journal"), now))
     lines.extend(parked_lines(data.get("parked")))
     lines.extend(_subagent_lines(data.get("subagents")))
     cron = data.get("cron")

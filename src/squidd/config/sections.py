@@ -134,6 +134,11 @@ class GatewaySettings(Section):
     max_attempts: int = Field(default=3, ge=1, le=100)
     # How often the daemon looks for `squidd parked retry` requests.
     parked_poll_s: float = Field(default=5.0, gt=0)
+    # A turn cut short (a crash) resumes from its journal when its message comes back; a
+    # journal older than this is not resumed: the person is told the request was not done.
+    journal_max_age_hours: float = Field(default=24.0, gt=0)
+    # Test-only: SIGKILL the daemon right after the first journal record of this kind.
+    journal_crash_after_test_only: Literal["", "answer", "start", "result"] = ""
 
     @model_validator(mode="after")
     def _delays(self) -> GatewaySettings:

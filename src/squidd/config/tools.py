@@ -177,6 +177,12 @@ class ToolsSettings(Section):
     # Tools (names or globs) whose schemas are sent only after the model asks for them
     # with `load_tools`: rarely used or large tool sets cost no tokens until needed.
     on_demand: list[str] = Field(default_factory=lambda: ["cron_*"])
+    # What running a tool twice does, per tool name, over what the tool declares (MCP tools
+    # by their annotations): "read_only", "idempotent" or "side_effect". After a crash, a
+    # call that started without a recorded result runs again only if not "side_effect".
+    effects: dict[str, Literal["read_only", "idempotent", "side_effect"]] = Field(
+        default_factory=dict
+    )
     files: FilesSettings = Field(default_factory=FilesSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
     web_fetch: WebFetchSettings = Field(default_factory=WebFetchSettings)

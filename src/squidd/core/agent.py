@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from squidd.core.memory import MemoryManager
 from squidd.core.models import Attachment, SessionId
 from squidd.core.ports import AttachmentReader, LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
+from squidd.core.resume import TurnRecording
 from squidd.core.tool_calls import DEFAULT_MAX_RESULT_CHARS
 from squidd.core.tools import ToolRegistry
 from squidd.core.turns import OnEvent, TurnInput, TurnLimits, TurnSteps
@@ -47,9 +48,11 @@ class AgentLoop:
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         attachments: AttachmentReader | None = None,
         prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None,
+        recording: TurnRecording | None = None,
     ) -> None:
         # `prompt_parts` gives the system prompt parts of every turn that have their own
-        # cap (the skills index); they come before a run's own `extra_parts`.
+        # cap (the skills index); they come before a run's own `extra_parts`. `recording`:
+        # the journal turns with a `turn_id` record in and resume from (core/journal.py).
         self._llm = llm
         self._memory = memory
         self._steps = TurnSteps(
@@ -69,6 +72,7 @@ class AgentLoop:
             usage=usage,
             results=results,
             max_result_chars=max_result_chars,
+            recording=recording,
         )
 
     async def run(
@@ -97,7 +101,8 @@ class AgentLoop:
         keeps the references and the short notes, not the files' content.
 
         `turn_id` names the inbound message answered (stable across redeliveries): when the
-        history already holds a finished turn for it, that reply is returned as it is.
+        history already holds a finished turn for it, that reply is returned as it is; when
+        its journal holds the steps of a turn cut short, the turn resumes from them.
         Raises `LLMError` when the model cannot answer; the user message is still kept in
         the session's history then (as it is when anything else breaks the turn).
         `max_tool_rounds` lowers the round limit for this turn (a sub-agent's step cap).

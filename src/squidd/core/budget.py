@@ -110,3 +110,32 @@ def newest_within(messages: Sequence[Message], tokens: int, estimator: TokenEsti
 def last_turn_tokens(messages: Sequence[Message], estimator: TokenEstimator) -> int:
     """Tokens of the newest whole turn: about what one more turn will add."""
     return estimator.messages(messages[_turn_starts(messages)[-1] :]) if messages else 0
+
+
+def fit_request(
+    context: list[Message],
+    steps: list[Message],
+    reserved: int,
+    budget: PromptBudget | None,
+    estimator: TokenEstimator,
+    *,
+    tight: bool,
+) -> list[Message]:
+    """One round's request (the `context`, then this turn's `steps` so far) within the
+    budget: first the turn's older tool results shrink (the newest round stays whole), then
+    older history makes room. `reserved` is the tokens of the tool schemas."""
+    if budget is None or not steps:
+        return [*context, *steps]
+    limit = budget.fit_tokens(tight=tight)
+    if estimator.messages([*context, *steps]) + reserved <= limit:
+        return [*context, *steps]
+    last_round = max(i for i, m in enumerate(steps) if m.role == "assistant")
+    steps = shrink_tool_results(steps, last_round)
+    if estimator.messages([*context, *steps]) + reserved <= limit:
+        return [*context, *steps]
+    system, history, user = context[0], context[1:-1], context[-1]
+    available = limit - reserved - estimator.messages([system, user, *steps])
+    history = fit_history(history, max(0, available), estimator)
+    while history and history[0].role != "user":
+        history = history[1:]
+    return [system, *history, user, *steps]

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from anyio.abc import TaskStatus
 
 from squidd.core.cron import CronJob
+from squidd.core.journal import Replay
 from squidd.core.models import (
     Attachment,
     AttachmentKind,
@@ -30,6 +31,7 @@ from squidd.core.models import (
     PendingReply,
     SessionId,
     SourceId,
+    ToolCall,
     ToolDefinition,
     ToolResult,
 )
@@ -171,6 +173,23 @@ class Outbox(Protocol):
     async def put(self, channel: ChannelName, source_id: SourceId, reply: PendingReply) -> None: ...
 
     async def remove(self, channel: ChannelName, source_id: SourceId) -> None: ...
+
+
+class TurnJournal(Protocol):
+    """Records of the turns in flight that asked for tools, keyed by the turn key of
+    core/journal.py; each record is durable when the call returns."""
+
+    async def load(self, turn: str) -> Replay | None: ...
+
+    async def answer(
+        self, turn: str, session: str, text: str, calls: Sequence[ToolCall]
+    ) -> None: ...
+
+    async def started(self, turn: str, call: ToolCall) -> None: ...
+
+    async def result(self, turn: str, call_id: str, content: str) -> None: ...
+
+    async def remove(self, turn: str) -> None: ...
 
 
 class PromptSource(Protocol):

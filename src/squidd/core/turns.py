@@ -14,8 +14,12 @@ the loop guard and the round count. `TurnSteps` changes it, one named step at a 
 - `finish`: the final reply joins the turn, which is appended to the session's history once;
   `fail` keeps the user message in the history when the turn breaks.
 
-`AgentLoop.run` (core/agent.py) drives these steps; they are also the points where a turn's
-progress can be recorded.
+`AgentLoop.run` (core/agent.py) drives these steps. With a journal (core/journal.py), a
+turn that asks for tools records each such answer, each call's start and each result as it
+goes; a turn whose inbound comes back after a crash is resumed from those records: `prepare`
+reads them, `round` takes a recorded answer instead of asking the model, and `call_tool`
+uses a recorded result, or, for a call that started without a recorded result, runs it again
+only when its tool may run twice, else gives the model `INTERRUPTED`.
 """
 
 from __future__ import annotations
@@ -26,8 +30,12 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from squidd.core.budget import fit_history, shrink_tool_results
+from squidd.core.budget import fit_request
 from squidd.core.estimator import messages_chars, tools_chars
+from squidd.core.journal import (
+    RecordedAnswer,
+    Replay,
+)
 from squidd.core.loop_guard import LoopGuard
 from squidd.core.memory import MemoryManager
 from squidd.core.models import (
@@ -43,7 +51,15 @@ from squidd.core.models import (
     Usage,
     utcnow,
 )
-from squidd.core.ports import AttachmentReader, LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
+from squidd.core.ports import (
+    AttachmentReader,
+    LLMPort,
+    PromptSource,
+    ResultStore,
+    Tool,
+    ToolPolicy,
+)
+from squidd.core.resume import TurnRecording, load_replay, recorded_result
 from squidd.core.tool_calls import cap_result, dispatch, offer, tools_for
 from squidd.core.tools import ToolRegistry
 from squidd.core.usage import UsageSink, record_usage
@@ -104,6 +120,9 @@ class Turn:
     retried: bool = False
     request_chars: int = 0
     reply: str | None = None
+    # The journal key (the turn id) when this turn records; what it recorded before.
+    key: str | None = None
+    replay: Replay | None = None
 
     @property
     def session(self) -> SessionId:
@@ -139,6 +158,7 @@ class TurnSteps:
         usage: UsageSink | None = None,
         results: ResultStore | None = None,
         max_result_chars: int,
+        recording: TurnRecording | None = None,
     ) -> None:
         self._memory = memory
         self._registry = registry
@@ -151,6 +171,7 @@ class TurnSteps:
         self._usage = usage
         self._results = results
         self._max_result_chars = max_result_chars
+        self._recording = recording
 
     def previous_reply(self, ask: TurnInput, window: HistoryWindow) -> str | None:
         """The reply of a finished turn for the same inbound (a redelivery), if any."""
@@ -205,24 +226,43 @@ class TurnSteps:
                 attachments=tuple(ask.attachments),
             )
         )
+        await load_replay(self._recording, turn)
         return turn
 
     async def round(self, turn: Turn) -> None:
         """One request, the model's answer, and the tool calls it asks for. An answer
         without tool calls (or any answer once tools are stopped) is the turn's reply."""
         turn.rounds += 1
-        request = self._fit_request(turn)
-        offered = turn.definitions
-        if turn.stopped is not None:
-            # Told why, and asked for its answer: no tools are offered any more.
-            request.append(Message(role="user", content=turn.guard.final_prompt(turn.stopped)))
-            offered = []
-        text, calls = await self._complete(turn, request, offered)
+        recorded: RecordedAnswer | None = None
+        if turn.replay is not None and turn.stopped is None:
+            recorded = turn.replay.take_answer()
+        if recorded is not None:  # asked and answered before the cut: not asked again
+            text, calls = recorded.text, recorded.calls
+        else:
+            memory = self._memory
+            request = fit_request(
+                turn.context,
+                turn.messages[1:],
+                turn.reserved,
+                memory.budget,
+                memory.estimator,
+                tight=turn.retried,
+            )
+            offered = turn.definitions
+            if turn.stopped is not None:
+                # Told why, and asked for its answer: no tools are offered any more.
+                prompt = turn.guard.final_prompt(turn.stopped)
+                request.append(Message(role="user", content=prompt))
+                offered = []
+            text, calls = await self._complete(turn, request, offered)
         if not calls or turn.stopped is not None:
             turn.reply = text.strip()
             return
+        if recorded is None and self._recording is not None and turn.key is not None:
+            await self._recording.journal.answer(turn.key, turn.session, text, calls)
+        ts = recorded.ts if recorded is not None else now_iso()
         turn.messages.append(
-            Message(role="assistant", content=text or None, tool_calls=calls, ts=now_iso())
+            Message(role="assistant", content=text or None, tool_calls=calls, ts=ts)
         )
         for call in calls:
             turn.messages.append(await self.call_tool(turn, call))
@@ -232,13 +272,21 @@ class TurnSteps:
             log.warning("tool_calls_stopped", session=turn.session, reason=turn.stopped)
 
     async def call_tool(self, turn: Turn, call: ToolCall) -> Message:
-        """Run one tool call; its result as the tool message that enters the turn."""
-        result = await dispatch(call, turn.tools)
-        content = await cap_result(
-            self._results, self._max_result_chars, turn.session, call, result.content
-        )
-        if result.is_error:
-            content = f"Error: {content}"
+        """Run one tool call (or take its recorded result); its result as the tool message
+        that enters the turn. With a journal, its start and its result are recorded."""
+        content = await recorded_result(self._recording, turn, call)
+        if content is None:
+            journal = self._recording.journal if self._recording and turn.key else None
+            if journal is not None and turn.key is not None:
+                await journal.started(turn.key, call)
+            result = await dispatch(call, turn.tools)
+            content = await cap_result(
+                self._results, self._max_result_chars, turn.session, call, result.content
+            )
+            if result.is_error:
+                content = f"Error: {content}"
+            if journal is not None and turn.key is not None:
+                await journal.result(turn.key, call.id, content)
         return Message(
             role="tool", content=content, tool_call_id=call.id, name=call.name, ts=now_iso()
         )
@@ -320,25 +368,3 @@ class TurnSteps:
             if on_event is not None:
                 await on_event(event)
         return "".join(parts), calls
-
-    def _fit_request(self, turn: Turn) -> list[Message]:
-        """The request for this round within the budget: first this turn's older tool
-        results shrink (the newest round stays whole), then older history makes room."""
-        context, steps, reserved = turn.context, turn.messages[1:], turn.reserved
-        budget = self._memory.budget
-        if budget is None or not steps:
-            return [*context, *steps]
-        limit = budget.fit_tokens(tight=turn.retried)
-        estimator = self._memory.estimator
-        if estimator.messages([*context, *steps]) + reserved <= limit:
-            return [*context, *steps]
-        last_round = max(i for i, m in enumerate(steps) if m.role == "assistant")
-        steps = shrink_tool_results(steps, last_round)
-        if estimator.messages([*context, *steps]) + reserved <= limit:
-            return [*context, *steps]
-        system, history, user = context[0], context[1:-1], context[-1]
-        available = limit - reserved - estimator.messages([system, user, *steps])
-        history = fit_history(history, max(0, available), estimator)
-        while history and history[0].role != "user":
-            history = history[1:]
-        return [system, *history, user, *steps]

@@ -24,8 +24,9 @@ from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
 from squidd.core.models import Inbound
 from squidd.core.poison import PoisonGuard
-from squidd.core.ports import Channel, Clock
+from squidd.core.ports import Channel, Clock, HandledLog
 from squidd.core.reply_files import Reply
+from squidd.core.resume import JournalCleanup
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import Supervisor
@@ -105,7 +106,9 @@ def build_daemon(
     async def run_turn(inbound: Inbound) -> str | Reply:
         return await turns[0](inbound)
 
-    router = _router(settings, by_name, run_turn, supervisor, handled, outbox, parked)
+    # Recording a message as done also drops its turn's journal (core/resume.py).
+    done = handled if runtime.journal is None else JournalCleanup(handled, runtime.journal)
+    router = _router(settings, by_name, run_turn, supervisor, done, outbox, parked)
     scheduled = ScheduledRuns(
         router,
         PendingRunsDir(data_dir),
@@ -150,7 +153,7 @@ def _router(
     channels: dict[str, Channel],
     run_turn: Callable[[Inbound], Awaitable[str | Reply]],
     supervisor: Supervisor,
-    handled: HandledFile,
+    handled: HandledLog,
     outbox: OutboxDir,
     parked: ParkedDir,
 ) -> Router:

@@ -97,6 +97,7 @@ class Daemon:
             "turns": self.router.stats(),
             "outbox": await self.outbox.count(),
             "parked": (await self.parked.summary()).to_dict(),
+            "journal": await self.runtime.journal.in_flight() if self.runtime.journal else [],
             "mcp": self.mcp.snapshot(),
             "usage_today": await self.turns.usage_today(),
             "limits": [state.to_dict() for state in await self.caps.states()],
@@ -172,6 +173,8 @@ class Daemon:
             status = StatusServer(socket_path(self.settings), self.snapshot, self._control_ops())
             await tg.start(status.serve)
             await self.handled.load()
+            if self.runtime.journal is not None:  # journals of messages done before a crash
+                await self.runtime.journal.sweep(self.handled.contains)
             await tg.start(self.router.run)
             await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()

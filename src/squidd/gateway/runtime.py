@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import anyio.to_thread
 import httpx2
@@ -14,14 +15,17 @@ import httpx2
 from squidd.config import Settings
 from squidd.core.agent import AgentLoop
 from squidd.core.budget import PromptBudget
+from squidd.core.journal import Effect
 from squidd.core.memory import MemoryManager
 from squidd.core.models import HistoryHit
 from squidd.core.ports import PromptSource, ToolPolicy
+from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.media.reader import MediaReader
 from squidd.secrets import known_secrets
+from squidd.store.journal import JournalDir
 from squidd.store.jsonl import JsonlStore
 from squidd.store.media import MediaStore
 from squidd.store.tool_results import ToolResultFiles
@@ -56,6 +60,7 @@ class Runtime:
     media: MediaStore
     results: ToolResultFiles
     policy: ToolPolicy | None = None
+    journal: JournalDir | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
     async def aclose(self) -> None:
@@ -173,6 +178,14 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
     )
     # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
     policy = SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools))
+    journal = JournalDir(
+        settings.storage.data_dir, crash_after=settings.gateway.journal_crash_after_test_only
+    )
+    recording = TurnRecording(
+        journal,
+        effects={name: Effect(value) for name, value in settings.tools.effects.items()},
+        max_age=timedelta(hours=settings.gateway.journal_max_age_hours),
+    )
     agent = AgentLoop(
         llm=llm,
         memory=memory,
@@ -190,6 +203,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
             settings.media, vision=settings.llm.vision, transcriber=transcriber
         ),
         prompt_parts=None if skills is None else skills_index_part(skills),
+        recording=recording,
     )
     return Runtime(
         settings=settings,
@@ -203,5 +217,6 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         media=media,
         results=results,
         policy=policy,
+        journal=journal,
         extra={"transcriber": transcriber} if transcriber else {},
     )

@@ -27,6 +27,7 @@ import anyio
 import structlog
 
 from squidd.config.tools import SpawnSettings
+from squidd.core.journal import turn_key
 from squidd.core.models import Inbound, InboundKind, SessionId
 from squidd.core.ports import Tool
 from squidd.core.runs import PendingRun
@@ -172,7 +173,11 @@ class SubAgents:
         reply_to = "" if inbound.reply_to is None else str(inbound.reply_to)
         try:
             report = await self._run(
-                sub, root_channel, inbound.text, reply_to, f"{inbound.channel}:{inbound.source_id}"
+                sub,
+                root_channel,
+                inbound.text,
+                reply_to,
+                turn_key(inbound.channel, inbound.source_id),
             )
         except TimeoutError:
             log.warning("subagent_timed_out", session=sub, timeout_s=self._settings.timeout_s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from squidd.core.journal import turn_key
 from squidd.core.models import Inbound, InboundKind
 from squidd.core.reply_files import Reply, ReplyFiles
 from squidd.gateway.caps import DailyCaps
@@ -59,7 +60,7 @@ class TurnRunner:
             inbound.text,
             inbound.turn_channel,
             extra_tools=self._tools.for_turn(TurnScope.of(inbound, files)),
-            turn_id=f"{inbound.channel}:{inbound.source_id}",
+            turn_id=turn_key(inbound.channel, inbound.source_id),
             attachments=inbound.attachments,
             purpose=PURPOSES.get(inbound.kind),
         )

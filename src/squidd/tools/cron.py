@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints
 
 from squidd.core.cron import CronJob, JobListError, make_job, with_job, without_job
+from squidd.core.journal import Effect
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import JobStore, Tool
 from squidd.errors import StorageError, ToolError
@@ -71,6 +72,7 @@ class NoArguments(Arguments):
 
 class CronAddTool:
     name = "cron_add"
+    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Schedule a prompt to run later, once or repeatedly; the answer is delivered to this "
         "conversation unless 'target' names another ('matrix:!room:server', "
@@ -106,6 +108,7 @@ class CronAddTool:
 
 class CronListTool:
     name = "cron_list"
+    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
     description = "List the scheduled jobs: name, schedule, next run, target and prompt."
     parameters: Mapping[str, Any] = schema_of(NoArguments)
 
@@ -124,6 +127,7 @@ class CronListTool:
 
 class CronRemoveTool:
     name = "cron_remove"
+    effect = Effect.IDEMPOTENT  # what a second run does, for a resumed turn (core/journal.py)
     description = "Remove a scheduled job by its name."
     parameters: Mapping[str, Any] = schema_of(CronRemoveArguments)
 

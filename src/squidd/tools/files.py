@@ -28,6 +28,7 @@ import structlog
 from pydantic import Field
 
 from squidd.config.tools import FilesSettings
+from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
 from squidd.text import clean_text
@@ -212,6 +213,7 @@ class ListArguments(Arguments):
 
 class ReadFileTool(_FileTool):
     name = "read_file"
+    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Read a UTF-8 text file of the workspace (paths relative to it), a saved long "
         "tool result (tool-results/...) or a received attachment (media/... or its saved "
@@ -271,6 +273,7 @@ def media_relative(media_dir: Path, path: str) -> str | None:
 
 class WriteFileTool(_FileTool):
     name = "write_file"
+    effect = Effect.IDEMPOTENT  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Create or replace a UTF-8 text file in the workspace with the given content. "
         "Missing directories are created."
@@ -297,6 +300,7 @@ class WriteFileTool(_FileTool):
 
 class EditFileTool(_FileTool):
     name = "edit_file"
+    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Replace one exact piece of text in a workspace file. Fails when old_text is not "
         "found or occurs more than once (then include more surrounding text)."
@@ -327,6 +331,7 @@ class EditFileTool(_FileTool):
 
 class ListDirTool(_FileTool):
     name = "list_dir"
+    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "List a directory of the workspace ('.' for its top). Directories end with '/', "
         "symlinks with '@'; files show their size in bytes."

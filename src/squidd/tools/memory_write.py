@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
+from squidd.core.journal import Effect
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import MemoryStore
 from squidd.errors import StorageError, ToolError
@@ -26,6 +27,7 @@ class MemoryWriteArguments(Arguments):
 
 class MemoryWriteTool:
     name = "memory_write"
+    effect = Effect.IDEMPOTENT  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Update your long-term memory. This is a global document shared across all sessions "
         "and channels: use it to keep user preferences, ongoing projects and key facts. The "

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
+from squidd.core.journal import Effect
 from squidd.core.models import HistoryHit, SessionId, ToolResult
 from squidd.core.ports import MemoryStore
 from squidd.errors import StorageError, ToolError
@@ -27,6 +28,7 @@ class SearchArguments(Arguments):
 
 class SearchHistoryTool:
     name = "search_history"
+    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Search this conversation's full history, including parts already condensed into the "
         "summary, for messages containing all the given words. Returns short snippets, "
@@ -62,6 +64,7 @@ def _query_and_limit(arguments: Mapping[str, Any], most: int) -> tuple[str, int]
 
 class SearchAllHistoryTool:
     name = "search_all_history"
+    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Search every conversation's history (all chats, mails, scheduled runs) for messages "
         "containing all the given words. Returns snippets with the conversation and the date, "

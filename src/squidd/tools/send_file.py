@@ -22,6 +22,7 @@ import anyio.to_thread
 import structlog
 from pydantic import Field
 
+from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.core.reply_files import FileKind, FileRef, ReplyFiles
 from squidd.errors import ToolError
@@ -42,6 +43,7 @@ class SendFileArguments(Arguments):
 
 class SendFileTool:
     name = "send_file"
+    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Send a file with your reply: a file of the workspace (relative path) or a "
         "received attachment (media/...). It goes out with your answer (Matrix: as an "

@@ -28,6 +28,7 @@ import structlog
 from pydantic import Field
 
 from squidd.config.tools import ShellSettings
+from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
 from squidd.tools.arguments import Arguments, parse, schema_of
@@ -108,6 +109,7 @@ class ShellTool:
     """Implements `squidd.core.ports.Tool`."""
 
     name = "shell"
+    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
     parameters: Mapping[str, Any] = schema_of(ShellArguments)
 
     def __init__(

@@ -26,6 +26,7 @@ import structlog
 import yaml
 from pydantic import Field, StringConstraints
 
+from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
 from squidd.tools.arguments import Arguments, parse, schema_of
@@ -245,6 +246,7 @@ class ReadSkillArguments(Arguments):
 
 class ReadSkillTool:
     name = "read_skill"
+    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
     description = "Read the instructions of one of the skills listed in the system prompt."
     parameters: Mapping[str, Any] = schema_of(ReadSkillArguments)
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Protocol
 import structlog
 from pydantic import Field, StringConstraints
 
+from squidd.core.journal import Effect
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import ToolPolicy
 from squidd.errors import ToolError
@@ -93,6 +94,7 @@ class SpawnArguments(Arguments):
 
 class SpawnTool:
     name = "spawn"
+    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Hand a self-contained task to a sub-agent working in its own conversation with "
         "fewer tools. wait=true (default): wait and get its report as the result. "

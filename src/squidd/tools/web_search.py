@@ -31,6 +31,7 @@ import structlog
 from pydantic import Field, StringConstraints
 
 from squidd.config.tools import WebSearchSettings
+from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
 from squidd.text import clean_text
@@ -151,6 +152,7 @@ class WebSearchArguments(Arguments):
 
 class WebSearchTool:
     name = "web_search"
+    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
     description = (
         "Search the web. Returns title, URL and a short snippet per result; read a page "
         "with web_fetch when you need more than the snippet."

@@ -54,10 +54,13 @@ def http_server(port: int, name: str = "web", **extra: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def running_http_server(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """The SDK-written HTTP server on `port`, up (accepting) when the block starts."""
+def running_http_server(
+    port: int, script: str = "http_server.py"
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The SDK-written HTTP server on `port` (`script`: http_server.py, or notes_server.py
+    for the turn-journal tests), up (accepting) when the block starts."""
     process = subprocess.Popen(
-        [sys.executable, str(HERE / "http_server.py"), str(port)],
+        [sys.executable, str(HERE / script), str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -39,7 +39,7 @@ from squidd.errors import TransientError
 from squidd.text import clean_data, clean_text
 from squidd.tools.mcp.schema import SchemaRejectedError, sanitize_schema
 from squidd.tools.mcp.stdio import stdio_transport
-from squidd.tools.mcp.tool import McpTool
+from squidd.tools.mcp.tool import McpTool, effect_from_annotations
 
 log = structlog.get_logger()
 
@@ -242,7 +242,13 @@ class McpServer:
                 )
                 continue
             description = clean_text(tool.description or tool.title or "")
-            adapter = McpTool.build(self, tool.name, description, schema)
+            adapter = McpTool.build(
+                self,
+                tool.name,
+                description,
+                schema,
+                effect=effect_from_annotations(tool.annotations),
+            )
             if adapter is None:
                 log.warning(
                     "mcp_tool_dropped",

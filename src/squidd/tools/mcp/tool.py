@@ -4,6 +4,10 @@ The call goes through the server's current session with the server's `timeout_s`
 that is cancelled cancels the call (the SDK tells the server). A call that finds the
 connection gone reports it to its server, which takes its tools away and reconnects, and
 the model gets a short tool error instead of a hung turn.
+
+Its `effect` (what a second run does, for a turn resumed after a crash, core/journal.py)
+comes from the server's annotations: `readOnlyHint` read-only, else `idempotentHint`
+idempotent, else (nothing said) a side effect. `tools.effects` may override it by name.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 from mcp.shared.exceptions import MCPError
+from mcp.types import ToolAnnotations
 
+from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.text import clean_text
 from squidd.tools.mcp.result import render_result
@@ -25,20 +31,39 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-__all__ = ["SEPARATOR", "McpTool"]
+__all__ = ["SEPARATOR", "McpTool", "effect_from_annotations"]
 
 SEPARATOR = "__"
 _TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONNECTION_CLOSED = -32000
 
 
+def effect_from_annotations(annotations: ToolAnnotations | None) -> Effect:
+    """The effect class an MCP tool declares (`readOnlyHint`, `idempotentHint` on the
+    wire); only an explicit `true` counts."""
+    if annotations is None:
+        return Effect.SIDE_EFFECT
+    if annotations.read_only_hint is True:
+        return Effect.READ_ONLY
+    if annotations.idempotent_hint is True:
+        return Effect.IDEMPOTENT
+    return Effect.SIDE_EFFECT
+
+
 class McpTool:
     """Implements `squidd.core.ports.Tool` for one tool of one MCP server."""
 
     def __init__(
-        self, server: McpServer, remote_name: str, description: str, schema: dict[str, Any]
+        self,
+        server: McpServer,
+        remote_name: str,
+        description: str,
+        schema: dict[str, Any],
+        *,
+        effect: Effect = Effect.SIDE_EFFECT,
     ) -> None:
         self._server = server
+        self.effect = effect
         self.remote_name = remote_name
         self._name = f"{server.name}{SEPARATOR}{remote_name}"
         self._description = description
@@ -46,12 +71,18 @@ class McpTool:
 
     @classmethod
     def build(
-        cls, server: McpServer, remote_name: str, description: str, schema: dict[str, Any]
+        cls,
+        server: McpServer,
+        remote_name: str,
+        description: str,
+        schema: dict[str, Any],
+        *,
+        effect: Effect = Effect.SIDE_EFFECT,
     ) -> McpTool | None:
         """The adapter, or None when the namespaced name is not a valid model tool name."""
         if not _TOOL_NAME_RE.fullmatch(f"{server.name}{SEPARATOR}{remote_name}"):
             return None
-        return cls(server, remote_name, description, schema)
+        return cls(server, remote_name, description, schema, effect=effect)
 
     @property
     def name(self) -> str:

@@ -1,0 +1,119 @@
+"""Resuming a turn from its journal: the two places a Turn (core/turns.py) meets what it
+recorded before it was cut short (core/journal.py).
+
+`TurnRecording` is the journal turns record in, the effect overrides per tool name and the
+age past which a journal is not resumed. `load_replay` reads a turn's records as it is
+prepared, or answers a journal too old to resume with a notice (no model call);
+`recorded_result` gives a call's recorded result, or None when the call is to run now, or
+tells the model the outcome is unknown when a call started without a result and its tool
+must not run twice. `JournalCleanup` is the router's handled record that also drops the
+turn's journal once the message is recorded as done (its reply delivered, refused for good
+or parked): the turn is in the history by then, and the journal has served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import structlog
+
+from squidd.core.journal import (
+    INTERRUPTED,
+    Effect,
+    effect_of,
+    may_rerun,
+    stale_notice,
+    turn_key,
+)
+from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
+from squidd.core.on_demand import LOAD_TOOLS
+from squidd.core.ports import HandledLog, TurnJournal
+
+if TYPE_CHECKING:
+    from squidd.core.turns import Turn
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True)
+class TurnRecording:
+    """The journal a turn with a `turn_id` records in, and how its records are used:
+    effect overrides per tool name, and the age past which a journal is not resumed."""
+
+    journal: TurnJournal
+    effects: Mapping[str, Effect] = field(default_factory=dict)
+    max_age: timedelta = timedelta(hours=24)
+    now: Callable[[], datetime] = utcnow
+
+
+async def load_replay(recording: TurnRecording | None, turn: Turn) -> None:
+    """Read what this turn recorded before it was cut short; one too old to resume is
+    answered with a notice saying so, without a model call."""
+    key = turn.ask.turn_id
+    if recording is None or key is None:
+        return
+    turn.key = key
+    replay = await recording.journal.load(key)
+    if replay is None:
+        return
+    if replay.too_old(recording.now(), recording.max_age):
+        log.warning("turn_not_resumed", turn=key, reason="too old", since=str(replay.started_at))
+        turn.reply = stale_notice(replay, recording.max_age)
+        return
+    turn.replay = replay
+    log.info(
+        "turn_resumed",
+        turn=key,
+        answers=len(replay.answers),
+        results=len(replay.results),
+        unfinished=len(replay.started - set(replay.results)),
+    )
+
+
+async def recorded_result(
+    recording: TurnRecording | None, turn: Turn, call: ToolCall
+) -> str | None:
+    """The result of a call the turn made before it was cut short, or None when the call
+    is to run now: it never started, or it started without a recorded result and its tool
+    may run twice. Otherwise the model is told the outcome is unknown (and that is recorded
+    as the call's result)."""
+    replay = turn.replay
+    if replay is None or recording is None or turn.key is None:
+        return None
+    if call.name == LOAD_TOOLS:
+        return None  # it only offers schemas within the turn: run again to offer them
+    if call.id in replay.results:
+        return replay.results[call.id]
+    if call.id not in replay.started:
+        return None
+    effect = effect_of(call.name, turn.tools.get(call.name), recording.effects)
+    if may_rerun(effect):
+        log.info("tool_call_rerun", tool=call.name, effect=str(effect))
+        return None
+    log.warning("tool_call_outcome_unknown", tool=call.name, effect=str(effect))
+    content = INTERRUPTED.format(name=call.name)
+    await recording.journal.result(turn.key, call.id, content)
+    return content
+
+
+class JournalCleanup:
+    """A `HandledLog` that drops the turn's journal right after the message is recorded as
+    done. A crash between the two leaves a journal of a handled message, which
+    `JournalDir.sweep` removes at the next start."""
+
+    def __init__(self, handled: HandledLog, journal: TurnJournal) -> None:
+        self._handled = handled
+        self._journal = journal
+
+    async def contains(self, channel: ChannelName, source_id: SourceId) -> bool:
+        return await self._handled.contains(channel, source_id)
+
+    async def failed(self, channel: ChannelName, source_id: SourceId) -> bool:
+        return await self._handled.failed(channel, source_id)
+
+    async def add(self, channel: ChannelName, source_id: SourceId, *, failed: bool = False) -> None:
+        await self._handled.add(channel, source_id, failed=failed)
+        await self._journal.remove(turn_key(channel, source_id))

@@ -1,0 +1,236 @@
+"""Turn journals: one JSON-lines file per turn in flight that asked for tools.
+
+`<data dir>/gateway/journal/<safe name of the turn key>.jsonl`, beside the outbox and the
+pending runs. Each record (a model answer that asks for tools, a tool call's start, its
+result) is appended whole and fsync'd before the turn acts on it; the directory is fsync'd
+when a journal is created, so the file itself survives a power loss. A turn without tool
+calls never creates one. The router removes a journal once the turn is in the history and
+its reply delivered (or the inbound is done otherwise).
+
+Reading back tolerates what a crash leaves: a torn last line or a corrupt line ends the
+journal there (the turn resumes from the last good record); the damage is logged once and
+cut off, so the records appended after the resume are read again next time.
+
+The daemon is the journals' only writer (one daemon per data dir; `squidd chat` keeps none),
+so after one listing it knows which exist: the look-up each new turn makes, which finds
+none, costs no file operation, and neither does removing a journal that was never written.
+
+`crash_after` (a test-only setting) makes the process SIGKILL itself right after the first
+record of that kind is durable, so the fault tests can stop a real daemon at that exact step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from squidd.core.journal import RecordedAnswer, Replay
+from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
+from squidd.errors import StorageError
+from squidd.fs import append_lines_locked, safe_name
+
+log = structlog.get_logger()
+
+SUFFIX = ".jsonl"
+
+
+def _decode(path: Path) -> tuple[Replay | None, int | None, dict[str, Any]]:
+    """The journal's good records as a Replay, the offset where damage starts (None if
+    none) and what its first record says (session, start time)."""
+    raw = path.read_bytes()
+    replay: Replay | None = None
+    head: dict[str, Any] = {}
+    offset = 0
+    for line in raw.splitlines(keepends=True):
+        try:
+            if not line.endswith(b"\n"):
+                raise ValueError("torn")  # noqa: TRY301 - one path for every kind of damage
+            record = json.loads(line)
+            kind = record["t"]
+            if replay is None:
+                head = record
+                replay = Replay(started_at=datetime.fromisoformat(record["at"]))
+            if kind == "answer":
+                calls = tuple(ToolCall.from_dict(c) for c in record["calls"])
+                replay.answers.append(RecordedAnswer(str(record["text"]), calls, record["at"]))
+            elif kind == "start":
+                replay.started.add(str(record["id"]))
+            elif kind == "result":
+                replay.results[str(record["id"])] = str(record["content"])
+            else:
+                raise ValueError(kind)  # noqa: TRY301
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return replay, offset, head
+        offset += len(line)
+    return replay, None, head
+
+
+def _head(path: Path) -> dict[str, Any]:
+    """What a journal's first record says (its turn key, session, start), {} if unreadable."""
+    try:
+        return _decode(path)[2]
+    except OSError:
+        return {}
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JournalDir:
+    """Implements `squidd.core.ports.TurnJournal` on a directory of JSON-lines files."""
+
+    def __init__(self, data_dir: Path, *, crash_after: str = "") -> None:
+        self._dir = data_dir / "gateway" / "journal"
+        self._present: set[str] | None = None  # file names, once listed
+        self._listing = anyio.Lock()
+        self._resumed: set[str] = set()
+        self._crash_after = crash_after
+
+    def path(self, turn: str) -> Path:
+        return self._dir / f"{safe_name(turn)}{SUFFIX}"
+
+    def _names_sync(self) -> set[str]:
+        try:
+            return {p.name for p in self._dir.iterdir() if p.name.endswith(SUFFIX)}
+        except FileNotFoundError:
+            return set()
+
+    async def _names(self) -> set[str]:
+        if self._present is None:
+            async with self._listing:
+                if self._present is None:
+                    self._present = await anyio.to_thread.run_sync(self._names_sync)
+        return self._present
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def _load_sync(self, path: Path) -> Replay | None:
+        try:
+            replay, damaged_at, _ = _decode(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read a turn journal: {exc.strerror or exc}") from exc
+        if damaged_at is not None:
+            log.warning("turn_journal_damaged", file=path.name, kept_bytes=damaged_at)
+            # Cut the damage off, so that what the resumed turn appends is read next time.
+            with open(path, "r+b") as handle:
+                handle.truncate(damaged_at)
+                os.fsync(handle.fileno())
+        return replay
+
+    async def load(self, turn: str) -> Replay | None:
+        """What the turn recorded before, None if it recorded nothing."""
+        path = self.path(turn)
+        if path.name not in await self._names():
+            return None
+        replay = await anyio.to_thread.run_sync(self._load_sync, path)
+        if replay is not None:
+            self._resumed.add(path.name)
+        return replay
+
+    # --- recording -------------------------------------------------------------------------
+
+    def _append_sync(self, path: Path, record: dict[str, Any], new: bool) -> None:
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        append_lines_locked(path, [line])
+        if new:
+            _fsync_dir(path.parent)
+
+    async def _append(self, key: str, kind: str, **fields: Any) -> None:
+        path = self.path(key)
+        present = await self._names()
+        new = path.name not in present
+        record = {"t": kind, "at": utcnow().isoformat(), **fields}
+        await anyio.to_thread.run_sync(self._append_sync, path, record, new)
+        present.add(path.name)
+        if kind == self._crash_after:
+            log.warning("test_crash", after=kind)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def answer(self, turn: str, session: str, text: str, calls: Sequence[ToolCall]) -> None:
+        await self._append(
+            turn,
+            "answer",
+            turn=turn,
+            session=session,
+            text=text,
+            calls=[c.to_dict() for c in calls],
+        )
+
+    async def started(self, turn: str, call: ToolCall) -> None:
+        await self._append(turn, "start", id=call.id, name=call.name)
+
+    async def result(self, turn: str, call_id: str, content: str) -> None:
+        await self._append(turn, "result", id=call_id, content=content)
+
+    async def remove(self, turn: str) -> None:
+        path = self.path(turn)
+        present = await self._names()
+        if path.name not in present:
+            return
+        try:
+            await anyio.to_thread.run_sync(_unlink, path)
+        except OSError as exc:
+            raise StorageError(f"cannot remove a turn journal: {exc.strerror or exc}") from exc
+        present.discard(path.name)
+        self._resumed.discard(path.name)
+
+    async def sweep(self, done: Callable[[ChannelName, SourceId], Awaitable[bool]]) -> int:
+        """Remove the journals of messages `done` already (a crash between recording the
+        message as handled and removing its journal); at start. The count removed."""
+        removed = 0
+        for name in list(await self._names()):
+            head = await anyio.to_thread.run_sync(_head, self._dir / name)
+            channel, _, source = str(head.get("turn", "")).partition(":")
+            if source and await done(ChannelName(channel), SourceId(source)):
+                await self.remove(f"{channel}:{source}")
+                removed += 1
+        if removed:
+            log.info("turn_journals_swept", removed=removed)
+        return removed
+
+    # --- status ----------------------------------------------------------------------------
+
+    def _in_flight_sync(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        turns = []
+        for name in sorted(names):
+            try:
+                replay, _, head = _decode(self._dir / name)
+            except OSError:
+                continue
+            turns.append(
+                {
+                    "turn": str(head.get("turn", "")),
+                    "session": str(head.get("session", "")),
+                    "started_at": str(head.get("at", "")),
+                    "tool_calls": 0 if replay is None else len(replay.started),
+                    "resumed": name in self._resumed,
+                }
+            )
+        return turns
+
+    async def in_flight(self) -> list[dict[str, Any]]:
+        """For `squidd status`: each journal's session, start, tool calls, and whether this
+        daemon resumed it."""
+        names = list(await self._names())
+        return await anyio.to_thread.run_sync(self._in_flight_sync, names)
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
