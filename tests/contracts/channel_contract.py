@@ -29,6 +29,7 @@ from squidd.config.sections import GatewaySettings
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import Channel, ChannelState
 from squidd.errors import PermanentError
+from tests.support.doubles import memory_poison
 
 GRACE_S = GatewaySettings().shutdown_grace_s
 WAIT_S = 60.0  # a bound for a broken run, not a speed assertion
@@ -65,6 +66,7 @@ class ContractInbox:
         self.received: list[Inbound] = []
         self.states: list[ChannelState] = []
         self._arrived = anyio.Event()
+        self.poison = memory_poison()
 
     async def put(self, message: Inbound) -> None:
         self.received.append(message)

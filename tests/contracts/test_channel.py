@@ -71,6 +71,7 @@ class _AckOnReceipt:
 
     def __init__(self, inbox: Inbox) -> None:
         self._inbox = inbox
+        self.poison = inbox.poison
 
     async def put(self, message: Inbound) -> None:
         await self._inbox.put(message)

@@ -118,3 +118,44 @@ def test_a_poison_message_is_parked_across_a_restart_and_retried_once(
         assert third.proc.poll() is None
     finally:
         daemon.close()
+
+
+@pytest.mark.slow
+def test_a_message_that_kills_the_daemon_each_time_is_parked_without_another_try(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Its reply's send ends the process every time (as a crash in a C library would): each
+    start counts one attempt before making it, so after three deaths the fourth start parks
+    it without a fourth and answers the next message of the session."""
+    daemon = SpoolDaemon(
+        tmp_path,
+        fake_llm.base_url,
+        api_key="sk-test-faults-poison-0002",
+        channel=FAULTY,
+        gateway={"max_attempts": 3},
+    )
+    try:
+        daemon.spool.mkdir(parents=True)
+        (daemon.spool / "crash").write_text("k1-killer\n")
+        daemon.send("k1-killer", "hello killer", SESSION)
+        daemon.send("k2-next", "hello next", SESSION)
+        for death in range(1, 4):
+            run = daemon.start()
+            wait_until(lambda: run.proc.poll() is not None, f"death {death}")  # noqa: B023
+            assert run.proc.returncode == 70
+            assert tries(daemon, "k1-killer") == death
+        last = daemon.start()
+        wait_until(lambda: daemon.answers()["k2-next"] == 1, "the next message answered")
+        (item,) = parked_files(daemon)
+        assert (item["error"], item["attempts"]) == ("Interrupted", 3)
+        assert "the daemon stopped during each of 3 attempts" in str(item["reason"])
+        assert isinstance(item["reply"], dict)  # the reply the turn made is kept
+        assert tries(daemon, "k1-killer") == 3
+        assert daemon.answers()["k1-killer"] == 0
+        assert last.proc.poll() is None
+        counts = Counts("poison kills the daemon")
+        counts.tally(["k2-next"], daemon.answers())
+        counts.extra = {"deaths": 3, "parked": len(parked_files(daemon))}
+        counts.report()
+    finally:
+        daemon.close()

@@ -13,6 +13,7 @@ import anyio
 import structlog
 
 from squidd.core.models import Inbound
+from squidd.core.poison import PoisonGuard
 from squidd.core.ports import ChannelState
 from squidd.core.supervisor import ChildHealth
 
@@ -83,9 +84,14 @@ class ChannelInbox:
     the channel's state for `squidd status`."""
 
     def __init__(
-        self, submit: Callable[[Inbound], Awaitable[None]], name: str, health: ChildHealth
+        self,
+        submit: Callable[[Inbound], Awaitable[None]],
+        name: str,
+        health: ChildHealth,
+        poison: PoisonGuard,
     ) -> None:
         self._submit = submit
+        self.poison = poison
         self._name = name
         self._health = health
 

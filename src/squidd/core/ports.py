@@ -35,6 +35,7 @@ from squidd.core.models import (
     ToolDefinition,
     ToolResult,
 )
+from squidd.core.poison import PoisonGuard
 
 
 class LLMPort(Protocol):
@@ -116,11 +117,19 @@ class ChannelState(StrEnum):
 
 
 class Inbox(Protocol):
-    """Where a channel's receive loop hands what arrives, and reports how it is doing."""
+    """Where a channel's receive loop hands what arrives, and reports how it is doing.
+
+    `poison` is the router's attempt counter and dead-letter folder (core/poison.py), for a
+    channel loop that retries on its own (the Matrix queue of events waiting for their keys):
+    the same rule and the same folder as the router's.
+    """
 
     async def put(self, message: Inbound) -> None: ...
 
     def report(self, state: ChannelState, detail: str = "") -> None: ...
+
+    @property
+    def poison(self) -> PoisonGuard: ...
 
 
 class Channel(Protocol):

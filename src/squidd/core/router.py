@@ -144,7 +144,7 @@ class Router:
         }
 
     def inbox(self, channel: str) -> ChannelInbox:
-        return ChannelInbox(self.submit, channel, self._health_of(channel))
+        return ChannelInbox(self.submit, channel, self._health_of(channel), self._poison)
 
     # --- intake ----------------------------------------------------------------------------
 

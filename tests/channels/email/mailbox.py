@@ -35,6 +35,7 @@ import anyio
 from squidd.config.email import EmailSettings
 from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState
+from tests.support.doubles import memory_poison
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE.parent.parent / "servers" / "mail"
@@ -386,6 +387,7 @@ class TestInbox:
         self.states: list[tuple[ChannelState, str]] = []
         self._arrived = anyio.Event()
         self._taken = 0
+        self.poison = memory_poison()
 
     async def put(self, message: Inbound) -> None:
         self.received.append(message)

@@ -46,6 +46,7 @@ from squidd.core.ports import ChannelState, MediaSink
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User, default_data_root
 from tests.support.daemon import DaemonProcess
+from tests.support.doubles import memory_poison
 
 _STARTED = pytest.StashKey[float]()
 _ELAPSED = pytest.StashKey[float]()
@@ -349,6 +350,7 @@ class AnsweringInbox:
         self.acked: list[str] = []
         self.gate: anyio.Event | None = None
         self._tg = tg
+        self.poison = memory_poison()
 
     async def put(self, message: Inbound) -> None:
         self.received.append(message)

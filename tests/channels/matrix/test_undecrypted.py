@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, SyncLedger
 from squidd.channels.matrix.undecrypted import Undecrypted
+from tests.support.doubles import memory_poison
 
 pytestmark = pytest.mark.anyio
 
@@ -27,6 +28,15 @@ KEY = "A" * 43
 POLICY = Policy.build(
     BOT, allowed_users=[ALICE], allowed_servers=[], allowed_rooms=[], open_rooms=[]
 )
+
+
+class _Inbox:
+    """The router's side as the queue sees it: only its poison guard."""
+
+    poison = memory_poison()
+
+
+_INBOX: Any = _Inbox()
 
 
 class _Clock:
@@ -87,11 +97,11 @@ async def test_a_held_event_keeps_the_position_until_the_wait_is_over(
     await ledger.seal(batch)
     assert saved == []
     clock.now += 59
-    await waiting.retry(client, ledger, _never_delivered)
+    await waiting.retry(client, ledger, _never_delivered, _INBOX)
     assert saved == []
     clock.now += 1
     with capture_logs() as logs:
-        await waiting.retry(client, ledger, _never_delivered)
+        await waiting.retry(client, ledger, _never_delivered, _INBOX)
     assert saved == ["t1"]
     assert [e["event"] for e in logs] == ["matrix_undecryptable_given_up"]
     assert logs[0]["event_id"] == "$secret"

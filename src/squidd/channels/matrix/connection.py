@@ -345,7 +345,7 @@ class Connection:
                     timeline = gap + timeline
                 for event in timeline:
                     await self._handle_event(batch, room_id, event)
-            await self._carried.undecrypted.retry(self.client, ledger, self._late)
+            await self._carried.undecrypted.retry(self.client, ledger, self._late, self._inbox)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await ledger.abandon(batch)

@@ -5,7 +5,9 @@ position does not move past it) and a room key is requested. After every batch t
 events are tried again: one that opens is handed on (a message to the inbox, a
 verification step to its flow); one still closed
 after `decrypt_wait_s` is logged and let go, so a lost key never holds the position back
-for ever. An event no key can ever open (`e2ee.malformed_megolm`) is not held at all.
+for ever. An event no key can ever open (`e2ee.malformed_megolm`) is not held at all. One
+that opens but fails to be handed on with a defect is held again and, after
+`gateway.max_attempts` such failures, parked (core/poison.py: the router's rule and folder).
 """
 
 from __future__ import annotations
@@ -20,12 +22,19 @@ from nio import AsyncClient, MegolmEvent
 from squidd.channels.matrix import e2ee
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.errors import describe
+from squidd.channels.matrix.events import CHANNEL
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, SyncLedger
-from squidd.errors import TransientError
+from squidd.core.poison import Parked, PoisonGuard, is_passing, parked_id
+from squidd.core.poison import describe as describe_exc
+from squidd.core.ports import Inbox
+from squidd.errors import SquiddError, TransientError
 
 log = structlog.get_logger()
+
+PARK_LOOP = "undecrypted"
+"""The loop's name on the items it parks and in its attempt keys."""
 
 # Hand a decrypted text message on: (batch, room id, event) -> whether the inbox took it.
 Deliver = Callable[[Batch, RoomId, Any], Awaitable[bool]]
@@ -84,17 +93,18 @@ class Undecrypted:
             except Exception as exc:  # noqa: BLE001 - nio refuses duplicate requests this way
                 log.debug("matrix_room_key_request_skipped", reason=describe(exc))
 
-    async def retry(self, client: AsyncClient, ledger: SyncLedger, deliver: Deliver) -> None:
-        """Deliver what opens now; give up on what waited `wait_s` (either acks its event)."""
+    async def retry(
+        self, client: AsyncClient, ledger: SyncLedger, deliver: Deliver, inbox: Inbox
+    ) -> None:
+        """Deliver what opens now; give up on what waited `wait_s` (either acks its event).
+        A defect while handing one on is counted and parked by `inbox.poison`."""
         now = self._monotonic()
         for event_id, item in list(self._held.items()):
             decrypted = e2ee.try_decrypt(client, item.event)
             if decrypted is not None:
                 del self._held[event_id]
                 log.info("matrix_decrypted_late", room=item.room_id, event_id=event_id)
-                delivered = await deliver(item.batch, item.room_id, decrypted)
-                if not delivered:  # else the router's ack of the message settles it
-                    await ledger.ack(item.batch, event_id)
+                await self._hand_on(event_id, item, decrypted, ledger, deliver, inbox.poison)
             elif now - item.first_seen >= self._wait_s:
                 del self._held[event_id]
                 log.warning(
@@ -105,3 +115,68 @@ class Undecrypted:
                     reason=e2ee.undecryptable_reason(client, item.event),
                 )
                 await ledger.ack(item.batch, event_id)
+
+    async def _hand_on(
+        self,
+        event_id: EventId,
+        item: _Held,
+        decrypted: Any,
+        ledger: SyncLedger,
+        deliver: Deliver,
+        poison: PoisonGuard,
+    ) -> None:
+        """Hand on an event that opened late. A defect while doing so (not a passing error)
+        holds it again for the next batch, counted by the router's rule (core/poison.py):
+        after `max_attempts` it is parked and let go, so it neither stops the sync loop nor
+        is retried for ever."""
+        key = f"{PARK_LOOP}\0{event_id}"
+        attempt = await poison.begin(key)
+        if attempt is None:  # the earlier attempts never ended: the process died in each
+            await self._park(event_id, item, poison, "Interrupted", "the daemon stopped", 0)
+            await ledger.ack(item.batch, event_id)
+            return
+        try:
+            delivered = await deliver(item.batch, item.room_id, decrypted)
+        except Exception as exc:
+            if isinstance(exc, SquiddError) or is_passing(exc):
+                await poison.passed(key, attempt)
+                raise
+            if not await poison.failed(key, attempt, exc):
+                log.warning(
+                    "matrix_decrypted_late_failed",
+                    event_id=event_id,
+                    attempt=attempt,
+                    error=type(exc).__name__,
+                )
+                self._held[event_id] = item  # again after the next batch
+                return
+            await self._park(event_id, item, poison, type(exc).__name__, describe_exc(exc), attempt)
+            await ledger.ack(item.batch, event_id)
+            return
+        await poison.done(key)
+        if not delivered:  # else the router's ack of the message settles it
+            await ledger.ack(item.batch, event_id)
+
+    async def _park(
+        self,
+        event_id: EventId,
+        item: _Held,
+        poison: PoisonGuard,
+        error: str,
+        reason: str,
+        attempts: int,
+    ) -> None:
+        # Nothing to send again: the event is kept by its ids (the sender can send it again).
+        await poison.park(
+            Parked(
+                id=parked_id(CHANNEL, event_id),
+                loop=PARK_LOOP,
+                channel=CHANNEL,
+                source_id=event_id,
+                session_id=item.room_id,
+                reason=f"{reason} (from {item.event.sender})",
+                error=error,
+                attempts=attempts,
+            )
+        )
+        await poison.done(f"{PARK_LOOP}\0{event_id}")
