@@ -5,6 +5,7 @@ another device or plain junk: each ends in a cancel or is ignored, never in a cr
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +95,8 @@ def event(kind: str, sender: str = ALICE.user_id, **content: Any) -> Event:
 
 
 def request(sender: str = ALICE.user_id, **overrides: Any) -> Event:
-    content = {"from_device": ALICE.device_id, "methods": ["m.sas.v1"], "timestamp": 1}
+    now_ms = int(time.time() * 1000)
+    content = {"from_device": ALICE.device_id, "methods": ["m.sas.v1"], "timestamp": now_ms}
     content.update(overrides)
     return event("request", sender, **content)
 
@@ -206,6 +208,17 @@ async def test_refused_requests(
         code,
         TXN,
     )
+
+
+@pytest.mark.parametrize("offset_min", [-11, +6, None])
+async def test_a_stale_request_is_not_answered(
+    setup: tuple[Verifications, FakeClient, Clock], offset_min: int | None
+) -> None:
+    flows, client, _ = setup
+    now_ms = int(time.time() * 1000)
+    sent = "yesterday" if offset_min is None else now_ms + offset_min * 60 * 1000
+    await flows.on_to_device([request(timestamp=sent)])
+    assert client.sent == [] and flows.listing() == []
 
 
 async def test_a_flow_older_than_ten_minutes_is_cancelled(

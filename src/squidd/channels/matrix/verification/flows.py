@@ -118,8 +118,11 @@ class Verifications:
             flow_id = content.get("transaction_id")
             if not isinstance(flow_id, str) or not flow_id:
                 continue
-            sender = str(source.get("sender", ""))
-            await self._guarded(str(source["type"]), sender, flow_id, content, None)
+            kind = str(source["type"])
+            if kind == REQUEST and _stale(content.get("timestamp")):
+                log.info("matrix_verification_ignored", type=kind, reason="stale request")
+                continue
+            await self._guarded(kind, str(source.get("sender", "")), flow_id, content, None)
         self._prune_nio_queue()
 
     async def on_room_event(self, room_id: str, source: Mapping[str, Any]) -> None:
@@ -131,7 +134,7 @@ class Verifications:
         if self._client is None or sender == self._client.user_id:
             return  # our own events come back in the timeline
         if content.get("msgtype") == REQUEST:
-            if content.get("to") != self._client.user_id or _stale(source):
+            if content.get("to") != self._client.user_id or _stale(source.get("origin_server_ts")):
                 return
             await self._guarded(REQUEST, sender, str(source.get("event_id", "")), content, room_id)
             return
@@ -396,8 +399,8 @@ def is_room_verification(source: Mapping[str, Any]) -> bool:
     )
 
 
-def _stale(source: Mapping[str, Any]) -> bool:
-    sent = source.get("origin_server_ts")
+def _stale(sent: Any) -> bool:
+    """A request sent (ms since the epoch) more than 10 minutes ago or 5 in the future."""
     if not isinstance(sent, int):
         return True
     now_ms = int(time.time() * 1000)
