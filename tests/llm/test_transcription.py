@@ -72,3 +72,15 @@ async def test_an_unreachable_endpoint_is_a_transcription_error(tmp_path: Path) 
             await client.transcribe(audio, "audio/wav")
     finally:
         await client.aclose()
+
+
+async def test_a_transcript_is_valid_text(tmp_path: Path) -> None:
+    audio = tmp_path / "note.wav"
+    audio.write_bytes(wav_tone())
+    # JSON escapes of a lone surrogate, NUL and ESC, as a broken endpoint may send them
+    with TranscriptionServer(text="remind \ud800me\x00 at\x1b[2J five") as server:
+        client = WhisperTranscriber(TranscriptionSettings(base_url=server.base_url, api_key=KEY))
+        try:
+            assert await client.transcribe(audio, "audio/wav") == "remind \ufffdme at[2J five"
+        finally:
+            await client.aclose()

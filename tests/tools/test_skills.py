@@ -119,6 +119,12 @@ async def test_read_skill_returns_the_body_and_files_beside_it(tmp_path: Path) -
     result = await tool.execute({"name": "recipe"})
     assert "Step one: boil water." in result.content
     assert "ingredients.txt" in result.content
+    # A file name that is not UTF-8, or holds a line break or an escape sequence, is listed
+    # as valid text on the one line.
+    os.close(os.open(os.path.join(os.fsencode(root / "a"), b"caf\xe9\n\x1b[2J.txt"), os.O_CREAT))
+    odd = (await tool.execute({"name": "recipe"})).content
+    odd.encode("utf-8")
+    assert "Files beside it (read with read_file): café [2J.txt, ingredients.txt" in odd
     with pytest.raises(ToolError, match="skills: recipe"):
         await tool.execute({"name": "nope"})
 

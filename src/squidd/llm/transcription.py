@@ -16,6 +16,7 @@ import structlog
 
 from squidd.config.media import TranscriptionSettings
 from squidd.errors import TranscriptionError
+from squidd.text import clean_text
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +56,8 @@ class WhisperTranscriber:
             text = response.json().get("text")
         except (ValueError, AttributeError) as exc:
             raise TranscriptionError("endpoint answered no JSON") from exc
+        if isinstance(text, str):
+            text = clean_text(text)  # a service's words: valid text before anything reads them
         if not isinstance(text, str) or not text.strip():
             raise TranscriptionError("endpoint returned no text")
         log.info("voice_transcribed", chars=len(text))

@@ -29,6 +29,7 @@ from pydantic import Field, StringConstraints
 from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
+from squidd.text import clean_text
 from squidd.tools.arguments import Arguments, parse, schema_of
 
 log = structlog.get_logger()
@@ -222,7 +223,12 @@ class SkillCatalog:
                 body = skill.body
                 if len(body) > self._max_body:
                     body = body[: self._max_body] + "\n[skill truncated]"
-                beside = sorted(p.name for p in skill.path.parent.iterdir() if p.name != SKILL_FILE)
+                # File names from the file system: valid text, one line each.
+                beside = sorted(
+                    " ".join(clean_text(p.name).split())
+                    for p in skill.path.parent.iterdir()
+                    if p.name != SKILL_FILE
+                )
                 note = (
                     ""
                     if skill.available
