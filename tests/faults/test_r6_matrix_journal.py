@@ -1,0 +1,81 @@
+"""R6, Matrix: a room message whose turn runs a shell command (appending a line to a file),
+the real daemon SIGKILLed at each point of the turn (tests/faults/journal_support.py) against
+the real Synapse, then started again: the message comes back (the sync position was not
+confirmed) and its turn resumes from the journal. The line is written once, or once and the
+model told the outcome is unknown; one reply reaches the room; the turn is in the history
+once; a recorded model answer is never asked for again.
+
+The kill after the answer but before delivery is the router's, the same for every channel:
+tests/faults/test_r6_turn_journal.py covers it with the spool channel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.channels.matrix.test_daemon import write_config
+from tests.faults.journal_support import (
+    CRASH_ENV,
+    DONE,
+    POINTS,
+    check_turn,
+    cut_at,
+    history,
+    journals,
+    model_for,
+    poll,
+    shell_config,
+)
+from tests.servers.synapse.server import SynapseServer, User
+from tests.support.daemon import DaemonProcess, daemon_env
+from tests.support.fake_llm import FakeLLM
+
+pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(300)]
+
+MakeHuman = Callable[..., Any]
+
+
+@pytest.mark.parametrize("point", POINTS)
+async def test_a_matrix_turn_cut_short_resumes_from_its_journal(
+    point: str,
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    path = tmp_path / "lines.txt"
+    model = model_for(point, path)
+    fake_llm.responder = model
+    data = tmp_path / "data"
+    (data / "workspace").mkdir(parents=True)  # the shell's working directory
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    with config.open("a", encoding="utf-8") as out:
+        out.write(shell_config("matrix"))
+    room = ""
+    asked = ""
+
+    async def start(crash_after: str = "") -> DaemonProcess:
+        env = daemon_env(**({CRASH_ENV: crash_after} if crash_after else {}))
+        daemon = DaemonProcess(config, tmp_path / f"squidd-{len(squidds)}.log", env=env)
+        squidds.append(daemon)
+        await daemon.wait_event("matrix_connected")
+        return daemon
+
+    async def send() -> None:
+        nonlocal room, asked
+        room = await alice.room_with(bot.user_id)
+        asked = await alice.send(room, "append the line")
+
+    await cut_at(point, model, path, start, send)
+    await start()
+    await alice.wait_for(lambda: bool(alice.replies_to(bot.user_id, asked)), "the reply", 120)
+    await poll(lambda: not journals(data), "the journal removed after delivery")
+    await alice.sync()
+    assert [r.content["body"] for r in alice.replies_to(bot.user_id, asked)] == [DONE]
+    check_turn(point, path, fake_llm.chat_requests, history(data, room))
