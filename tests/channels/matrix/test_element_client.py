@@ -45,6 +45,21 @@ async def test_two_cross_signed_clients_read_each_other_without_a_warning(
     assert trust is not None and trust["signed_by_owner"], trust
 
 
+async def test_an_identity_reset_shows_on_the_other_side(make_element: MakeElement) -> None:
+    alice: ElementClient = await make_element("alice")
+    bob: ElementClient = await make_element("bob")
+    room = await alice.create_dm(bob.user_id)
+    await alice.wait_joined(room, bob.user_id)
+    await alice.send_text(room, "before")
+    await bob.wait_messages(alice.user_id, room)
+    assert not (await bob.user_trust(alice.user_id))["needs_user_approval"]
+
+    old = (await alice.call("cross_signing_status"))["master_key"]
+    new = (await alice.bootstrap_cross_signing(reset=True))["master_key"]
+    assert new and new != old
+    assert (await bob.wait_needs_approval(alice.user_id))["needs_user_approval"]
+
+
 async def test_a_device_its_owner_did_not_cross_sign_gets_no_key_and_is_not_believed(
     make_element: MakeElement, make_human: MakeHuman
 ) -> None:

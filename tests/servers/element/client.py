@@ -125,8 +125,10 @@ class ElementClient:
         self.user_id = result["user_id"]
         self.device_id = result["device_id"]
 
-    async def bootstrap_cross_signing(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("bootstrap_cross_signing")
+    async def bootstrap_cross_signing(self, *, reset: bool = False) -> dict[str, Any]:
+        """Cross-sign this device (`reset`: replace the account's identity with a new one);
+        returns the status, `master_key` among it."""
+        result: dict[str, Any] = await self.call("bootstrap_cross_signing", reset=reset)
         return result
 
     async def create_dm(self, user_id: str, *, encrypted: bool = True) -> str:
@@ -192,6 +194,16 @@ class ElementClient:
         """`user_trust` once this client counts `user_id`'s identity as verified."""
         result: dict[str, Any] = await self.call(
             "wait_user_verified",
+            timeout=timeout + 5,
+            user_id=user_id,
+            timeout_ms=int(timeout * 1000),
+        )
+        return result
+
+    async def wait_needs_approval(self, user_id: str, timeout: float = 30) -> dict[str, Any]:
+        """`user_trust` once this client shows that `user_id`'s identity changed."""
+        result: dict[str, Any] = await self.call(
+            "wait_needs_approval",
             timeout=timeout + 5,
             user_id=user_id,
             timeout_ms=int(timeout * 1000),

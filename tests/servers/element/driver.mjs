@@ -121,8 +121,10 @@ function track(event) {
     if (!messages.has(event.getId())) messages.set(event.getId(), event);
 }
 
-async function bootstrapCrossSigning() {
+// `reset`: a new identity even though one exists, as "Reset cryptographic identity" does.
+async function bootstrapCrossSigning({ reset = false }) {
     await crypto().bootstrapCrossSigning({
+        setupNewCrossSigning: reset,
         authUploadDeviceSigningKeys: async (makeRequest) => {
             // Synapse lets a first upload through without auth; answer a demand with the password.
             try {
@@ -181,6 +183,15 @@ async function waitUserVerified({ user_id, timeout_ms }) {
     await waitFor(
         async () => (await crypto().getUserVerificationStatus(user_id)).isCrossSigningVerified(),
         `${user_id} verified`,
+        timeout_ms,
+    );
+    return userTrust({ user_id });
+}
+
+async function waitNeedsApproval({ user_id, timeout_ms }) {
+    await waitFor(
+        async () => (await crypto().getUserVerificationStatus(user_id)).needsUserApproval,
+        `${user_id}'s identity change to show`,
         timeout_ms,
     );
     return userTrust({ user_id });
@@ -391,6 +402,7 @@ const commands = {
     device_trust: deviceTrust,
     wait_devices: waitDevices,
     wait_user_verified: waitUserVerified,
+    wait_needs_approval: waitNeedsApproval,
     create_dm: createDm,
     create_room: createRoom,
     join: async ({ room_id }) => (await client.joinRoom(room_id), true),
