@@ -13,7 +13,7 @@ import pytest
 from nio import ToDeviceMessage, ToDeviceResponse
 
 from squidd.channels.matrix.policy import Policy
-from squidd.channels.matrix.verification.flows import Verifications
+from squidd.channels.matrix.verification.flows import MAX_LIVE_FLOWS, Verifications
 from tests.channels.matrix.test_sas import ALICE, BOT, Starter, start_content
 
 pytestmark = pytest.mark.anyio
@@ -208,6 +208,24 @@ async def test_refused_requests(
         code,
         TXN,
     )
+    assert [f["state"] for f in flows.listing()] == ([] if code == "m.user" else ["cancelled"])
+
+
+async def test_a_flood_of_requests_keeps_a_bounded_number_of_flows(
+    setup: tuple[Verifications, FakeClient, Clock],
+) -> None:
+    flows, client, _ = setup
+    for i in range(100):
+        incoming = request()
+        incoming.source["content"]["transaction_id"] = f"txn-{i}"
+        await flows.on_to_device([incoming])
+        stranger = request(sender="@mallory:example.org")
+        stranger.source["content"]["transaction_id"] = f"m-{i}"
+        await flows.on_to_device([stranger])
+    assert len(flows.listing()) == MAX_LIVE_FLOWS
+    kinds = [kind.rsplit(".", 1)[1] for kind, _, _ in client.sent]
+    assert kinds.count("ready") == MAX_LIVE_FLOWS
+    assert kinds.count("cancel") == 200 - MAX_LIVE_FLOWS
 
 
 @pytest.mark.parametrize("offset_min", [-11, +6, None])

@@ -36,6 +36,7 @@ log = structlog.get_logger()
 PREFIX = "m.key.verification."
 REQUEST = PREFIX + "request"
 LIFETIME_S = 600.0  # the spec: a request older than 10 minutes is void
+MAX_LIVE_FLOWS = 16
 FUTURE_SLACK_MS = 5 * 60 * 1000
 
 
@@ -191,11 +192,17 @@ class Verifications:
         if not isinstance(device, str) or not device or flow_id in self._flows:
             return None
         flow = Flow(flow_id, sender, device, room, self._monotonic())
-        self._flows[flow_id] = flow
+        # Refused flows are not kept: anyone can send requests to the bot's device.
         if self._policy is None or not self._policy.user_allowed(sender):
             log.info("matrix_verification_refused", user=sender, reason="not an allowed user")
             await self._cancel(flow, "m.user", "squidd verifies only the people it serves")
             return None
+        live = [f for f in self._flows.values() if f.state not in ("done", "cancelled")]
+        if len(live) >= MAX_LIVE_FLOWS:
+            log.warning("matrix_verification_refused", user=sender, reason="too many at once")
+            await self._cancel(flow, "m.user", "too many verifications at once; try later")
+            return None
+        self._flows[flow_id] = flow
         methods = content.get("methods", [SAS_V1])  # a bare start (legacy) names its method
         if content.get("method", SAS_V1) != SAS_V1 or SAS_V1 not in (methods or []):
             await self._cancel(flow, "m.unknown_method", "squidd verifies with emoji (SAS) only")
