@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import unicodedata
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from squidd.core.models import Attachment
+from squidd.fs import display_name
 from squidd.store.media import TOO_LARGE, MediaStore
 
 pytestmark = pytest.mark.anyio
@@ -143,3 +147,11 @@ async def test_partial_files_go_at_start_only(tmp_path: Path) -> None:
     assert await store.sweep(leftovers=True) == 1
     assert not partial.exists()
     assert kept.path and all_files(tmp_path) == [Path(kept.path)]
+
+
+@given(st.text(st.characters(exclude_categories=())))
+def test_any_file_name_is_shown_as_one_line_of_valid_text(raw: str) -> None:
+    shown = display_name(raw)
+    shown.encode("utf-8")
+    assert shown and "/" not in shown and len(shown) <= 120
+    assert not any(unicodedata.category(ch) == "Cc" for ch in shown)  # no NUL, no line break

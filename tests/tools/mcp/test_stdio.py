@@ -8,8 +8,11 @@ import json
 import unicodedata
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from squidd.text import clean_text
 from squidd.tools.mcp.stdio import LineSplitter, LineTooLong, parse_message
 from tests.tools.mcp.servers import bad_server, supervised_hub
 
@@ -83,3 +86,32 @@ async def test_odd_text_from_a_real_server_reaches_the_model_as_valid_text() -> 
     assert not result.is_error and result.content == expected
     assert failed.is_error and failed.content == f"bad__broken failed: {expected}"
     assert all(_valid(text) for text in (result.content, failed.content, odd.description))
+
+
+@given(st.lists(st.binary(max_size=300), max_size=20))
+def test_any_bytes_split_into_lines_that_join_back_and_parse_without_raising(
+    chunks: list[bytes],
+) -> None:
+    lines = LineSplitter(200)
+    items = [item for chunk in chunks for item in lines.feed(chunk)]
+    data = b"".join(chunks)
+    complete = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1] if b"\n" in data else []
+    assert [i.size if isinstance(i, LineTooLong) else len(i) for i in items] == [
+        len(line) for line in complete
+    ]
+    assert [i for i in items if isinstance(i, bytes)] == [c for c in complete if len(c) <= 200]
+    assert lines.held <= 200 + 300
+    for item in items:
+        if isinstance(item, bytes):
+            parse_message(item)  # a message or the exception saying why not, never a raise
+
+
+@given(st.text(st.characters(exclude_categories=())))
+def test_any_text_in_a_json_rpc_answer_reads_as_valid_text(text: str) -> None:
+    content = [{"type": "text", "text": text}]
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": content}})
+    message = parse_message(line.encode("utf-8", "surrogatepass"))
+    assert not isinstance(message, Exception)
+    read = message.message.model_dump()["result"]["content"][0]["text"]
+    read.encode("utf-8")  # no lone surrogate; the controls go where the result is rendered
+    assert clean_text(read) == clean_text(text)
