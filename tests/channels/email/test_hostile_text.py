@@ -388,3 +388,14 @@ def test_an_attached_eml_file_under_a_generic_type_is_shown_as_forwarded() -> No
     assert "Forwarded message 1 " in body.text
     assert "From: Bob <bob@example.com>" in body.text and "Sent as an .eml attachment." in body.text
     assert body.attachments == ()
+
+
+def test_a_long_subject_beyond_ascii_reads_back_exactly() -> None:
+    """The standard folder, refolding a long subject, added a space between a word and text."""
+    subject = (
+        "Returned mail: Too many hops 19 (17 max): from <admin@www.example.org.uk> via "
+        "[199.164.235.226], to <scoffman@wellpartn\u00c3er.com>"
+    )
+    back, wire = reply_to(head(b"Subject: " + subject.encode()))
+    assert back["Subject"] == "Re: " + subject
+    assert max(len(line) for line in wire.split(b"\r\n")) <= 78
