@@ -112,3 +112,13 @@ async def test_a_server_that_never_starts_does_not_block_the_others(tmp_path: Pa
         nope = hub.servers["nope"].snapshot()
         assert nope["state"] == "down" and nope["tools"] == 0 and nope["last_error"]
         assert supervisor.children["mcp:nope"].state is ChannelState.RECONNECTING
+
+
+async def test_nul_and_controls_from_an_http_server_reach_the_model_as_valid_text() -> None:
+    port = free_port()
+    with running_http_server(port):
+        async with supervised_hub(http_server(port)) as (hub, _):
+            echo = _by_name(hub.tools())["web__echo"]
+            result = await echo.execute({"text": "a\x00b\x1b[2Jc\x07 d\x85e\tf"})
+    assert not result.is_error
+    assert result.content == "ab[2Jc de\tf"
