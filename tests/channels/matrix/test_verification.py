@@ -4,6 +4,7 @@ which asks the running daemon; both sides end verified. A stranger's request is 
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -148,3 +149,39 @@ async def test_the_operators_no_cancels_on_her_side_and_nothing_is_verified(
     assert cancelled["cancel_code"] == "m.mismatched_sas", cancelled
     assert not (await alice.user_trust(bot.user_id))["verified"]
     assert daemon.count("matrix_verification_done") == daemon.count("matrix_user_signed") == 0
+
+
+async def test_a_daemon_killed_mid_verification_tells_her_client_and_a_new_one_completes(
+    synapse: SynapseServer,
+    bot: User,
+    make_element: MakeElement,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice: ElementClient = await make_element("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    room = await alice.create_dm(bot.user_id)
+    await alice.wait_joined(room, bot.user_id)
+    device = await bot_device(alice, bot)
+    flow = await alice.request_verification(bot.user_id, device_id=device)
+    await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
+    await alice.start_sas(flow["flow_id"])
+    await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
+
+    await first.stop(signal.SIGKILL)  # the flow lived only in that process
+    second = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
+    await alice.confirm_sas(flow["flow_id"])  # her MAC reaches a daemon that knows no flow
+    cancelled = await alice.wait_verification(flow_id=flow["flow_id"], phase="Cancelled")
+    assert cancelled["cancel_code"] == "m.unknown_transaction", cancelled
+    assert second.count("matrix_verification_unknown") >= 1
+
+    again = await alice.request_verification(bot.user_id, device_id=device)
+    await alice.wait_verification(flow_id=again["flow_id"], phase="Ready")
+    await alice.start_sas(again["flow_id"])
+    await alice.wait_verification(flow_id=again["flow_id"], sas=True)
+    assert (await squidd_cli(config, "matrix", "verify", "--yes")).returncode == 0
+    await alice.confirm_sas(again["flow_id"])
+    await alice.wait_verification(flow_id=again["flow_id"], phase="Done")
+    assert (await alice.wait_user_verified(bot.user_id))["verified"]

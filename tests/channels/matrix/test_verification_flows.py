@@ -257,12 +257,28 @@ async def test_out_of_order_foreign_and_junk_events_never_crash(
     junk: list[Any] = [
         Event({"type": "m.key.verification.request", "content": "not a dict"}),
         Event({"type": "m.key.verification.key", "sender": ALICE.user_id, "content": {}}),
-        event("mac", mac="x", keys=3),  # unknown flow: ignored
+        event("mac", sender="@mallory:example.org", mac="x", keys=3),  # a stranger's: ignored
         object(),
         Event({"type": "m.room_key", "content": {"transaction_id": TXN}}),
     ]
     await flows.on_to_device(junk)
     assert client.sent == []
+    # A step of a flow begun before a restart: her devices are told, a stranger's are not.
+    await flows.on_to_device([event("key", sender="@mallory:example.org", key="k")])
+    assert client.sent == []
+    await flows.on_to_device([event("key", key="k"), event("cancel", code="m.user")])
+    assert client.sent == [
+        (
+            "m.key.verification.cancel",
+            "*",
+            {
+                "code": "m.unknown_transaction",
+                "reason": "squidd knows no such verification",
+                "transaction_id": TXN,
+            },
+        )
+    ]
+    client.sent.clear()
     await flows.on_to_device([request()])
     await flows.on_to_device([event("key", key="early")])  # key before start
     assert client.last()[1]["code"] == "m.unexpected_message"

@@ -164,10 +164,13 @@ class Verifications:
             if flow is None or kind == REQUEST:
                 return
         flow = self._flows.get(flow_id)
+        step = kind.removeprefix(PREFIX)
+        if flow is None and room is None and step not in ("cancel", "done"):
+            await self._unknown(sender, flow_id)
+            return
         if flow is None or flow.user_id != sender or flow.state in ("done", "cancelled"):
             log.debug("matrix_verification_ignored", type=kind, flow=flow_id)
             return
-        step = kind.removeprefix(PREFIX)
         if step == "cancel":
             flow.state, flow.cancel_code = "cancelled", str(content.get("code", ""))
             log.info(
@@ -184,6 +187,15 @@ class Verifications:
             log.debug("matrix_verification_their_done", flow=flow.id)
         elif step not in ("ready", "accept"):
             raise SasError("m.unexpected_message", f"unexpected {kind}")
+
+    async def _unknown(self, sender: str, flow_id: str) -> None:
+        """A to-device step of a flow we do not know (e.g. begun before a restart): tell an
+        allowed person's devices, so their client stops waiting."""
+        if self._policy is None or not self._policy.user_allowed(sender):
+            return
+        log.info("matrix_verification_unknown", flow=flow_id, user=sender)
+        flow = Flow(flow_id, sender, "*", None, self._monotonic())
+        await self._cancel(flow, "m.unknown_transaction", "squidd knows no such verification")
 
     async def _request(
         self, sender: str, flow_id: str, content: Mapping[str, Any], room: str | None
