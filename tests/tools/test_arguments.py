@@ -136,3 +136,25 @@ def test_values_arrive_typed_and_trimmed() -> None:
     assert args.query == "two words" and args.limit is None
     assert parse(SpawnArguments, {"task": "t"}).wait is True
     assert parse(ListArguments, {}).path == "."
+
+
+def test_no_tool_module_writes_its_schema_by_hand() -> None:
+    """Every built-in tool's `parameters` comes from its Arguments model (`schema_of`); the
+    MCP tools take theirs from their servers, the core's load_tools imports no pydantic."""
+    import ast
+    from pathlib import Path
+
+    import squidd.tools
+
+    root = Path(squidd.tools.__file__).parent
+    by_hand: list[str] = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.AnnAssign | ast.Assign)
+                and "parameters" in ast.unparse(node).split("=")[0]
+                and isinstance(node.value, ast.Dict)
+                and node.value.keys  # the empty placeholder of a base class is no schema
+            ):
+                by_hand.append(f"{path.name}:{node.lineno}")
+    assert by_hand == []
