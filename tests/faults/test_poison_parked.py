@@ -126,7 +126,8 @@ def test_a_message_that_kills_the_daemon_each_time_is_parked_without_another_try
 ) -> None:
     """Its reply's send ends the process every time (as a crash in a C library would): each
     start counts one attempt before making it, so after three deaths the fourth start parks
-    it without a fourth and answers the next message of the session."""
+    it without a fourth and answers the next message of the session. Then `squidd parked
+    retry` with no daemon running: the next start sends it, once."""
     daemon = SpoolDaemon(
         tmp_path,
         fake_llm.base_url,
@@ -153,9 +154,22 @@ def test_a_message_that_kills_the_daemon_each_time_is_parked_without_another_try
         assert tries(daemon, "k1-killer") == 3
         assert daemon.answers()["k1-killer"] == 0
         assert last.proc.poll() is None
+
+        # The fix is in while the daemon is down: the retry is asked for with no daemon
+        # running and sent, once, by the next start.
+        last.kill()
+        (daemon.spool / "crash").unlink()
+        retry = squidd(daemon, "parked", "retry", str(item["id"]))
+        assert retry.returncode == 0 and "next start" in retry.stdout, retry.stdout
+        assert parked_files(daemon)[0]["state"] == "retry"
+        daemon.start()
+        wait_until(lambda: daemon.answers()["k1-killer"] == 1, "the retried reply")
+        wait_until(lambda: parked_files(daemon) == [], "the parked item settled")
+        assert tries(daemon, "k1-killer") == 4
         counts = Counts("poison kills the daemon")
-        counts.tally(["k2-next"], daemon.answers())
-        counts.extra = {"deaths": 3, "parked": len(parked_files(daemon))}
+        counts.tally(["k1-killer", "k2-next"], daemon.answers())
+        counts.extra = {"deaths": 3, "parked": 1}
         counts.report()
+        assert counts.duplicates == 0 and counts.lost == 0
     finally:
         daemon.close()
