@@ -56,7 +56,7 @@ from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
-from squidd.channels.matrix.verification.flows import Verifications, is_room_verification
+from squidd.channels.matrix.verification.flows import Verifications
 from squidd.channels.matrix.verification.signing import SigningIdentity
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff, Failures, reconnecting
@@ -400,10 +400,9 @@ class Connection:
                 log.exception("matrix_event_failed")
 
     async def _dispatch(self, batch: Batch, room_id: RoomId, event: Any) -> None:
-        source = getattr(event, "source", None)
-        if isinstance(source, dict) and is_room_verification(source):
-            await self._carried.verifications.on_room_event(room_id, source)
-        elif isinstance(event, MegolmEvent):
+        if await self._carried.verifications.take(room_id, event):
+            return
+        if isinstance(event, MegolmEvent):
             await self._carried.undecrypted.hold(
                 self.client, self.policy, self._ledger, batch, room_id, event
             )
@@ -424,10 +423,9 @@ class Connection:
 
     async def _late(self, batch: Batch, room_id: RoomId, event: Any) -> bool:
         """An event decrypted after its keys came late: a message, or a verification step."""
-        source = getattr(event, "source", None)
-        if isinstance(source, dict) and is_room_verification(source):
-            await self._carried.verifications.on_room_event(room_id, source)
-        elif events.is_text_message(event) or media.is_media_message(event):
+        if await self._carried.verifications.take(room_id, event):
+            return False
+        if events.is_text_message(event) or media.is_media_message(event):
             return await self._message(batch, room_id, event)
         return False
 

@@ -126,6 +126,14 @@ class Verifications:
             await self._guarded(kind, str(source.get("sender", "")), flow_id, content, None)
         self._prune_nio_queue()
 
+    async def take(self, room_id: str, event: Any) -> bool:
+        """Handle a room event (nio's, decrypted) if it is a verification step; True if so."""
+        source = getattr(event, "source", None)
+        if not isinstance(source, Mapping) or not is_room_verification(source):
+            return False
+        await self.on_room_event(room_id, source)
+        return True
+
     async def on_room_event(self, room_id: str, source: Mapping[str, Any]) -> None:
         """An in-room verification event (`is_room_verification(source)` said so)."""
         content = source.get("content")
