@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from squidd.core.audit import Auditor
 from squidd.core.memory import MemoryManager
 from squidd.core.models import Attachment, SessionId
 from squidd.core.ports import AttachmentReader, LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
@@ -49,6 +50,7 @@ class AgentLoop:
         attachments: AttachmentReader | None = None,
         prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None,
         recording: TurnRecording | None = None,
+        auditor: Auditor | None = None,
     ) -> None:
         # `prompt_parts` gives the system prompt parts of every turn that have their own
         # cap (the skills index); they come before a run's own `extra_parts`. `recording`:
@@ -73,6 +75,7 @@ class AgentLoop:
             results=results,
             max_result_chars=max_result_chars,
             recording=recording,
+            auditor=auditor,
         )
 
     async def run(

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from squidd.core.audit import Auditor, Decision
 from squidd.core.budget import fit_request
 from squidd.core.estimator import messages_chars, tools_chars
 from squidd.core.journal import (
@@ -159,8 +160,10 @@ class TurnSteps:
         results: ResultStore | None = None,
         max_result_chars: int,
         recording: TurnRecording | None = None,
+        auditor: Auditor | None = None,
     ) -> None:
         self._memory = memory
+        self._auditor = auditor
         self._registry = registry
         self._prompt = prompt
         self._limits = limits
@@ -279,7 +282,18 @@ class TurnSteps:
             journal = self._recording.journal if self._recording and turn.key else None
             if journal is not None and turn.key is not None:
                 await journal.started(turn.key, call)
+            started = time.monotonic()
             result = await dispatch(call, turn.tools)
+            if self._auditor is not None:
+                await self._auditor.record(
+                    turn.session,
+                    turn.ask.channel,
+                    call,
+                    decision=Decision.ALLOWED,
+                    seconds=time.monotonic() - started,
+                    result_chars=len(result.content),
+                    error=result.content if result.is_error else None,
+                )
             content = await cap_result(
                 self._results, self._max_result_chars, turn.session, call, result.content
             )

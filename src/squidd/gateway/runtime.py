@@ -14,6 +14,7 @@ import httpx2
 
 from squidd.config import Settings
 from squidd.core.agent import AgentLoop
+from squidd.core.audit import Auditor
 from squidd.core.budget import PromptBudget
 from squidd.core.journal import Effect
 from squidd.core.memory import MemoryManager
@@ -23,8 +24,10 @@ from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
 from squidd.llm.openai import OpenAILLM
 from squidd.llm.transcription import WhisperTranscriber
+from squidd.log import SecretRedactor
 from squidd.media.reader import MediaReader
 from squidd.secrets import known_secrets
+from squidd.store.audit import AuditFile
 from squidd.store.journal import JournalDir
 from squidd.store.jsonl import JsonlStore
 from squidd.store.media import MediaStore
@@ -204,6 +207,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         ),
         prompt_parts=None if skills is None else skills_index_part(skills),
         recording=recording,
+        auditor=Auditor(AuditFile(data_dir), SecretRedactor(known_secrets(settings)).scrub),
     )
     return Runtime(
         settings=settings,
