@@ -34,6 +34,7 @@ from squidd.commands import (
 )
 from squidd.config import Settings, load_settings
 from squidd.errors import EXIT_CONFIG, EXIT_OK, ConfigError
+from squidd.fs import private_umask
 
 # The commands, in the order `squidd --help` lists them. A new command is one module with a
 # `register` and one line here.
@@ -87,6 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
+    # Every command runs owner-only: whatever it (or a library) creates is private.
+    with private_umask():
+        return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
     begin: Start = args.start
     if begin is Start.ARGS:
         return int(args.run(args))

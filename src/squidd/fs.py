@@ -1,6 +1,14 @@
-"""File primitives every layer may use: safe names, atomic writes, locked appends.
+"""File primitives every layer may use: private modes, safe names, atomic writes, locked
+appends.
 
 These are synchronous on purpose; async callers run them through `anyio.to_thread`.
+
+* Private by default, one rule: every directory squidd creates is 0700 and every file
+  0600, whatever the umask. `make_private_dir` creates a directory and each missing parent
+  0700 (pathlib's `mkdir(parents=True)` makes the parents with the umask's modes); the
+  writers below create their files 0600; and the CLI runs every command under
+  `private_umask()` (077), so files that libraries create on their own (SQLite, the Matrix
+  crypto store) are private too. Nothing else in squidd picks a mode.
 
 * `safe_name` turns any external id (Matrix room id, email address, cron job name) into a
   file name that cannot escape its directory and cannot collide with another id's name,
@@ -27,6 +35,10 @@ from pathlib import Path
 from squidd.errors import StorageError
 from squidd.text import clean_text, utf8
 
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+PRIVATE_UMASK = 0o077
+
 _SLUG_BAD = re.compile(r"[^a-z0-9._-]+")
 _SLUG_MAX = 48
 _DIGEST_CHARS = 20  # 80 bits of SHA-256: no collision among any realistic number of ids
@@ -43,6 +55,42 @@ def safe_name(raw_id: str) -> str:
     return f"{slug or 'id'}-{digest[:_DIGEST_CHARS]}"
 
 
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    """Run the block with umask 077 (whatever creates a file then makes it owner-only), and
+    put the caller's umask back after it (a command run inside a test process)."""
+    previous = os.umask(PRIVATE_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` and every missing parent, each exactly 0700; an existing directory is
+    left as it is (its owner may have chosen its mode). OSError when it cannot be made."""
+    missing: list[Path] = []
+    current = path
+    while not os.path.lexists(current):
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by another writer: theirs
+        os.chmod(directory, DIR_MODE)  # exact, not whatever the umask left of it
+    if not path.is_dir():
+        raise NotADirectoryError(20, "not a directory", str(path))
+
+
+def open_private(path: Path, flags: int) -> int:
+    """`os.open(path, flags | O_CREAT)` creating the file 0600 (lock files, appends)."""
+    return os.open(path, flags | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -51,10 +99,10 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE) -> None:
     """Replace `path` with `data` so that a crash leaves the old or the new file whole."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -72,7 +120,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int = 0o600) -> None:
+def atomic_write_text(path: Path, text: str, *, mode: int = FILE_MODE) -> None:
     atomic_write_bytes(path, utf8(text), mode=mode)
 
 
@@ -120,8 +168,8 @@ def append_lines_locked(path: Path, lines: Sequence[str], *, fsync: bool = True)
             raise ValueError("a line to append must not contain a line break")
     payload = utf8("".join(f"{line}\n" for line in lines))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        make_private_dir(path.parent)
+        fd = open_private(path, os.O_WRONLY | os.O_APPEND)
     except OSError as exc:
         raise StorageError(f"cannot open {path} for append: {exc.strerror or exc}") from exc
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from squidd.commands import Commands, Start
 from squidd.errors import ConfigError
+from squidd.fs import FILE_MODE, make_private_dir
 from squidd.workspace import CONFIG_TEMPLATE, WORKSPACE_FILES, template_text
 
 EXAMPLE_SKILL = Path("skills/example/SKILL.md")
@@ -34,7 +35,7 @@ def _create(path: Path, text: str, mode: int) -> bool:
 
 def _make_dir(path: Path, created: list[Path]) -> None:
     missing = [p for p in (path, *path.parents) if not p.exists()]
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dir(path)
     created.extend(reversed([p for p in missing if p.is_dir()]))
 
 
@@ -47,7 +48,7 @@ def init_command(config_path: Path | None) -> int:
     kept: list[Path] = []
     try:
         _make_dir(target.parent, created)
-        if _create(target, template_text(CONFIG_TEMPLATE), 0o600):
+        if _create(target, template_text(CONFIG_TEMPLATE), FILE_MODE):
             created.append(target)
         else:
             kept.append(target)
@@ -68,13 +69,13 @@ def init_command(config_path: Path | None) -> int:
         _make_dir(workspace, created)
         for name in WORKSPACE_FILES:
             path = workspace / name
-            (created if _create(path, template_text(name), 0o644) else kept).append(path)
+            (created if _create(path, template_text(name), FILE_MODE) else kept).append(path)
         # One example skill; only when the skills folder is new, so a removed example stays gone.
         skills = workspace / "skills"
         if not skills.exists():
             _make_dir(skills / EXAMPLE_SKILL.parent.name, created)
             path = skills / EXAMPLE_SKILL.parent.name / EXAMPLE_SKILL.name
-            _create(path, template_text(str(EXAMPLE_SKILL)), 0o644)
+            _create(path, template_text(str(EXAMPLE_SKILL)), FILE_MODE)
             created.append(path)
     except OSError as exc:
         print(f"init: cannot write in {workspace}: {exc.strerror}", file=sys.stderr)

@@ -20,6 +20,7 @@ from squidd.commands import Commands, Start
 from squidd.config import Settings
 from squidd.core.models import Destination
 from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError
+from squidd.fs import make_private_dir
 from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, socket_path
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def _prepare(settings: Settings) -> list[str]:
     problems: list[str] = []
     data_dir = settings.storage.data_dir
     try:
-        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(data_dir)
     except OSError as exc:
         problems.append(f"storage.data_dir: cannot create {data_dir}: {exc.strerror or exc}")
     problem = check_socket_path(socket_path(settings))
@@ -55,7 +56,7 @@ def _prepare(settings: Settings) -> list[str]:
     # missing.
     workspace = settings.workspace_dir
     try:
-        workspace.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(workspace)
     except OSError as exc:
         key = "agents.workspace" if settings.agents.workspace else "storage.data_dir"
         problems.append(f"{key}: cannot create the workspace {workspace}: {exc.strerror or exc}")

@@ -22,7 +22,7 @@ import anyio
 import structlog
 
 from squidd.errors import StorageError
-from squidd.fs import safe_name
+from squidd.fs import make_private_dir, open_private, safe_name
 from squidd.text import utf8
 
 __all__ = ["AttemptsDir"]
@@ -33,8 +33,8 @@ log = structlog.get_logger()
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        make_private_dir(path.parent)
+        fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
         with os.fdopen(fd, "wb") as handle:
             handle.write(utf8(text))
         os.replace(tmp, path)

@@ -18,7 +18,7 @@ import anyio
 
 from squidd.core.cron import CronJob
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, locked
+from squidd.fs import atomic_write_text, locked, make_private_dir, open_private
 
 _FORMAT = 1
 
@@ -57,8 +57,8 @@ class JobsFile:
 
     def modify_sync(self, change: Callable[[list[CronJob]], list[CronJob]]) -> list[CronJob]:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            make_private_dir(self.path.parent)
+            fd = open_private(self._lock_path, os.O_RDWR)
         except OSError as exc:
             raise StorageError(f"cannot lock {self._lock_path}: {exc.strerror or exc}") from exc
         try:

@@ -25,6 +25,7 @@ from pathlib import Path
 import structlog
 
 from squidd.core.models import HistoryHit
+from squidd.fs import make_private_dir, open_private
 
 log = structlog.get_logger()
 
@@ -87,7 +88,8 @@ class HistoryIndex:
         return self._path
 
     def _connect(self) -> sqlite3.Connection:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self._path.parent)
+        os.close(open_private(self._path, os.O_RDWR))  # 0600 before SQLite makes it
         conn = sqlite3.connect(self._path, timeout=30, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")

@@ -26,7 +26,7 @@ import structlog
 
 from squidd.core.models import Attachment, AttachmentKind
 from squidd.errors import StorageError
-from squidd.fs import display_name, safe_extension, safe_name
+from squidd.fs import display_name, make_private_dir, safe_extension, safe_name
 
 log = structlog.get_logger(__name__)
 
@@ -125,7 +125,7 @@ class MediaStore:
 
 def _open_temp(directory: Path) -> tuple[IO[bytes], str]:
     try:
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(directory)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=_PARTIAL_PREFIX, suffix=".tmp")
     except OSError as exc:
         raise StorageError(f"cannot write into {directory}: {exc.strerror or exc}") from exc

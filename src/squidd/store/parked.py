@@ -25,7 +25,7 @@ import structlog
 
 from squidd.core.poison import Parked, ParkState
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, locked
+from squidd.fs import atomic_write_text, locked, make_private_dir, open_private
 
 __all__ = ["ParkedDir", "ParkedSummary", "UnknownParkedError"]
 
@@ -67,8 +67,8 @@ class ParkedDir:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            make_private_dir(self.dir)
+            fd = open_private(self.dir / ".lock", os.O_RDWR)
         except OSError as exc:
             raise StorageError(f"cannot open {self.dir}: {exc.strerror or exc}") from exc
         try:

@@ -52,7 +52,6 @@ class ToolResultFiles:
         # the same file, so one call's full text could replace another's.
         name = f"{safe_name(session)}-{safe_name(call_id)}.txt"
         path = self.directory / name
-        await anyio.Path(self.directory).mkdir(parents=True, exist_ok=True, mode=0o700)
         await anyio.to_thread.run_sync(atomic_write_text, path, text)
         return f"{PREFIX}/{name}"
 

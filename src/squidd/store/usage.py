@@ -68,7 +68,6 @@ class UsageLedger:
         record = UsageRecord(day, session, model, purpose, prompt, completion, cached)
         await self._load_today(day)
         line = json.dumps(record.to_dict(), ensure_ascii=False, separators=(",", ":"))
-        await anyio.Path(self._dir).mkdir(parents=True, exist_ok=True, mode=0o700)
         await anyio.to_thread.run_sync(lambda: append_lines_locked(self._path(day), [line]))
         self._today_records.append(record)
 

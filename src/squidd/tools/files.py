@@ -31,6 +31,7 @@ from squidd.config.tools import FilesSettings
 from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
+from squidd.fs import FILE_MODE, make_private_dir
 from squidd.text import clean_text
 from squidd.tools.arguments import Arguments, parse, schema_of
 
@@ -133,7 +134,7 @@ def _atomic_replace(jail: WorkspaceJail, real: Path, shown: str, data: bytes) ->
         info = os.lstat(real)
     except FileNotFoundError:
         created = True
-        mode = 0o644
+        mode = FILE_MODE
     else:
         if not stat.S_ISREG(info.st_mode):
             raise ToolError(f"{shown}: refused, exists and is not a regular file")
@@ -141,7 +142,7 @@ def _atomic_replace(jail: WorkspaceJail, real: Path, shown: str, data: bytes) ->
     parent = real.parent
     root = jail.real_root()
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(parent)
     except NotADirectoryError:
         raise ToolError(f"{shown}: a parent is a file, not a directory") from None
     except OSError as exc:
