@@ -24,7 +24,13 @@ import structlog
 
 from squidd.core.audit import GENESIS, AuditEntry, ChainBroken, check_chain, seal
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, locked, read_bytes_or_empty
+from squidd.fs import (
+    atomic_write_text,
+    locked,
+    make_private_dir,
+    open_private,
+    read_bytes_or_empty,
+)
 
 log = structlog.get_logger()
 
@@ -99,8 +105,8 @@ class AuditFile:
 
     def append_sync(self, fields: dict[str, Any]) -> None:
         try:
-            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            make_private_dir(self.dir)
+            fd = open_private(self.log_path, os.O_RDWR | os.O_APPEND)
         except OSError as exc:
             raise StorageError(f"cannot open the audit log: {exc.strerror or exc}") from exc
         try:
