@@ -399,3 +399,20 @@ def test_a_long_subject_beyond_ascii_reads_back_exactly() -> None:
     back, wire = reply_to(head(b"Subject: " + subject.encode()))
     assert back["Subject"] == "Re: " + subject
     assert max(len(line) for line in wire.split(b"\r\n")) <= 78
+
+
+def test_an_attachment_type_with_junk_in_it_is_listed_as_unknown() -> None:
+    raw = (
+        head(b"MIME-Version: 1.0", b'Content-Type: multipart/mixed; boundary="b"')
+        + b"--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n"
+        + b"--b\r\nContent-Type: mul\x10ti\xffpart/x\x00y\r\n\r\nzz\r\n--b--\r\n"
+    )
+    body = extract_text(raw, max_chars=1000)
+    assert [a.content_type for a in body.attachments] == ["application/octet-stream"]
+    assert readable(prompt_text(parse_headers(raw), body).replace("\n", ""))
+
+
+def test_a_long_ascii_subject_with_one_long_word_reads_back_exactly() -> None:
+    subject = "bug demonstration 123456789112345678921234567893123456789412345678951"
+    back, _ = reply_to(head(b"Subject: " + subject.encode()))
+    assert back["Subject"] == "Re: " + subject

@@ -14,6 +14,7 @@ from email.message import Message
 from email.parser import BytesParser
 
 from squidd.channels.email.body import bounded_parts
+from squidd.channels.email.body import content_type as mime_type
 from squidd.channels.email.charsets import printable
 from squidd.channels.email.headers import MIME_POLICY
 from squidd.config.email import EmailSettings
@@ -45,7 +46,7 @@ def _candidates(raw: bytes, settings: EmailSettings) -> list[tuple[str, str, byt
             name = ""
         if part.get_content_disposition() != "attachment" and not name:
             continue
-        content_type = part.get_content_type()
+        content_type = mime_type(part)
         if not allowed(content_type, settings.allowed_attachment_types):
             continue
         data = _payload(part)

@@ -37,6 +37,7 @@ __all__ = [
     "Attachment",
     "MailText",
     "bounded_parts",
+    "content_type",
     "extract_text",
     "human_size",
     "listed_name",
@@ -53,6 +54,8 @@ _MAX_DEPTH = 5
 MAX_PARTS = 1000
 """Parts of one mail that are parsed at most (see `bounded_parts`)."""
 _PART_LINE_RE = re.compile(rb"^--", re.M)
+_MIME_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+_UNKNOWN_TYPE = "application/octet-stream"
 """Enclosed mails are read this many levels deep (a forward of a forward of ...)."""
 _MIN_ENCLOSED_CHARS = 200
 _MAX_FIELD_CHARS = 300
@@ -179,6 +182,16 @@ def _repair_boundary(msg: Message, raw: bytes) -> Message:
         head[: field.start()] + fixed + head[field.end() :] + body
     )
     return again if again.is_multipart() else msg
+
+
+def content_type(part: Message) -> str:
+    """The part's MIME type as a plain `type/subtype`; a declared one that is not (junk bytes,
+    controls) is `application/octet-stream`, what an unknown type means (RFC 2046)."""
+    try:
+        value = part.get_content_type()
+    except Exception:  # noqa: BLE001 - a field the parser cannot read is no type
+        return _UNKNOWN_TYPE
+    return value if _MIME_TYPE_RE.fullmatch(value) else _UNKNOWN_TYPE
 
 
 def bounded_parts(raw: bytes) -> tuple[bytes, bool]:
@@ -346,7 +359,7 @@ def _listed(part: Message) -> Attachment:
         filename = ""
     return Attachment(
         name=_clean_name(filename),
-        content_type=part.get_content_type(),
+        content_type=content_type(part),
         size=_payload_size(part),
     )
 

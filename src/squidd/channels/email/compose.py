@@ -8,8 +8,8 @@ markdown itself, which reads fine as text. The reply's files follow as attachmen
 Whatever the mail it answers held, the reply's headers are valid: its subject is printable
 text on one line (controls dropped, cut to `_MAX_SUBJECT`), and a subject holding text that
 looks like an RFC 2047 encoded word is written encoded, so the recipient reads exactly that
-text (written as it is, their client would decode it); so is any subject beyond ASCII (the
-standard folder can add a space where it folds a long one between words and text). The
+text (written as it is, their client would decode it); so is any subject beyond ASCII or
+too long for one line (the standard folder adds a space where it folds some of them). The
 words are short enough that no line needs folding again. In-Reply-To and References carry
 valid msg-ids only, never an encoded word.
 """
@@ -35,6 +35,7 @@ from squidd.channels.email.headers import valid_msgids
 _RE_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 _MAX_REFERENCES = 20
 _MAX_SUBJECT = 200
+_UNFOLDED = 78 - len("Subject: ")
 _WORD_BYTES = 39  # 52 base64 characters: `Subject: ` and the word stay within 78 (no refold)
 
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
@@ -89,7 +90,7 @@ def encoded_words(text: str) -> str:
 
 def _set_subject(msg: EmailMessage, subject: str) -> None:
     """Set Subject so that it reads as `subject` exactly (see the module docstring)."""
-    if "=?" in subject or not subject.isascii():
+    if "=?" in subject or not subject.isascii() or len(subject) > _UNFOLDED:
         msg.set_raw("Subject", encoded_words(subject))
     else:
         msg["Subject"] = subject
