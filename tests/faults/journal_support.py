@@ -75,9 +75,10 @@ def lines(path: Path) -> list[str]:
 
 
 def shell_config(channel: str) -> str:
-    """TOML to append to a test config: the shell tool, allowed on `channel`."""
+    """TOML to append to a test config: the shell tool, allowed on `channel`, without
+    asking for approval (the approval tests ask)."""
     return (
-        "\n[tools.shell]\nenabled = true\ntimeout_s = 120\n"
+        "\n[tools.shell]\nenabled = true\ntimeout_s = 120\n[tools.approval]\ntools = []\n"
         f'\n[[tools.policy.rules]]\nchannel = "{channel}"\nallow = ["shell"]\n'
     )
 

@@ -231,7 +231,7 @@ def test_a_configured_workspace_that_does_not_exist_is_made_and_the_shell_runs_i
     )
     config.write_text(
         config.read_text().replace("[tools__shell]", "[tools.shell]")
-        + "[tools.policy]\ndefault_deny = []\n"
+        + "[tools.policy]\ndefault_deny = []\n[tools.approval]\ntools = []\n"
     )
     fake_llm.push(Reply(tool_calls=[("shell", {"command": "pwd"})]), "done")
     daemon = Daemon(tmp_path, config)

@@ -29,6 +29,7 @@ def squidd(tmp_path: Path, config: Path, *args: str, base_url: str = "") -> str:
     result = subprocess.run(
         [sys.executable, "-m", "squidd", "--config", str(config), *args],
         capture_output=True,
+        stdin=subprocess.DEVNULL,
         text=True,
         env=env,
         timeout=60,
@@ -78,11 +79,12 @@ def test_shell_only_where_a_rule_allows_it(tmp_path: Path, fake_llm: FakeLLM) ->
     squidd(tmp_path, config, "chat", "-m", "hi", base_url=fake_llm.base_url)
     assert "shell" not in tool_names(fake_llm.chat_requests[-1])
 
-    config.write_text(
+    rules = (
         "[tools.shell]\nenabled = true\n"
         '[[tools.policy.rules]]\nchannel = "terminal"\nsession = "terminal:ops"\n'
         'allow = ["shell"]\n'
     )
+    config.write_text(rules + "[tools.approval]\ntools = []\n")
     squidd(tmp_path, config, "chat", "-m", "hi", base_url=fake_llm.base_url)
     assert "shell" not in tool_names(fake_llm.chat_requests[-1])
 
@@ -94,6 +96,26 @@ def test_shell_only_where_a_rule_allows_it(tmp_path: Path, fake_llm: FakeLLM) ->
     assert "shell" in tool_names(fake_llm.chat_requests[-2])
     assert tool_results(fake_llm.chat_requests[-1]) == ["exit code 0\nfrom-the-shell\n"]
     assert json.dumps(fake_llm.chat_requests[-1]).count("sk-test-not-a-real-key-42") == 0
+
+
+def test_chat_m_without_a_terminal_does_not_run_the_shell_and_says_so(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[tools.shell]\nenabled = true\n"
+        '[[tools.policy.rules]]\nchannel = "terminal"\nallow = ["shell"]\n'
+    )
+    squidd(tmp_path, config, "init")
+    marker = tmp_path / "the-shell-ran"
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": f"touch {marker}"})]), "Done.")
+    out = squidd(tmp_path, config, "chat", "-m", "run it", base_url=fake_llm.base_url)
+    assert not marker.exists()
+    assert out.startswith("Done.\n[shell was not run: it needs approval and there is no terminal")
+    [result] = tool_results(fake_llm.chat_requests[-1])
+    assert result.startswith("Error: not run: shell needs approval")
+    audit = squidd(tmp_path, config, "audit", "--decision", "denied")
+    assert "denied by no terminal" in audit and f"touch {marker}" in audit
 
 
 def test_chat_reads_the_example_skill_and_spawns_a_waiting_sub_agent(

@@ -36,6 +36,7 @@ from squidd.errors import LLMError, StorageError
 
 if TYPE_CHECKING:  # loaded by the handler: the runtime brings the LLM client
     from squidd.gateway.build import Terminal
+    from squidd.gateway.terminal_approval import TerminalAsker
 
 log = structlog.get_logger()
 
@@ -104,12 +105,16 @@ async def _refusal(terminal: Terminal, session: SessionId, text: str) -> str | N
     return refusal
 
 
-async def _one_message(terminal: Terminal, session: SessionId, text: str, out: TextIO) -> None:
+async def _one_message(
+    terminal: Terminal, session: SessionId, text: str, out: TextIO, asker: TerminalAsker
+) -> None:
     reply = await _refusal(terminal, session, text)
     if reply is None:
         tools = _tools(terminal, session)
         reply = await terminal.runtime.agent.run(session, text, CHANNEL, extra_tools=tools)
-    out.write(reply + "\n")
+    # A call refused for want of a terminal is said in the reply, whatever the model wrote.
+    notes = "".join(f"\n[{note}]" for note in asker.refused)
+    out.write(reply + notes + "\n")
     out.flush()
 
 
@@ -155,13 +160,15 @@ async def _chat(
 ) -> int:
     from squidd.gateway.build import build_terminal
     from squidd.gateway.mcp import connected_mcp
+    from squidd.gateway.terminal_approval import TerminalAsker
 
     session = session_for(session_name)
+    asker = TerminalAsker(is_tty=sys.stdin.isatty(), out=sys.stdout)
     async with connected_mcp(settings, errlog=errlog) as mcp:
-        terminal = build_terminal(settings, mcp, ignore_caps=ignore_caps)
+        terminal = build_terminal(settings, mcp, ignore_caps=ignore_caps, asker=asker)
         try:
             if message is not None:
-                await _one_message(terminal, session, message, sys.stdout)
+                await _one_message(terminal, session, message, sys.stdout, asker)
             else:
                 await _interactive(terminal, session, sys.stdout)
         finally:

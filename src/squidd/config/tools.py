@@ -166,6 +166,18 @@ class PolicySettings(Section):
     rules: list[PolicyRule] = Field(default_factory=list)
 
 
+class ApprovalSettings(Section):
+    """`[tools.approval]`: the tools whose calls wait for a person's yes (core/approvals.py).
+
+    `approvers` may answer (Matrix ids, mail addresses; empty: whoever the channel lets in);
+    with no answer within `timeout_s` the call is denied.
+    """
+
+    tools: list[str] = Field(default_factory=lambda: ["shell"])
+    approvers: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=300.0, gt=0, le=7 * 86_400)
+
+
 class ToolsSettings(Section):
     search_history_limit: int = Field(default=10, gt=0, le=100)
     search_history_across_sessions: bool = False
@@ -190,3 +202,4 @@ class ToolsSettings(Section):
     web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
     spawn: SpawnSettings = Field(default_factory=SpawnSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from squidd.core.approvals import Approvals
 from squidd.core.audit import Auditor
 from squidd.core.memory import MemoryManager
 from squidd.core.models import Attachment, SessionId
@@ -51,6 +52,7 @@ class AgentLoop:
         prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None,
         recording: TurnRecording | None = None,
         auditor: Auditor | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         # `prompt_parts` gives the system prompt parts of every turn that have their own
         # cap (the skills index); they come before a run's own `extra_parts`. `recording`:
@@ -76,6 +78,7 @@ class AgentLoop:
             max_result_chars=max_result_chars,
             recording=recording,
             auditor=auditor,
+            approvals=approvals,
         )
 
     async def run(

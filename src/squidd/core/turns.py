@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from squidd.core.approvals import Approvals, Verdict
 from squidd.core.audit import Auditor, Decision
 from squidd.core.budget import fit_request
 from squidd.core.estimator import messages_chars, tools_chars
@@ -161,9 +162,11 @@ class TurnSteps:
         max_result_chars: int,
         recording: TurnRecording | None = None,
         auditor: Auditor | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self._memory = memory
         self._auditor = auditor
+        self._approvals = approvals
         self._registry = registry
         self._prompt = prompt
         self._limits = limits
@@ -276,33 +279,58 @@ class TurnSteps:
 
     async def call_tool(self, turn: Turn, call: ToolCall) -> Message:
         """Run one tool call (or take its recorded result); its result as the tool message
-        that enters the turn. With a journal, its start and its result are recorded."""
+        that enters the turn. With a journal, its start and its result are recorded. A call
+        that needs approval (core/approvals.py) is asked about first; refused, it does not
+        run and the model is told why."""
         content = await recorded_result(self._recording, turn, call)
         if content is None:
             journal = self._recording.journal if self._recording and turn.key else None
-            if journal is not None and turn.key is not None:
-                await journal.started(turn.key, call)
-            started = time.monotonic()
-            result = await dispatch(call, turn.tools)
-            if self._auditor is not None:
-                await self._auditor.record(
-                    turn.session,
-                    turn.ask.channel,
-                    call,
-                    decision=Decision.ALLOWED,
-                    seconds=time.monotonic() - started,
-                    result_chars=len(result.content),
-                    error=result.content if result.is_error else None,
-                )
-            content = await cap_result(
-                self._results, self._max_result_chars, turn.session, call, result.content
-            )
-            if result.is_error:
-                content = f"Error: {content}"
+            verdict = Verdict(True, Decision.ALLOWED)
+            if self._approvals is not None:
+                verdict = await self._approvals.gate(turn.session, turn.ask.channel, turn.key, call)
+            if verdict.run:
+                if journal is not None and turn.key is not None:
+                    await journal.started(turn.key, call)
+                content = await self._run_call(turn, call, verdict)
+            else:
+                content = f"Error: {verdict.note}"
+                await self._audit(turn, call, verdict, 0.0, "", verdict.note)
             if journal is not None and turn.key is not None:
                 await journal.result(turn.key, call.id, content)
         return Message(
             role="tool", content=content, tool_call_id=call.id, name=call.name, ts=now_iso()
+        )
+
+    async def _run_call(self, turn: Turn, call: ToolCall, verdict: Verdict) -> str:
+        started = time.monotonic()
+        result = await dispatch(call, turn.tools)
+        error = result.content if result.is_error else None
+        await self._audit(turn, call, verdict, time.monotonic() - started, result.content, error)
+        content = await cap_result(
+            self._results, self._max_result_chars, turn.session, call, result.content
+        )
+        return f"Error: {content}" if result.is_error else content
+
+    async def _audit(
+        self,
+        turn: Turn,
+        call: ToolCall,
+        verdict: Verdict,
+        seconds: float,
+        result: str,
+        error: str | None,
+    ) -> None:
+        if self._auditor is None:
+            return
+        await self._auditor.record(
+            turn.session,
+            turn.ask.channel,
+            call,
+            decision=verdict.decision,
+            by=verdict.by,
+            seconds=seconds,
+            result_chars=len(result),
+            error=error,
         )
 
     async def retry_overflow(self, turn: Turn) -> bool:

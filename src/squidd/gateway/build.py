@@ -19,6 +19,7 @@ from datetime import timedelta
 import httpx2
 
 from squidd.config import Settings
+from squidd.core.approvals import Asker
 from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
@@ -62,12 +63,18 @@ class Terminal:
 
 
 def build_terminal(
-    settings: Settings, mcp: McpHub | None = None, *, ignore_caps: bool = False
+    settings: Settings,
+    mcp: McpHub | None = None,
+    *,
+    ignore_caps: bool = False,
+    asker: Asker | None = None,
 ) -> Terminal:
     """The runtime, the per-turn tools and the daily caps for turns in the terminal (no
     daemon: cron jobs made there have no scheduler to wake, sub-agents run only with
     wait=true, and the owner's cap notice is the daemon's to send)."""
     runtime = build_runtime(settings)
+    if asker is not None and runtime.approvals is not None:
+        runtime.approvals.add_asker("terminal", asker)
     caps = None if ignore_caps else DailyCaps(settings.limits, runtime.usage, prices_of(settings))
     return Terminal(runtime, TurnTools(runtime, mcp=mcp), caps)
 

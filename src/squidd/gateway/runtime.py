@@ -14,6 +14,7 @@ import httpx2
 
 from squidd.config import Settings
 from squidd.core.agent import AgentLoop
+from squidd.core.approvals import ApprovalRules, Approvals
 from squidd.core.audit import Auditor
 from squidd.core.budget import PromptBudget
 from squidd.core.journal import Effect
@@ -27,6 +28,7 @@ from squidd.llm.transcription import WhisperTranscriber
 from squidd.log import SecretRedactor
 from squidd.media.reader import MediaReader
 from squidd.secrets import known_secrets
+from squidd.store.approvals import QuestionFiles
 from squidd.store.audit import AuditFile
 from squidd.store.journal import JournalDir
 from squidd.store.jsonl import JsonlStore
@@ -64,6 +66,7 @@ class Runtime:
     results: ToolResultFiles
     policy: ToolPolicy | None = None
     journal: JournalDir | None = None
+    approvals: Approvals | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
     async def aclose(self) -> None:
@@ -189,6 +192,16 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         effects={name: Effect(value) for name, value in settings.tools.effects.items()},
         max_age=timedelta(hours=settings.gateway.journal_max_age_hours),
     )
+    approval = settings.tools.approval
+    approvals = Approvals(
+        ApprovalRules(
+            tools=tuple(approval.tools),
+            approvers=frozenset(approval.approvers),
+            timeout_s=approval.timeout_s,
+        ),
+        QuestionFiles(data_dir),
+        {},
+    )
     agent = AgentLoop(
         llm=llm,
         memory=memory,
@@ -208,6 +221,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         prompt_parts=None if skills is None else skills_index_part(skills),
         recording=recording,
         auditor=Auditor(AuditFile(data_dir), SecretRedactor(known_secrets(settings)).scrub),
+        approvals=approvals,
     )
     return Runtime(
         settings=settings,
@@ -222,5 +236,6 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         results=results,
         policy=policy,
         journal=journal,
+        approvals=approvals,
         extra={"transcriber": transcriber} if transcriber else {},
     )
