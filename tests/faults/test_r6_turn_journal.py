@@ -55,7 +55,7 @@ def spool(tmp_path: Path, llm: FakeLLM) -> Iterator[SpoolDaemon]:
         llm.base_url,
         api_key="sk-test-faults-r6-0001",
         gateway={"delivery_retry_initial_s": 0.2, "delivery_retry_max_s": 0.5},
-        **{"tools.shell": {"enabled": True, "timeout_s": 120}},
+        **{"tools.shell": {"enabled": True, "timeout_s": 120}, "tools.approval": {"tools": []}},
     )
     with spool.config.open("a", encoding="utf-8") as config:
         config.write('\n[[tools.policy.rules]]\nchannel = "cron"\nallow = ["shell"]\n')

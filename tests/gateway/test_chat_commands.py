@@ -30,6 +30,9 @@ class _Host:
             "cost": 0.0025,
         }
 
+    def approvals(self) -> None:
+        return None
+
 
 def _inbound(text: str, kind: InboundKind = InboundKind.MESSAGE) -> Inbound:
     return Inbound("memory", "id-1", SessionId("s1"), "alice", text, kind=kind)

@@ -5,7 +5,8 @@ prints what a user asks when something seems wrong: uptime, each channel's state
 traffic, each MCP server's state, tool count and last error, turns in flight and queued,
 the turns with a journal (running tool calls, resumed after a crash, or cut short), the
 messages parked after repeated failures (count, newest reason), the sub-agents running
-(per parent session) and their caps, the next cron runs. When no daemon answers it says so,
+(per parent session) and their caps, the next cron runs, and the approval questions
+waiting for an answer (read from the data dir). When no daemon answers it says so,
 shows the parked count read from the data dir, and exits 1.
 """
 
@@ -21,6 +22,8 @@ from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.errors import StorageError
 from squidd.gateway.status import ask, socket_path
+from squidd.log import escape_unprintable
+from squidd.store.approvals import QuestionFiles
 from squidd.store.parked import ParkedDir
 
 
@@ -170,6 +173,22 @@ def _subagent_lines(subagents: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def approval_lines(settings: Settings) -> list[str]:
+    """The approval questions waiting for an answer, read from the data dir."""
+    try:
+        waiting = QuestionFiles(settings.storage.data_dir).waiting_sync()
+    except StorageError:
+        return ["approvals: unreadable"]
+    lines = [f"approvals waiting: {len(waiting)}"]
+    for question in waiting:
+        prompt = escape_unprintable(question.prompt())
+        lines.append(
+            f"  {question.id}  {question.channel} {question.session}  {prompt}  "
+            f"(until {question.deadline.isoformat(timespec='seconds')})"
+        )
+    return lines
+
+
 def status_command(settings: Settings) -> int:
     path = socket_path(settings)
     try:
@@ -180,11 +199,12 @@ def status_command(settings: Settings) -> int:
             summary = ParkedDir(settings.storage.data_dir).summary_sync()
         except StorageError:
             return 1
-        for line in parked_lines(summary.to_dict()):
+        for line in [*parked_lines(summary.to_dict()), *approval_lines(settings)]:
             print(line, file=sys.stderr)
         return 1
     if "error" in data:
         print(f"squidd is running but says: {data['error']}", file=sys.stderr)
         return 1
     print(format_status(data))
+    print("\n".join(approval_lines(settings)))
     return 0

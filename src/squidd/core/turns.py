@@ -286,7 +286,7 @@ class TurnSteps:
         if content is None:
             journal = self._recording.journal if self._recording and turn.key else None
             verdict = Verdict(True, Decision.ALLOWED)
-            if self._approvals is not None:
+            if self._approvals is not None and call.name in turn.tools:  # else not run anyway
                 verdict = await self._approvals.gate(turn.session, turn.ask.channel, turn.key, call)
             if verdict.run:
                 if journal is not None and turn.key is not None:

@@ -31,6 +31,7 @@ from squidd.core.resume import JournalCleanup
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import Supervisor
+from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.channels import ChannelRegistry, builtin_channels
 from squidd.gateway.costs import prices_of
@@ -115,7 +116,8 @@ def build_daemon(
 
     # Recording a message as done also drops its turn's journal (core/resume.py).
     done = handled if runtime.journal is None else JournalCleanup(handled, runtime.journal)
-    router = _router(settings, by_name, run_turn, supervisor, done, outbox, parked)
+    answers = _approvals_on_channels(runtime, by_name)
+    router = _router(settings, by_name, run_turn, supervisor, done, outbox, parked, answers)
     scheduled = ScheduledRuns(
         router,
         PendingRunsDir(data_dir),
@@ -163,9 +165,11 @@ def _router(
     handled: HandledLog,
     outbox: OutboxDir,
     parked: ParkedDir,
+    answers: ApprovalAnswers | None,
 ) -> Router:
     gw = settings.gateway
     return Router(
+        intercept=None if answers is None else answers.intercept,
         run_turn=run_turn,
         channels=channels,
         handled=handled,
@@ -177,6 +181,19 @@ def _router(
         max_concurrent_turns=gw.max_concurrent_turns,
         delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
     )
+
+
+def _approvals_on_channels(
+    runtime: Runtime, channels: dict[str, Channel]
+) -> ApprovalAnswers | None:
+    """Each channel asks its questions in the conversation; answers are taken out of line."""
+    approvals = runtime.approvals
+    if approvals is None:
+        return None
+    timeout_s = runtime.settings.tools.approval.timeout_s
+    for name, channel in channels.items():
+        approvals.add_asker(name, ChannelAsker(channel, timeout_s))
+    return ApprovalAnswers(approvals)
 
 
 def _scheduler(

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from squidd.core.approvals import Approvals
 from squidd.core.journal import turn_key
 from squidd.core.models import Inbound, InboundKind
 from squidd.core.reply_files import Reply, ReplyFiles
+from squidd.gateway.approval_answers import asked_from
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.chat_commands import ChatCommands
 from squidd.gateway.costs import usage_today
@@ -37,6 +39,9 @@ class TurnRunner:
     async def usage_today(self) -> dict[str, Any]:
         return await usage_today(self._runtime.settings, self._runtime.usage)
 
+    def approvals(self) -> Approvals | None:
+        return self._runtime.approvals
+
     async def __call__(self, inbound: Inbound) -> str | Reply:
         if inbound.kind is InboundKind.NOTICE:
             return inbound.text  # the owner's daily-cap notice: no model call
@@ -51,6 +56,8 @@ class TurnRunner:
             self.done += 1
         if inbound.kind is InboundKind.SUBAGENT:
             return await self._tools.subagents.run_background_turn(inbound)
+        # An approval this turn asks for goes where its message came from.
+        asked_from.set(inbound)
         # send_file only where the answer goes somewhere that can carry a file.
         files = ReplyFiles() if inbound.destination is not None else None
         # A sub-agent's report is a turn of its conversation, under the conversation's own

@@ -17,15 +17,15 @@ from collections.abc import Sequence
 import structlog
 
 from squidd.core.models import Inbound, InboundKind
+from squidd.gateway.chat_commands import approvals, usage
 from squidd.gateway.chat_commands import help as help_command
-from squidd.gateway.chat_commands import usage
 from squidd.gateway.chat_commands.base import ChatCommand, CommandCall, CommandHost
 
 __all__ = ["COMMANDS", "ChatCommand", "ChatCommands", "CommandHost", "parse"]
 
 log = structlog.get_logger()
 
-COMMANDS: tuple[ChatCommand, ...] = (help_command.COMMAND, usage.COMMAND)
+COMMANDS: tuple[ChatCommand, ...] = (help_command.COMMAND, usage.COMMAND, approvals.COMMAND)
 """The chat commands, in the order `/help` lists them."""
 
 _COMMAND = re.compile(r"/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?", re.DOTALL)

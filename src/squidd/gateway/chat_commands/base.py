@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from squidd.core.approvals import Approvals
 from squidd.core.models import Inbound
 
 __all__ = ["ChatCommand", "CommandCall", "CommandHost"]
@@ -20,6 +21,8 @@ class CommandHost(Protocol):
     """What the daemon offers the chat commands."""
 
     async def usage_today(self) -> Mapping[str, Any]: ...
+
+    def approvals(self) -> Approvals | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,131 @@
+"""Approvals on the chat channels: the prompt sent into the conversation, and the answers
+taken out of line.
+
+`ChannelAsker` puts a question (core/approvals.py) where the turn's message came from: the
+exact call, its id and how to answer (`/approve <id>`, `/always <id>`, `/deny <id>`, or a
+reply "yes" / "no" — the way to answer by mail). The turn that asks is the one whose message
+the router is running, named by `asked_from` (set by the turn runner).
+
+`ApprovalAnswers.intercept` is the router's first look at every message (`Router(intercept=
+...)`): an answer is taken there, before the session's queue, because the turn waiting for
+it holds that session's place — queued behind it, the answer would only arrive after the
+timeout. The decision is written (fsync'd, once) before the message is acknowledged; a
+second answer, or one from someone who is not an approver, changes nothing and is
+acknowledged all the same. Anything else goes on to the queue untouched.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+
+import structlog
+
+from squidd.core.approvals import Answer, Approvals, Choice, Question
+from squidd.core.intake import acknowledge
+from squidd.core.models import Inbound, InboundKind, Outbound
+from squidd.core.ports import Channel
+from squidd.errors import SquiddError
+
+log = structlog.get_logger()
+
+__all__ = ["ApprovalAnswers", "ChannelAsker", "asked_from"]
+
+asked_from: contextvars.ContextVar[Inbound | None] = contextvars.ContextVar(
+    "asked_from", default=None
+)
+
+_COMMAND = re.compile(r"/(approve|always|deny)\s+([0-9a-f]{8})\b", re.IGNORECASE)
+_WORDS = {
+    "yes": Choice.ONCE,
+    "y": Choice.ONCE,
+    "approve": Choice.ONCE,
+    "✅": Choice.ONCE,
+    "always": Choice.ALWAYS,
+    "♾️": Choice.ALWAYS,
+    "♾": Choice.ALWAYS,
+    "no": Choice.NO,
+    "n": Choice.NO,
+    "deny": Choice.NO,
+    "❌": Choice.NO,
+}
+_BY_COMMAND = {"approve": Choice.ONCE, "always": Choice.ALWAYS, "deny": Choice.NO}
+
+
+def prompt_text(question: Question, timeout_s: float) -> str:
+    return (
+        f"Approval needed ({question.id}): {question.prompt()}\n"
+        f"Answer /approve {question.id} (once), /always {question.id} (from now on in this "
+        f"conversation) or /deny {question.id}; by mail, reply yes or no. "
+        f"No answer within {timeout_s:g} s means no."
+    )
+
+
+class ChannelAsker:
+    """Sends the question into the conversation the turn answers; the answer comes later."""
+
+    def __init__(self, channel: Channel, timeout_s: float) -> None:
+        self._channel = channel
+        self._timeout_s = timeout_s
+
+    async def ask(self, question: Question) -> Answer | None:
+        inbound = asked_from.get()
+        destination = None if inbound is None else inbound.destination
+        if inbound is None or destination is None:
+            return Answer(Choice.NO, "nobody")
+        outbound = Outbound(
+            channel=destination.channel,
+            target=destination.target,
+            text=prompt_text(question, self._timeout_s),
+            session_id=inbound.session_id,
+            in_reply_to=inbound,
+            subject=inbound.subject,
+        )
+        try:
+            await self._channel.send(outbound)
+        except SquiddError as exc:
+            log.warning("approval_prompt_undelivered", question=question.id, reason=str(exc))
+            return Answer(Choice.NO, "nobody")
+        return None
+
+
+def _first_word(text: str) -> str:
+    for line in text.strip().splitlines():
+        words = line.strip().lower().rstrip(".!").split()
+        if words:
+            return words[0].rstrip(".,!")
+    return ""
+
+
+class ApprovalAnswers:
+    def __init__(self, approvals: Approvals) -> None:
+        self._approvals = approvals
+
+    async def _target(self, inbound: Inbound) -> tuple[str, Choice] | None:
+        found = _COMMAND.match(inbound.text.strip())
+        if found is not None:
+            return found.group(2).lower(), _BY_COMMAND[found.group(1).lower()]
+        choice = _WORDS.get(_first_word(inbound.text))
+        if choice is None:
+            return None
+        waiting = [
+            q
+            for q in await self._approvals.waiting()
+            if q.session == inbound.session_id and q.channel == inbound.channel
+        ]
+        if len(waiting) != 1:
+            return None  # nothing asked here, or several: only `/approve <id>` says which
+        return waiting[0].id, choice
+
+    async def intercept(self, inbound: Inbound) -> bool:
+        """True when `inbound` was an answer (taken and acknowledged here)."""
+        if inbound.kind is not InboundKind.MESSAGE:
+            return False
+        target = await self._target(inbound)
+        if target is None:
+            return False
+        question_id, choice = target
+        said = await self._approvals.answer(question_id, inbound.sender, choice)
+        log.info("approval_answer_taken", question=question_id, outcome=said or "ignored")
+        await acknowledge(inbound)
+        return True
