@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -115,24 +116,46 @@ async def measure(turns: int, *, tools: bool, journal: bool) -> tuple[float, flo
         return cpu * 1000 / turns, fsyncs.calls / turns
 
 
-async def figures(turns: int) -> dict[str, float]:
+async def figures(turns: int, repeats: int = 3) -> dict[str, float]:
+    """Medians over `repeats`, each repeat measuring without and with the journal in
+    alternating order (the machine is shared: a ratio within one repeat travels)."""
+    # Log lines (rendered for a terminal) would be most of a turn's CPU: warnings only.
+    config = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    try:
+        return await _figures(turns, repeats)
+    finally:
+        structlog.configure(**config)
+
+
+async def _figures(turns: int, repeats: int) -> dict[str, float]:
     out: dict[str, float] = {}
+    await measure(max(10, turns // 4), tools=True, journal=True)  # warm-up: imports, caches
     for tools in (True, False):
         name = "tools" if tools else "plain"
-        off = await measure(turns, tools=tools, journal=False)
-        on = await measure(turns, tools=tools, journal=True)
-        out[f"{name}_cpu_ms_without"], out[f"{name}_fsyncs_without"] = off
-        out[f"{name}_cpu_ms_with"], out[f"{name}_fsyncs_with"] = on
-        out[f"{name}_cpu_ratio"] = on[0] / off[0]
+        runs: list[tuple[tuple[float, float], tuple[float, float]]] = []
+        for repeat in range(repeats):
+            if repeat % 2:
+                on = await measure(turns, tools=tools, journal=True)
+                off = await measure(turns, tools=tools, journal=False)
+            else:
+                off = await measure(turns, tools=tools, journal=False)
+                on = await measure(turns, tools=tools, journal=True)
+            runs.append((off, on))
+        out[f"{name}_cpu_ms_without"] = statistics.median(off[0] for off, _ in runs)
+        out[f"{name}_cpu_ms_with"] = statistics.median(on[0] for _, on in runs)
+        out[f"{name}_fsyncs_without"] = statistics.median(off[1] for off, _ in runs)
+        out[f"{name}_fsyncs_with"] = statistics.median(on[1] for _, on in runs)
+        out[f"{name}_cpu_ratio"] = statistics.median(on[0] / off[0] for off, on in runs)
     return out
 
 
 def main() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    result = anyio.run(figures, args.turns)
+    result = anyio.run(figures, args.turns, args.repeats)
     for name in ("tools", "plain"):
         print(
             f"{name}: CPU {result[f'{name}_cpu_ms_without']:.2f} ms -> "

@@ -36,7 +36,8 @@ import structlog
 from squidd.core.journal import RecordedAnswer, Replay
 from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
 from squidd.errors import StorageError
-from squidd.fs import append_lines_locked, safe_name
+from squidd.fs import safe_name
+from squidd.text import utf8
 
 log = structlog.get_logger()
 
@@ -146,10 +147,24 @@ class JournalDir:
     # --- recording -------------------------------------------------------------------------
 
     def _append_sync(self, path: Path, record: dict[str, Any], new: bool) -> None:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-        append_lines_locked(path, [line])
-        if new:
-            _fsync_dir(path.parent)
+        # One writer (the daemon), and damage is cut off when read: no lock, no torn-line
+        # check, just the whole line appended and made durable.
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            if new:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                view = memoryview(utf8(line))
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if new:
+                _fsync_dir(path.parent)
+        except OSError as exc:
+            raise StorageError(f"cannot write a turn journal: {exc.strerror or exc}") from exc
 
     async def _append(self, key: str, kind: str, **fields: Any) -> None:
         path = self.path(key)
