@@ -24,7 +24,13 @@ import structlog
 
 from squidd.core.approvals import AlwaysRule, Question, QuestionState
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, locked, read_text_or_empty
+from squidd.fs import (
+    atomic_write_text,
+    locked,
+    make_private_dir,
+    open_private,
+    read_text_or_empty,
+)
 
 log = structlog.get_logger()
 
@@ -75,8 +81,8 @@ class QuestionFiles:
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
         try:
-            self._questions.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            make_private_dir(self._questions)
+            fd = open_private(self.dir / ".lock", os.O_RDWR)
         except OSError as exc:
             raise StorageError(f"cannot open the approvals: {exc.strerror or exc}") from exc
         try:
