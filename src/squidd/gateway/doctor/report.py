@@ -1,0 +1,45 @@
+"""Running every doctor check in order and rendering the result for a person or a script."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+import anyio
+
+from squidd.config import Settings
+from squidd.gateway.doctor import Check
+from squidd.gateway.doctor.local import daemon_checks, disk_checks, systemd_check
+from squidd.gateway.doctor.services import email_checks, llm_checks, matrix_checks, mcp_checks
+
+__all__ = ["render_json", "render_text", "run_checks"]
+
+
+async def run_checks(settings: Settings, *, llm_call: bool, errlog: TextIO) -> list[Check]:
+    """Every check, in the order a person fixes things: the machine, then the servers."""
+    checks = [Check.ok("config", "valid")]
+    checks.extend(await anyio.to_thread.run_sync(disk_checks, settings))
+    daemon, status = await anyio.to_thread.run_sync(daemon_checks, settings)
+    checks.extend(daemon)
+    unit = await anyio.to_thread.run_sync(systemd_check)
+    if unit is not None:
+        checks.append(unit)
+    checks.extend(await llm_checks(settings, call=llm_call))
+    checks.extend(await matrix_checks(settings, status))
+    checks.extend(await email_checks(settings))
+    checks.extend(await mcp_checks(settings, errlog))
+    return checks
+
+
+def render_text(checks: list[Check]) -> str:
+    failed = sum(check.failed for check in checks)
+    tail = "all good" if not failed else f"{failed} problem(s) found"
+    return "\n".join([*(check.line() for check in checks), tail])
+
+
+def render_json(checks: list[Check]) -> str:
+    document: dict[str, Any] = {
+        "ok": not any(check.failed for check in checks),
+        "checks": [check.to_dict() for check in checks],
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2)
