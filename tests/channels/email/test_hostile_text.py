@@ -416,3 +416,8 @@ def test_a_long_ascii_subject_with_one_long_word_reads_back_exactly() -> None:
     subject = "bug demonstration 123456789112345678921234567893123456789412345678951"
     back, _ = reply_to(head(b"Subject: " + subject.encode()))
     assert back["Subject"] == "Re: " + subject
+
+
+def test_a_subject_loses_its_byte_order_marks_and_bidi_overrides() -> None:
+    raw = head("Subject: \ufeffinvoice \u202egpj.exe\u202c \u2067x\u2069 \u200dok".encode())
+    assert parse_headers(raw).subject == "invoice gpj.exe x \u200dok"

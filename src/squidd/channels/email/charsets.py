@@ -49,7 +49,9 @@ _WIDE = ("utf_16", "utf_32")
 _WORD_RE = re.compile(r"=\?([^?\s]{1,80})\?([bBqQ])\?([^?]*)\?=")
 _SPACE_RE = re.compile(r"\s+")
 # C0 and C1 controls and DEL: never part of a header; in a body only tab and newline stay.
-_HEADER_CONTROLS_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
+# In a header also the byte-order mark and the bidi embeddings, overrides and isolates: a
+# subject is one line shown to a person, and these make it read other than it is.
+_HEADER_CONTROLS_RE = re.compile("[\x00-\x1f\x7f-\x9f\ufeff\u202a-\u202e\u2066-\u2069]")
 _BODY_CONTROLS_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _MAX_RAW_HEADER = 64 * 1024
 
