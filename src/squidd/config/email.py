@@ -47,6 +47,10 @@ class EmailSettings(Section):
     folder: str = "INBOX"
     move_to: str = ""
     """Empty: a handled mail is flagged \\Seen where it is. Else it is also moved here."""
+    backlog: Literal["skip", "answer"] = "skip"
+    """Unseen mail already in the folder at the first start (no state kept for it yet):
+    `skip` leaves it unread and unanswered (one log line with the count), `answer` answers
+    it. Mail arriving after the first start is answered either way."""
     idle: bool = True
     idle_renew_s: float = Field(default=25 * 60, gt=0, le=_IDLE_MAX_S)
     poll_interval_s: float = Field(default=60.0, gt=0)

@@ -173,9 +173,13 @@ def stop_servers(data: Path) -> None:
 
 def bot_email_section(server: MailServer, bot: str, **overrides: Any) -> dict[str, Any]:
     """The `[email]` keys of a bot account on the test servers: the one source of them, for
-    the channel in this process (`bot_settings`) and a daemon's config file alike."""
+    the channel in this process (`bot_settings`) and a daemon's config file alike.
+
+    `backlog = "answer"`: most tests put mail in the box before squidd first looks at it
+    and expect it answered; the tests of the default (`skip`) say so."""
     values: dict[str, Any] = {
         "enabled": True,
+        "backlog": "answer",
         "address": bot,
         "username": bot,
         "password": PASSWORD,

@@ -85,11 +85,14 @@ class Receiver:
         )
 
     async def reconcile(self, folder: ImapFolder) -> None:
-        """Load the persisted state and reset it when the server's UIDVALIDITY changed."""
+        """Load the persisted state and reset it when the server's UIDVALIDITY changed; on
+        the first start for this folder, put the backlog behind it (`email.backlog`)."""
+        first_start = False
         if not self._state_loaded:
             if self._settings.move_to:
                 await folder.ensure_mailbox(self._settings.move_to)
             await self._state.load()
+            first_start = not self._state.found
             self._limiter.restore(self._state.state.rate)
             self._state_loaded = True
         state = self._state.state
@@ -103,7 +106,24 @@ class Receiver:
             state.pending = set()
             state.deferred = {}
             self._delivered.clear()
+            if first_start and self._settings.backlog == "skip":
+                await self._skip_backlog(folder)
             await self._state.save()
+
+    async def _skip_backlog(self, folder: ImapFolder) -> None:
+        """Mark everything already in the folder as looked at, unseen mail left as it is.
+
+        Done before the state is first saved, so a crash cannot turn the backlog into new
+        mail: without a file the next start is a first start again."""
+        backlog = await folder.unseen()
+        floor = (folder.uidnext - 1) if folder.uidnext else 0
+        self._state.state.last_uid = max([floor, *backlog])
+        log.info(
+            "email_backlog_skipped",
+            count=len(backlog),
+            note='unseen mail from before the first start left unread; email.backlog = "answer"'
+            " answers it",
+        )
 
     async def receive(self, folder: ImapFolder, inbox: Inbox) -> None:
         """Hand on mail as it arrives, until the connection fails."""

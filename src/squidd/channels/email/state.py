@@ -12,6 +12,9 @@
 * `rate`: the rate limiter's counts (wall-clock times of the answers still inside the
   window, per sender; bounded by the limiter), so a restart does not reset them.
 
+No file at all means squidd never looked at this folder: its first start there, when the
+unseen mail already waiting is the backlog (`email.backlog`).
+
 The file is replaced atomically on each change (a crash leaves the old or the new state).
 """
 
@@ -76,6 +79,8 @@ class StateFile:
         self._path = path
         self._lock = anyio.Lock()
         self.state = FolderState()
+        self.found = False
+        """Whether `load` found a file (False: the first start for this folder)."""
 
     async def load(self) -> FolderState:
         path = anyio.Path(self._path)
@@ -83,7 +88,9 @@ class StateFile:
             raw = await path.read_text(encoding="utf-8")
         except FileNotFoundError:
             self.state = FolderState()
+            self.found = False
             return self.state
+        self.found = True
         try:
             data = json.loads(raw)
             self.state = FolderState(
