@@ -19,7 +19,7 @@ import structlog
 from squidd.commands import Commands, Start
 from squidd.config import Settings
 from squidd.core.models import Destination
-from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError
+from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, SquiddError
 from squidd.fs import make_private_dir
 from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, socket_path
 
@@ -71,12 +71,28 @@ def _prepare(settings: Settings) -> list[str]:
     return problems
 
 
+def _open_data_dir(settings: Settings) -> list[str]:
+    """The data dir's format: a newer one refused, an older one migrated (after a backup)."""
+    from squidd.gateway.backups import prepare_data_dir
+
+    try:
+        prepare_data_dir(settings)
+    except SquiddError as exc:  # too new; or a file that cannot be read, named
+        return [f"storage.data_dir: {exc}"]
+    except OSError as exc:
+        return [f"storage.data_dir: cannot create {settings.storage.data_dir}: {exc.strerror}"]
+    return []
+
+
 def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) -> int:
     """`squidd run`; `channels` replaces the built-in channel registry (tests, embedding)."""
     # The daemon's modules load here, not with the parser every command builds.
     from squidd.gateway.build import build_daemon
 
-    problems = _prepare(settings)
+    # The format first: nothing is created in a data dir this squidd must not touch.
+    problems = _open_data_dir(settings)
+    if not problems:
+        problems = _prepare(settings)
     daemon: Daemon | None = None
     try:
         daemon = build_daemon(settings, channels=channels)

@@ -20,6 +20,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from squidd.config.backup import BackupSettings
 from squidd.config.email import EmailSettings
 from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
@@ -64,6 +65,7 @@ class Settings(BaseSettings):
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
+    backup: BackupSettings = Field(default_factory=BackupSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -80,6 +82,10 @@ class Settings(BaseSettings):
     @property
     def workspace_dir(self) -> Path:
         return self.agents.workspace or self.storage.data_dir / "workspace"
+
+    @property
+    def backup_dir(self) -> Path:
+        return self.backup.dir or self.storage.data_dir / "backups"
 
 
 def find_config_file(explicit: Path | None = None) -> Path | None:

@@ -32,6 +32,7 @@ from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import Supervisor
 from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
+from squidd.gateway.backups import ScheduledBackups
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.channels import ChannelRegistry, builtin_channels
 from squidd.gateway.costs import prices_of
@@ -154,6 +155,7 @@ def build_daemon(
         heartbeat=_heartbeat(settings, scheduled, turns[0], clock),
         notifier=notifier or Notifier(),
         handle_signals=handle_signals,
+        backups=_backups(settings),
     )
 
 
@@ -208,6 +210,11 @@ def _scheduler(
         misfire_grace=timedelta(seconds=settings.cron.misfire_grace_s),
         poll_s=settings.cron.poll_s,
     )
+
+
+def _backups(settings: Settings) -> ScheduledBackups | None:
+    every_s = settings.backup.every_s
+    return ScheduledBackups(settings, every_s) if every_s is not None else None
 
 
 def _heartbeat(

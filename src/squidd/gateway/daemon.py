@@ -2,8 +2,9 @@
 
 `squidd.gateway.build.build_daemon` builds every store and service once and hands them
 here; the daemon only serves. One root task group holds the status socket, the router and,
-each under the supervisor, every channel's receive loop, the cron scheduler, the heartbeat
-and each MCP server's connection (`mcp:<name>`; its tools join a turn only while it is up).
+each under the supervisor, every channel's receive loop, the cron scheduler, the heartbeat,
+the scheduled backups and each MCP server's connection (`mcp:<name>`; its tools join a
+turn only while it is up).
 SIGTERM/SIGINT stop intake and give in-flight turns a grace period; SIGHUP re-reads the
 workspace prompt files.
 """
@@ -31,6 +32,7 @@ from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
+from squidd.gateway.backups import ScheduledBackups
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.runtime import Runtime
@@ -73,6 +75,7 @@ class Daemon:
     heartbeat: Heartbeat | None
     notifier: Notifier
     handle_signals: bool = True
+    backups: ScheduledBackups | None = None
     ready: anyio.Event = field(default_factory=anyio.Event, init=False)
     started_at: datetime = field(default_factory=utcnow, init=False)
     started_monotonic: float = field(default_factory=time.monotonic, init=False)
@@ -189,6 +192,8 @@ class Daemon:
                 await tg.start(self.supervisor.supervise, "cron", self.scheduler.run)
             if self.heartbeat is not None:
                 await tg.start(self.supervisor.supervise, "heartbeat", self.heartbeat.run)
+            if self.backups is not None:
+                await tg.start(self.supervisor.supervise, "backup", self.backups.run)
             # Not awaited: a server that is slow to start (or never does) must not hold up
             # readiness; its tools join turns once it is connected.
             for name, server in self.mcp.servers.items():

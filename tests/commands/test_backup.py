@@ -1,0 +1,78 @@
+"""`squidd backup create|verify|restore` and the data dir's format at `squidd run`, as real
+processes: exit codes and the lines a person reads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from squidd.store.format import CURRENT, MARKER
+from tests.support.config import write_daemon_config
+from tests.support.daemon import daemon_env, squidd_argv
+
+
+def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        squidd_argv(config, *args),
+        env=daemon_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def config_for(tmp: Path, **sections: dict[str, object]) -> Path:
+    # No LLM is ever asked here; the URL only has to be valid.
+    return write_daemon_config(
+        tmp, "http://127.0.0.1:9/v1", api_key="sk-test-backup-cmd-01", **sections
+    )
+
+
+def test_create_verify_restore_and_refusals(tmp_path: Path) -> None:
+    config = config_for(tmp_path)
+    data = tmp_path / "data"
+    (data / "sessions").mkdir(parents=True)
+    (data / "sessions" / "s.jsonl").write_text('{"role":"user","content":"hi"}\n')
+    archive = tmp_path / "out" / "b.tar.gz"
+    made = squidd(config, "backup", "create", str(archive), "--verify")
+    assert made.returncode == 0, made.stderr
+    assert "verified" in made.stdout and "secrets left out" in made.stdout
+    checked = squidd(config, "backup", "verify", str(archive))
+    assert checked.returncode == 0 and "is whole: 1 files" in checked.stdout
+
+    damaged = tmp_path / "damaged.tar.gz"
+    damaged.write_bytes(archive.read_bytes()[:-40])
+    bad = squidd(config, "backup", "verify", str(damaged))
+    assert bad.returncode == 1
+    assert str(damaged) in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+    refused = squidd(config, "backup", "restore", str(archive), "--target", str(data))
+    assert refused.returncode == 1 and "not empty" in refused.stderr
+    target = tmp_path / "restored"
+    restored = squidd(config, "backup", "restore", str(archive), "--target", str(target))
+    assert restored.returncode == 0, restored.stderr
+    assert (target / "sessions" / "s.jsonl").read_text() == '{"role":"user","content":"hi"}\n'
+
+
+def test_create_without_a_file_names_it_in_the_backup_dir(tmp_path: Path) -> None:
+    config = config_for(tmp_path, backup={"dir": str(tmp_path / "kept")})
+    (tmp_path / "data").mkdir()
+    made = squidd(config, "backup", "create")
+    assert made.returncode == 0, made.stderr
+    [archive] = (tmp_path / "kept").iterdir()
+    assert archive.name.startswith("squidd-backup-") and archive.name.endswith(".tar.gz")
+
+
+def test_run_refuses_a_newer_data_dir_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = config_for(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / MARKER).write_text(json.dumps({"format": CURRENT + 1, "squidd": "9.9.9"}))
+    done = squidd(config, "run")
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.startswith("config:")]
+    assert len(lines) == 1
+    assert f"holds data format {CURRENT + 1}" in lines[0]
+    assert sorted(p.name for p in data.iterdir()) == [MARKER]
