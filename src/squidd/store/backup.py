@@ -9,7 +9,9 @@ each file's size and SHA-256. `verify` reads everything back against the manifes
 Consistent while the daemon runs: each file is copied under a shared `flock`, the lock every
 append of squidd takes exclusively (`fs.append_lines_locked`; the audit log's own appends),
 so an append-only file is copied between two appends, never in the middle of a line; the
-audit head is copied under its log's lock, so the two agree. Files replaced by rename
+audit head is copied under its log's lock, so the two agree. The turn journals are appended
+without a lock (the daemon is their one writer); a copy may end in a torn line, which their
+reader cuts off, as it does after a crash. Files replaced by rename
 (`fs.atomic_write_*`) are read whole through the open file. SQLite files are copied through
 SQLite's backup API. Left out: the history index (a cache rebuilt from the histories), the
 backups folder, temporary files, sockets and symlinks, and, unless `secrets` is asked for,

@@ -36,7 +36,7 @@ import structlog
 from squidd.core.journal import RecordedAnswer, Replay
 from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
 from squidd.errors import StorageError
-from squidd.fs import safe_name
+from squidd.fs import make_private_dir, open_private, safe_name
 from squidd.text import utf8
 
 log = structlog.get_logger()
@@ -152,8 +152,8 @@ class JournalDir:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         try:
             if new:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                make_private_dir(path.parent)
+            fd = open_private(path, os.O_WRONLY | os.O_APPEND)
             try:
                 view = memoryview(utf8(line))
                 while view:
