@@ -90,7 +90,10 @@ class ChannelAsker:
 
 
 def _first_word(text: str) -> str:
+    """The answer's first word, past the subject line a mail's text starts with."""
     for line in text.strip().splitlines():
+        if line.startswith("Subject: ") or line == "(no subject)":
+            continue
         words = line.strip().lower().rstrip(".!").split()
         if words:
             return words[0].rstrip(".,!")
