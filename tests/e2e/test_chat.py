@@ -231,3 +231,17 @@ def test_the_interactive_chat_is_held_to_the_caps_too(tmp_path: Path, fake_llm: 
     assert result.stdout.count("an answer") == 2
     assert result.stdout.count("Budget used up for today.") == 2
     assert len(fake_llm.chat_requests) == 2
+
+
+def test_new_in_the_terminal_starts_a_fresh_session_without_a_model_call(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    data = tmp_path / "data"
+    assert run_chat(data, fake_llm.base_url, "my boat is the Mary Rose").returncode == 0
+    result = run_chat(data, fake_llm.base_url, "/new")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Started a new conversation")
+    assert len(fake_llm.chat_requests) == 1
+    assert run_chat(data, fake_llm.base_url, "which boat?").returncode == 0
+    assert "Mary Rose" in json.dumps(fake_llm.chat_requests[0]["messages"])
+    assert "Mary Rose" not in json.dumps(fake_llm.chat_requests[1]["messages"])

@@ -105,20 +105,36 @@ async def _refusal(terminal: Terminal, session: SessionId, text: str) -> str | N
     return refusal
 
 
+async def _command(terminal: Terminal, conversation: SessionId, text: str) -> str | None:
+    """The answer when `text` is a chat command (`/new`, `/model`, ...); None otherwise."""
+    from squidd.gateway.chat_commands import ChatCommands
+
+    message = Inbound(ChannelName(CHANNEL), SourceId(""), conversation, "owner", text)
+    return await ChatCommands(terminal).answer(message)
+
+
 async def _one_message(
-    terminal: Terminal, session: SessionId, text: str, out: TextIO, asker: TerminalAsker
+    terminal: Terminal, conversation: SessionId, text: str, out: TextIO, asker: TerminalAsker
 ) -> None:
-    reply = await _refusal(terminal, session, text)
+    reply = await _command(terminal, conversation, text)
     if reply is None:
-        tools = _tools(terminal, session)
-        reply = await terminal.runtime.agent.run(session, text, CHANNEL, extra_tools=tools)
+        reply = await _refusal(terminal, conversation, text)
+    if reply is None:
+        session = await terminal.conversations.session(conversation)
+        reply = await terminal.runtime.agent.run(
+            session,
+            text,
+            CHANNEL,
+            llm=await terminal.conversations.llm(conversation),
+            extra_tools=_tools(terminal, session),
+        )
     # A call refused for want of a terminal is said in the reply, whatever the model wrote.
     notes = "".join(f"\n[{note}]" for note in asker.refused)
     out.write(reply + notes + "\n")
     out.flush()
 
 
-async def _interactive(terminal: Terminal, session: SessionId, out: TextIO) -> None:
+async def _interactive(terminal: Terminal, conversation: SessionId, out: TextIO) -> None:
     async def show(event: LLMEvent) -> None:
         if isinstance(event, TextDelta):
             out.write(event.text)
@@ -140,14 +156,22 @@ async def _interactive(terminal: Terminal, session: SessionId, out: TextIO) -> N
         if text in _EXIT_WORDS:
             return
         out.write("squidd> ")
-        refusal = await _refusal(terminal, session, text)
-        if refusal is not None:
-            out.write(f"{refusal}\n")
+        fixed = await _command(terminal, conversation, text)
+        if fixed is None:
+            fixed = await _refusal(terminal, conversation, text)
+        if fixed is not None:
+            out.write(f"{fixed}\n")
             out.flush()
             continue
+        session = await terminal.conversations.session(conversation)
         try:
             await terminal.runtime.agent.run(
-                session, text, CHANNEL, extra_tools=_tools(terminal, session), on_event=show
+                session,
+                text,
+                CHANNEL,
+                llm=await terminal.conversations.llm(conversation),
+                extra_tools=_tools(terminal, session),
+                on_event=show,
             )
         except LLMError as exc:
             out.write(f"\n[no answer: {exc}]\n")

@@ -316,22 +316,22 @@ class Inbound:
     `ack` tells the source the message is done (IMAP \\Seen, Matrix sync position); the router
     calls it only after the reply was delivered. When the reply was refused for good (an
     unknown recipient), the router calls `on_undeliverable(reason)` instead, so the source can
-    mark the message as failed rather than answered (email flags it and leaves it unread);
-    a channel without such a notion leaves it None and gets `ack`: the message is done.
+    mark the message as failed rather than answered (email flags it and leaves it unread); a
+    channel without such a notion leaves it None and gets `ack`.
 
     Routing travels in typed fields the router and the gateway read: `reply_to` (where the
     answer goes; None: the sender, on the same channel), `quiet_reply` (a reply equal to it is
     not delivered: the heartbeat's HEARTBEAT_OK), `thread_root` (the thread the answer joins)
     and `subject` (the conversation's subject, for channels that have one). `meta` is private
-    to the channel that made the message (email References, Matrix room flags); nothing but
-    that channel reads it. `attachments` are the files that came with it, as references
-    into the media store (see `Attachment`).
+    to the channel that made it (email References, Matrix room flags); nothing else reads it.
+    `attachments`: the files that came with it, as references into the media store.
 
-    `kind` says what the inbound is (see `InboundKind`); `conversation_channel` names the
-    channel whose conversation a gateway-made run belongs to (a sub-agent's task and report
-    carry their root conversation's), so the turn gets that channel's tools; empty: `channel`.
-    `record_id` is the id the router records it under when not `source_id`: a parked
-    message sent again keeps its source id (its reply threads on it) under a new record.
+    `kind`: what it is (`InboundKind`); `conversation_channel`: the channel whose conversation
+    a gateway-made run belongs to (a sub-agent's task and report carry their root's), so the
+    turn gets that channel's tools; empty: `channel`. `record_id`: the router's record id when
+    not `source_id` (a parked message sent again keeps its source id under a new record).
+    `command`: where a chat command is read from when not `text` (a mail's subject or first
+    line, a group message without the bot's mention); empty: `text`.
     """
 
     channel: ChannelName
@@ -351,6 +351,7 @@ class Inbound:
     kind: InboundKind = InboundKind.MESSAGE
     conversation_channel: str = ""
     record_id: str = ""
+    command: str = ""
 
     @property
     def record(self) -> SourceId:
@@ -378,6 +379,7 @@ class Inbound:
             session_id=SessionId(clean_text(self.session_id)),
             sender=clean_text(self.sender),
             text=clean_text(self.text),
+            command=clean_text(self.command),
             subject=clean_text(self.subject),
             thread_root=None if thread_root is None else clean_text(thread_root),
             reply_to=reply_to,
@@ -402,9 +404,8 @@ class Inbound:
 class Outbound:
     """A reply (or a scheduled message) for a channel to deliver.
 
-    `target` is the channel-level address (room id, email address); `in_reply_to` is the
-    inbound it answers, if any, so the channel can thread the reply; `subject` is used by
-    channels that have one when the message starts a new conversation; `files` go with it.
+    `target`: the channel-level address (room id, email address); `in_reply_to`: the inbound
+    it answers, if any, for threading; `subject` when it starts a conversation; `files`.
     """
 
     channel: ChannelName

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import httpx2
 
 from squidd.config import Settings
-from squidd.core.approvals import Asker
+from squidd.core.approvals import Approvals, Asker
 from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
@@ -35,7 +36,8 @@ from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
 from squidd.gateway.backups import ScheduledBackups
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.channels import ChannelRegistry, builtin_channels
-from squidd.gateway.costs import prices_of
+from squidd.gateway.conversations import Conversations
+from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.daemon import Daemon
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.runtime import Runtime, build_runtime
@@ -62,6 +64,16 @@ class Terminal:
     runtime: Runtime
     tools: TurnTools
     caps: DailyCaps | None
+    conversations: Conversations
+    """The terminal session's current session and model (`/new`, `/model`)."""
+
+    async def usage_today(self) -> dict[str, Any]:
+        """For the chat commands (`/usage`, `/status`), as the daemon counts it."""
+        return await usage_today(self.runtime.settings, self.runtime.usage)
+
+    def approvals(self) -> Approvals | None:
+        """For `/approvals`: the terminal asks its questions in place, none wait."""
+        return self.runtime.approvals
 
 
 def build_terminal(
@@ -78,7 +90,7 @@ def build_terminal(
     if asker is not None and runtime.approvals is not None:
         runtime.approvals.add_asker("terminal", asker)
     caps = None if ignore_caps else DailyCaps(settings.limits, runtime.usage, prices_of(settings))
-    return Terminal(runtime, TurnTools(runtime, mcp=mcp), caps)
+    return Terminal(runtime, TurnTools(runtime, mcp=mcp), caps, Conversations(runtime))
 
 
 def build_daemon(

@@ -159,7 +159,9 @@ class Daemon:
 
     def _child(self, channel: Channel) -> ChildFn:
         async def run(health: ChildHealth, *, task_status: TaskStatus[None]) -> None:
-            await channel.run(self.router.inbox(channel.name), task_status=task_status)
+            # `/stop` cancels its conversation's turn as it arrives, not in line.
+            inbox = self.turns.conversations.inbox(self.router.inbox(channel.name))
+            await channel.run(inbox, task_status=task_status)
 
         return run
 

@@ -1,23 +1,31 @@
 """The router's turn: what runs for one message, cron firing, heartbeat or sub-agent run.
 
-The owner's daily-cap notice is its own answer; a chat command (`/help`, `/usage`) is
-answered by its module without a model call; a capped turn answers with the refusal; a
-background sub-agent's run goes to `SubAgents`; anything else is one `AgentLoop.run` with
-the per-call tools `TurnTools` decides for it. It also counts the turns the heartbeat sees
-as activity (every turn but the heartbeat's own).
+The owner's daily-cap notice is its own answer; a chat command (`/help`, `/new`, `/stop`,
+...) is answered by its module without a model call; a capped turn answers with the refusal;
+a background sub-agent's run goes to `SubAgents`; anything else is one `AgentLoop.run` in
+the conversation's current session (`/new` moves it), with the model the person chose
+(`/model`) and the per-call tools `TurnTools` decides for it. A turn `/stop` cancels is
+answered with `STOPPED`; its user message, the steps its journal shows and that note enter
+the history. It also counts the turns the heartbeat sees as activity (every turn but the
+heartbeat's own).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+import anyio
 
 from squidd.core.approvals import Approvals
 from squidd.core.journal import turn_key
-from squidd.core.models import Inbound, InboundKind
+from squidd.core.models import Inbound, InboundKind, Message, SessionId
 from squidd.core.reply_files import Reply, ReplyFiles
+from squidd.core.turns import now_iso
 from squidd.gateway.approval_answers import asked_from
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.chat_commands import ChatCommands
+from squidd.gateway.conversations import STOPPED, Conversations
 from squidd.gateway.costs import usage_today
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.turn_tools import TurnScope, TurnTools
@@ -33,6 +41,7 @@ class TurnRunner:
         self._runtime = runtime
         self._caps = caps
         self._tools = tools
+        self.conversations = Conversations(runtime)
         self._commands = ChatCommands(self)
         self.done = 0  # turns other than heartbeats, for the heartbeat's `activity`
 
@@ -58,17 +67,44 @@ class TurnRunner:
             return await self._tools.subagents.run_background_turn(inbound)
         # An approval this turn asks for goes where its message came from.
         asked_from.set(inbound)
+        conversations = self.conversations
+        conversation = inbound.session_id
+        turn = dataclasses.replace(inbound, session_id=await conversations.session(conversation))
         # send_file only where the answer goes somewhere that can carry a file.
         files = ReplyFiles() if inbound.destination is not None else None
-        # A sub-agent's report is a turn of its conversation, under the conversation's own
-        # channel (`turn_channel`), so it gets that channel's tools.
-        text = await self._runtime.agent.run(
-            inbound.session_id,
-            inbound.text,
-            inbound.turn_channel,
-            extra_tools=self._tools.for_turn(TurnScope.of(inbound, files)),
-            turn_id=turn_key(inbound.channel, inbound.source_id),
-            attachments=inbound.attachments,
-            purpose=PURPOSES.get(inbound.kind),
-        )
+        key = turn_key(inbound.channel, inbound.source_id)
+        text = STOPPED
+        async with conversations.turn(conversation) as scope:
+            # A sub-agent's report is a turn of its conversation, under the conversation's
+            # own channel (`turn_channel`), so it gets that channel's tools.
+            text = await self._runtime.agent.run(
+                turn.session_id,
+                turn.text,
+                turn.turn_channel,
+                llm=await conversations.llm(conversation),
+                extra_tools=self._tools.for_turn(TurnScope.of(turn, files)),
+                turn_id=key,
+                attachments=turn.attachments,
+                purpose=PURPOSES.get(turn.kind),
+            )
+        if scope.cancelled_caught:
+            with anyio.CancelScope(shield=True):
+                await self._stopped(turn.session_id, turn.text, key)
+            return STOPPED
         return Reply(text, files.files if files is not None else ())
+
+    async def _stopped(self, session: SessionId, text: str, key: str) -> None:
+        """The history of a stopped turn: the user message, the steps the journal shows (a
+        tool call in flight is there as started without a result: interrupted), the note."""
+        journal = self._runtime.journal
+        replay = await journal.load(key) if journal is not None else None
+        steps = replay.done_steps() if replay is not None else []
+        done = f" Steps taken before the stop: {', '.join(steps)}." if steps else ""
+        ts = now_iso()
+        await self._runtime.memory.persist_turn(
+            session,
+            [
+                Message(role="user", content=text, ts=ts, turn=key),
+                Message(role="assistant", content=STOPPED + done, ts=ts),
+            ],
+        )

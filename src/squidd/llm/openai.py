@@ -26,6 +26,7 @@ openai's and httpx2's errors become `squidd.errors` types through the adapter's 
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -133,6 +134,14 @@ class OpenAILLM:
     @property
     def models(self) -> list[str]:
         return [self._settings.model, *self._settings.fallback_models]
+
+    def preferring(self, model: str) -> OpenAILLM:
+        """This client (same connection pool) asking `model` first, then the other configured
+        models as fallbacks: a person's `/model` choice for their conversation."""
+        view = copy.copy(self)
+        rest = [name for name in self.models if name != model]
+        view._settings = self._settings.model_copy(update={"model": model, "fallback_models": rest})
+        return view
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Wait before retry `attempt` (0-based): the server's Retry-After when it sent one."""

@@ -4,7 +4,8 @@ The prompt text is the subject, the body text and a list of the attachments not 
 (the allowed ones are stored and travel as `Inbound.attachments`); a
 mail over the size cap is not read at all, and the model is told to say so instead. The
 inbound's `meta` is private to this channel: its keys are written here, and `thread_of`
-reads back what the reply to that mail threads on.
+reads back what the reply to that mail threads on. A chat command (`/new`) is read from the
+subject, or else the body's first line (`command_line`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from squidd.core.models import (
     UndeliverableHook,
 )
 
-__all__ = ["make_inbound", "oversize_notice", "prompt_text", "thread_of"]
+__all__ = ["command_line", "make_inbound", "oversize_notice", "prompt_text", "thread_of"]
 
 _MAX_LISTED = 50
 """Attachments named in the prompt at most; the rest are counted."""
@@ -105,7 +106,18 @@ def make_inbound(
         ack=ack,
         on_undeliverable=on_undeliverable,
         attachments=attachments,
+        command=command_line(headers.subject, body.text if body is not None else ""),
     )
+
+
+def command_line(subject: str, text: str) -> str:
+    """Where a chat command of a mail is: the subject when it starts with a slash (`/new`),
+    else the body's first line when it does; "" otherwise (the gateway decides which words
+    are commands; the mail itself still reaches the model when it names none)."""
+    if subject.strip().startswith("/"):
+        return subject.strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first if first.startswith("/") else ""
 
 
 def thread_of(inbound: Inbound) -> ThreadContext:

@@ -26,7 +26,7 @@ from nio import (
 )
 
 from squidd.channels.matrix.ids import EventId, RoomId
-from squidd.channels.matrix.policy import Policy
+from squidd.channels.matrix.policy import Policy, command_text
 from squidd.channels.matrix.render import strip_reply_fallback
 from squidd.core.models import AckHook, ChannelName, Destination, Inbound, SessionId, SourceId
 from squidd.text import clean_data, clean_text
@@ -111,6 +111,7 @@ def read_message(
         reply_to=Destination(CHANNEL, room_id),
         thread_root=thread_root,
         ack=ack,
+        command=command_text(text, own_user_id, names),
     )
 
 

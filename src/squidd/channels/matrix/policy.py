@@ -125,3 +125,18 @@ def mentions_bot(
         if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", haystack, re.IGNORECASE):
             return True
     return False
+
+
+def command_text(text: str, bot_user_id: str, display_names: Iterable[str]) -> str:
+    """`/cmd ...` of a message addressed to the bot (`@bot /new`, `Squidd: /status`, or
+    `/new` itself); "" when it does not start with a slash word after the mention. Which
+    words are commands is the gateway's to decide."""
+    stripped = text.strip()
+    if stripped.startswith("/"):
+        return stripped
+    names = [bot_user_id, *(f"@{n.strip()}" for n in display_names), *display_names]
+    for name in sorted((n.strip() for n in names if len(n.strip()) >= 2), key=len, reverse=True):
+        if stripped[: len(name)].casefold() == name.casefold():
+            rest = stripped[len(name) :].lstrip(":,; \t")
+            return rest if rest.startswith("/") else ""
+    return ""

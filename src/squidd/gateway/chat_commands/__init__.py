@@ -1,12 +1,15 @@
 """Chat commands: a person's message that is `/name [argument]` is answered here, by the
 command's module, without a model call.
 
-Each command is one module beside this one (`help.py`, `usage.py`) holding its `COMMAND`: its
+Each command is one module beside this one (`new.py`, `stop.py`, `status.py`, `model.py`,
+`usage.py`, `help.py`) holding its `COMMAND`: its
 name, its help line and its handler. `COMMANDS` is the explicit table; `/help` is built from
 it, so a new command is one module and one line here. Only a channel's message from a sender
 the channel let in (`InboundKind.MESSAGE`) can be a command: cron, heartbeat and sub-agent
 runs never are. A text whose first word names no command (`/usr is full`, `/etc/hosts`) is
-an ordinary message for the model, as it was before commands existed.
+an ordinary message for the model, as it was before commands existed. A channel may say
+where the command is read from (`Inbound.command`: a mail's subject or first line, a group
+message without the bot's mention); else the text.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 import structlog
 
 from squidd.core.models import Inbound, InboundKind
-from squidd.gateway.chat_commands import approvals, usage
+from squidd.gateway.chat_commands import approvals, model, new, status, stop, usage
 from squidd.gateway.chat_commands import help as help_command
 from squidd.gateway.chat_commands.base import ChatCommand, CommandCall, CommandHost
 
@@ -25,7 +28,15 @@ __all__ = ["COMMANDS", "ChatCommand", "ChatCommands", "CommandHost", "parse"]
 
 log = structlog.get_logger()
 
-COMMANDS: tuple[ChatCommand, ...] = (help_command.COMMAND, usage.COMMAND, approvals.COMMAND)
+COMMANDS: tuple[ChatCommand, ...] = (
+    new.COMMAND,
+    stop.COMMAND,
+    status.COMMAND,
+    model.COMMAND,
+    usage.COMMAND,
+    approvals.COMMAND,
+    help_command.COMMAND,
+)
 """The chat commands, in the order `/help` lists them."""
 
 _COMMAND = re.compile(r"/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?", re.DOTALL)
@@ -51,7 +62,7 @@ class ChatCommands:
         """The reply when `inbound` is a chat command; None when it is a turn for the model."""
         if inbound.kind is not InboundKind.MESSAGE:
             return None
-        parsed = parse(inbound.text)
+        parsed = parse(inbound.command or inbound.text)
         if parsed is None:
             return None
         name, argument = parsed

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from squidd.core.approvals import Approvals
 from squidd.core.models import Inbound
+
+if TYPE_CHECKING:  # the commands use it; it imports this package's parser
+    from squidd.gateway.conversations import Conversations
 
 __all__ = ["ChatCommand", "CommandCall", "CommandHost"]
 
@@ -24,6 +27,9 @@ class CommandHost(Protocol):
 
     def approvals(self) -> Approvals | None: ...
 
+    @property
+    def conversations(self) -> Conversations: ...
+
 
 @dataclass(frozen=True, slots=True)
 class CommandCall:
@@ -34,6 +40,11 @@ class CommandCall:
     argument: str
     host: CommandHost
     commands: Sequence[ChatCommand]
+
+    @property
+    def conversation(self) -> str:
+        """The conversation the message belongs to, as its channel names it."""
+        return self.inbound.session_id
 
 
 @dataclass(frozen=True, slots=True)

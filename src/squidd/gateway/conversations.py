@@ -1,0 +1,124 @@
+"""Conversations as the chat commands change them: the session a turn runs in (`/new`),
+the model it asks (`/model`), and the running turn `/stop` cancels.
+
+A channel names a message's conversation (`Inbound.session_id`: a room, a sender, the
+terminal session); the turn runs in that conversation's current session
+(store/conversations.py: `/new` moves it to a fresh one, the old one stays on disk). `/stop`
+cannot wait in its session's line behind the turn it stops, so `StopInbox` sees it as it
+arrives and cancels the running turn there; the `/stop` message itself is then answered in
+order, like every command. A cancelled turn leaves nothing half-done: a tool call in flight
+is recorded as interrupted in the turn's journal (core/turns.py), and the user message and a
+note that it was stopped enter the history, so the next turn knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import structlog
+
+from squidd.core.models import Inbound, InboundKind, SessionId
+from squidd.core.poison import PoisonGuard
+from squidd.core.ports import ChannelState, Inbox, LLMPort
+from squidd.gateway.chat_commands import parse
+from squidd.gateway.runtime import Runtime
+from squidd.store.conversations import ConversationsFile
+
+__all__ = ["Conversations", "StopInbox"]
+
+log = structlog.get_logger()
+
+STOPPED = "Stopped: I cancelled the work on this message, as you asked with /stop."
+
+
+class Conversations:
+    """The current session and model of each conversation; its running turn, stoppable."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self.file = ConversationsFile(runtime.settings.storage.data_dir)
+        self._running: dict[str, anyio.CancelScope] = {}
+        self._stopped: set[str] = set()
+
+    @property
+    def models(self) -> list[str]:
+        """The configured models a person may choose from."""
+        return list(self._runtime.llm.models)
+
+    async def session(self, conversation: str) -> SessionId:
+        return await self.file.session(conversation)
+
+    async def model(self, conversation: str) -> str:
+        chosen = await self.file.model(conversation)
+        return chosen if chosen in self.models else self.models[0]
+
+    async def llm(self, conversation: str) -> LLMPort | None:
+        """The client for the conversation's chosen model; None: the configured one."""
+        chosen = await self.file.model(conversation)
+        if chosen is None or chosen not in self.models or chosen == self.models[0]:
+            return None
+        return self._runtime.llm.preferring(chosen)
+
+    def running(self, conversation: str) -> bool:
+        return conversation in self._running
+
+    @asynccontextmanager
+    async def turn(self, conversation: str) -> AsyncIterator[anyio.CancelScope]:
+        """A cancel scope `/stop` cancels while the conversation's turn runs in it."""
+        with anyio.CancelScope() as scope:
+            self._running[conversation] = scope
+            try:
+                yield scope
+            finally:
+                if self._running.get(conversation) is scope:
+                    del self._running[conversation]
+
+    def stop(self, conversation: str) -> bool:
+        """Cancel the conversation's running turn; False when none runs."""
+        scope = self._running.get(conversation)
+        if scope is None:
+            return False
+        scope.cancel()
+        self._stopped.add(conversation)
+        log.info("turn_stop_requested", session=conversation)
+        return True
+
+    def took_stop(self, conversation: str) -> bool:
+        """Whether a `/stop` of this conversation cancelled a turn since last asked."""
+        if conversation in self._stopped:
+            self._stopped.discard(conversation)
+            return True
+        return False
+
+    def inbox(self, inner: Inbox) -> StopInbox:
+        return StopInbox(inner, self)
+
+
+def is_stop(inbound: Inbound) -> bool:
+    if inbound.kind is not InboundKind.MESSAGE:
+        return False
+    parsed = parse(inbound.command or inbound.text)
+    return parsed is not None and parsed[0] == "stop"
+
+
+class StopInbox:
+    """A channel's inbox that cancels a conversation's running turn as soon as its `/stop`
+    arrives (before it waits in line), then hands every message on unchanged."""
+
+    def __init__(self, inner: Inbox, conversations: Conversations) -> None:
+        self._inner = inner
+        self._conversations = conversations
+
+    @property
+    def poison(self) -> PoisonGuard:
+        return self._inner.poison
+
+    def report(self, state: ChannelState, detail: str = "") -> None:
+        self._inner.report(state, detail)
+
+    async def put(self, message: Inbound) -> None:
+        if is_stop(message):
+            self._conversations.stop(message.session_id)
+        await self._inner.put(message)
