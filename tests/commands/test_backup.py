@@ -7,9 +7,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from squidd.store.format import CURRENT, MARKER
 from tests.support.config import write_daemon_config
-from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
 
 
 def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,3 +78,26 @@ def test_run_refuses_a_newer_data_dir_with_one_line_and_exit_2(tmp_path: Path) -
     assert len(lines) == 1
     assert f"holds data format {CURRENT + 1}" in lines[0]
     assert sorted(p.name for p in data.iterdir()) == [MARKER]
+
+
+@pytest.mark.anyio
+async def test_run_migrates_a_format_1_data_dir_after_a_backup(tmp_path: Path) -> None:
+    config = config_for(tmp_path)
+    data = tmp_path / "data"
+    (data / "sessions").mkdir(parents=True)
+    history = data / "sessions" / "s.jsonl"
+    history.write_text('{"role":"user","content":"hi"}\n')
+    history.chmod(0o644)
+    daemon = DaemonProcess(config, tmp_path / "daemon.log")
+    try:
+        await daemon.wait_event("daemon_ready")
+        assert await daemon.stop() == 0
+    finally:
+        daemon.kill()
+    assert daemon.count("data_dir_backed_up") == 1
+    [migrated] = [e for e in daemon.events() if e["event"] == "data_dir_migrated"]
+    assert migrated["to"] == CURRENT
+    assert json.loads((data / MARKER).read_text())["format"] == CURRENT
+    assert oct(history.stat().st_mode & 0o777) == "0o600"
+    [backup] = (data / "backups").iterdir()
+    assert squidd(config, "backup", "verify", str(backup)).returncode == 0
