@@ -296,7 +296,9 @@ class InboundKind(StrEnum):
 
     A channel's message is a `MESSAGE`; the others are made by the gateway itself: a cron
     job's firing, a heartbeat, a background sub-agent's task and its report to the
-    conversation (see `squidd.core.runs`), and the owner's daily-cap notice.
+    conversation (see `squidd.core.runs`), and the owner's daily-cap notice. A `REACTION` is a
+    person's reaction that may answer an approval question (a Matrix ✅ / ♾️ / ❌): the
+    router's intercept takes it (gateway/approval_answers.py), it is never a turn.
     """
 
     MESSAGE = "message"
@@ -305,6 +307,7 @@ class InboundKind(StrEnum):
     SUBAGENT = "subagent"
     SUBAGENT_REPORT = "subagent_report"
     NOTICE = "notice"
+    REACTION = "reaction"
 
 
 @dataclass(frozen=True, slots=True)

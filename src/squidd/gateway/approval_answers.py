@@ -121,12 +121,15 @@ class ApprovalAnswers:
         return waiting[0].id, choice
 
     async def intercept(self, inbound: Inbound) -> bool:
-        """True when `inbound` was an answer (taken and acknowledged here)."""
-        if inbound.kind is not InboundKind.MESSAGE:
+        """True when `inbound` was an answer (taken and acknowledged here); a reaction is
+        always taken (answering nothing, it is dropped: a reaction is never a turn)."""
+        if inbound.kind not in (InboundKind.MESSAGE, InboundKind.REACTION):
             return False
         target = await self._target(inbound)
         if target is None:
-            return False
+            if inbound.kind is InboundKind.REACTION:
+                await acknowledge(inbound)
+            return inbound.kind is InboundKind.REACTION
         question_id, choice = target
         said = await self._approvals.answer(question_id, inbound.sender, choice)
         log.info("approval_answer_taken", question=question_id, outcome=said or "ignored")

@@ -1,7 +1,9 @@
 """Approvals on Matrix, as a real `squidd run` against a real Synapse with the scripted LLM:
 the prompt names the exact command; `/approve <id>` runs it once, a non-approver's
 `/approve` changes nothing, `/deny <id>` never runs it, `/always <id>` runs it and the next
-identical call without asking. Every decision is one line of a verifiable audit log."""
+identical call without asking; the same with reactions on the prompt (✅ once, ❌ never,
+♾️ always, a non-approver's ✅ nothing). Every decision is one line of a verifiable audit
+log."""
 
 from __future__ import annotations
 
@@ -25,7 +27,19 @@ COMMAND = "echo ran >> ran.txt"
 SHELL = Reply(tool_calls=[("shell", {"command": COMMAND})])
 
 
-def _config(
+def prompt_of(body: str) -> str:
+    """The question id of an approval prompt for COMMAND."""
+    found = re.match(r"Approval needed \(([0-9a-f]{8})\): Run shell: (.*)\?\n", body)
+    assert found is not None and found.group(2) == COMMAND, body
+    return found.group(1)
+
+
+async def react(human: Any, room: str, event_id: str, key: str) -> str:
+    relates = {"rel_type": "m.annotation", "event_id": event_id, "key": key}
+    return str(await human.send_event(room, "m.reaction", {"m.relates_to": relates}))
+
+
+def config_for(
     tmp: Path, llm: FakeLLM, synapse: SynapseServer, bot: User, humans: list[str], room: str
 ) -> Path:
     return write_daemon_config(
@@ -65,7 +79,7 @@ async def test_approve_deny_always_and_a_non_approver_on_synapse(
     await bob.join(room)
     (tmp_path / "ws").mkdir()
     marker = tmp_path / "ws" / "ran.txt"
-    config = _config(tmp_path, fake_llm, synapse, bot, [alice.user_id, bob.user_id], room)
+    config = config_for(tmp_path, fake_llm, synapse, bot, [alice.user_id, bob.user_id], room)
     fake_llm.push(SHELL, "done 1", SHELL, "not run", SHELL, "done 3", SHELL, "done 4")
     daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
 
@@ -76,10 +90,7 @@ async def test_approve_deny_always_and_a_non_approver_on_synapse(
         """Send `text`; the approval prompt's question id, and the asked event."""
         asked = await alice.send(room, text)
         await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), f"prompt for {text}")
-        body = alice.replies_to(bot.user_id, asked)[0].content["body"]
-        found = re.match(r"Approval needed \(([0-9a-f]{8})\): Run shell: (.*)\?\n", body)
-        assert found is not None and found.group(2) == COMMAND, body
-        return found.group(1), asked
+        return prompt_of(alice.replies_to(bot.user_id, asked)[0].content["body"]), asked
 
     async def reply_after(asked: str, count: int) -> str:
         await alice.wait_for(
@@ -115,3 +126,51 @@ async def test_approve_deny_always_and_a_non_approver_on_synapse(
     ]
     assert audit.verify()[0] == 4
     assert daemon.count("approval_answer_ignored") == 1
+
+
+async def test_reactions_on_the_prompt_answer_it(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: Callable[..., Any],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice = await make_human("alice")
+    bob = await make_human("bob")
+    room = await alice.create_room([bot.user_id, bob.user_id])
+    await bob.join(room)
+    (tmp_path / "ws").mkdir()
+    marker = tmp_path / "ws" / "ran.txt"
+    config = config_for(tmp_path, fake_llm, synapse, bot, [alice.user_id, bob.user_id], room)
+    fake_llm.push(SHELL, "done 1", SHELL, "not run", SHELL, "done 3", SHELL, "done 4")
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+
+    def runs() -> int:
+        return len(marker.read_text().splitlines()) if marker.exists() else 0
+
+    async def turn(text: str, key: str, *, by_bob_first: bool = False) -> str:
+        asked = await alice.send(room, text)
+        await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), f"prompt: {text}")
+        prompt = alice.replies_to(bot.user_id, asked)[0]
+        prompt_of(prompt.content["body"])
+        if by_bob_first:
+            await react(bob, room, prompt.event.event_id, "✅")
+        await react(alice, room, prompt.event.event_id, key)
+        await alice.wait_for(lambda: len(alice.replies_to(bot.user_id, asked)) >= 2, "reply")
+        return str(alice.replies_to(bot.user_id, asked)[1].content["body"])
+
+    assert await turn("run it", "✅", by_bob_first=True) == "done 1"
+    assert runs() == 1
+    assert await turn("again", "❌") == "not run"
+    assert runs() == 1
+    assert await turn("from now on", "♾️") == "done 3"
+    later = await alice.send(room, "once more")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "reply without asking")
+    assert alice.replies_to(bot.user_id, later)[0].content["body"] == "done 4"
+    assert runs() == 3
+    assert await daemon.stop() == 0
+    decisions = [r["decision"] for r in AuditFile(tmp_path / "data").records()]
+    assert decisions == ["approved", "denied", "always", "always"]
+    assert daemon.count("approval_answer_ignored") == 1
+    assert len(fake_llm.chat_requests) == 8  # no reaction was ever a turn

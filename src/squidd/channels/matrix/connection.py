@@ -53,6 +53,8 @@ from squidd.channels.matrix.identity.local import IdentityFiles
 from squidd.channels.matrix.ids import EventId, RoomId, SyncToken
 from squidd.channels.matrix.invites import answer_invites
 from squidd.channels.matrix.policy import Policy
+from squidd.channels.matrix.reactions import is_answer_reaction as answer
+from squidd.channels.matrix.reactions import read_reaction
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
@@ -406,7 +408,7 @@ class Connection:
             await self._carried.undecrypted.hold(
                 self.client, self.policy, self._ledger, batch, room_id, event
             )
-        elif events.is_text_message(event) or media.is_media_message(event):
+        elif events.is_text_message(event) or media.is_media_message(event) or answer(event):
             await self._message(batch, room_id, event)
         elif isinstance(event, BadEvent | UnknownBadEvent):
             log.info(
@@ -425,7 +427,7 @@ class Connection:
         """An event decrypted after its keys came late: a message, or a verification step."""
         if await self._carried.verifications.take(room_id, event):
             return False
-        if events.is_text_message(event) or media.is_media_message(event):
+        if events.is_text_message(event) or media.is_media_message(event) or answer(event):
             return await self._message(batch, room_id, event)
         return False
 
@@ -433,7 +435,8 @@ class Connection:
         """Hand a message to the inbox (a media one via its room's lane) if the policy answers
         it; True if it did (its ack then settles it in the ledger)."""
         event_id: EventId = event.event_id
-        inbound = events.read_message(
+        read = read_reaction if answer(event) else events.read_message
+        inbound = read(
             event,
             room_id=room_id,
             room=self.client.rooms.get(room_id),
