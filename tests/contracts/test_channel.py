@@ -5,6 +5,7 @@ a message before it sent the reply, which the contract must catch."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from email.message import EmailMessage
@@ -13,14 +14,19 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
+import httpx2
 import pytest
 from anyio.abc import TaskStatus
 from nio import AsyncClient, AsyncClientConfig
 
+from squidd.channels.api import ApiChannel
+from squidd.channels.api.keys import ApiKeys
 from squidd.channels.email import EmailChannel
 from squidd.channels.matrix import MatrixChannel
+from squidd.config.api import ApiSettings
 from squidd.core.models import Inbound, Outbound, SessionId
 from squidd.core.ports import Channel, ChannelState, Inbox
+from squidd.store.idempotency import IdempotencyDir
 from tests.channels.email.conftest import mail_server as mail_server
 from tests.channels.email.mailbox import DOMAIN, MailServer, find, inject, make_mail, wait_for
 from tests.channels.email.mailbox import bot_settings as email_settings
@@ -103,6 +109,58 @@ class PlantedHarness(DoubleHarness):
     def make(self) -> Channel:
         super().make()
         return AcksBeforeSending(self.double)
+
+
+class ApiHarness:
+    """A client of the API channel (a thread with a streaming request per message): the
+    reply is held once its content chunk arrived, acknowledged once `[DONE]` did."""
+
+    KEY = "sqd-contract-key-0123456789"
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.channel: ApiChannel | None = None
+        self.streams: dict[str, list[str]] = {}
+
+    def make(self) -> Channel:
+        settings = ApiSettings(enabled=True, listen="127.0.0.1:0")
+        self.channel = ApiChannel(settings, ApiKeys([self.KEY]), IdempotencyDir(self.tmp))
+        return self.channel
+
+    def _request(self, port: int, text: str, lines: list[str]) -> None:
+        body = {"model": "squidd", "stream": True, "messages": [{"role": "user", "content": text}]}
+        headers = {"Authorization": f"Bearer {self.KEY}"}
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        try:
+            with (
+                httpx2.Client(timeout=120) as http,
+                http.stream("POST", url, json=body, headers=headers) as response,
+            ):
+                for line in response.iter_lines():
+                    lines.append(line)
+        except httpx2.HTTPError:
+            lines.append("(cut)")
+
+    async def deliver(self, text: str) -> None:
+        assert self.channel is not None
+        lines: list[str] = []
+        self.streams[text] = lines
+        args = (self.channel.port, text, lines)
+        threading.Thread(target=self._request, args=args, daemon=True).start()
+
+    def _lines(self, inbound: Inbound) -> list[str]:
+        return next(lines for text, lines in self.streams.items() if text in inbound.text)
+
+    async def acknowledged(self, inbound: Inbound) -> bool:
+        return "data: [DONE]" in self._lines(inbound)
+
+    async def wait_reply(self, inbound: Inbound, text: str) -> None:
+        with anyio.fail_after(60):
+            while not any(text in line for line in self._lines(inbound)):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+
+    async def refused(self, channel: Channel) -> Outbound:
+        return Outbound("api", "someone", "hello?", SessionId("api:someone"))
 
 
 class MatrixHarness:
@@ -231,6 +289,7 @@ class EmailHarness:
 @pytest.fixture(
     params=[
         "double",
+        "api",
         pytest.param("matrix", marks=pytest.mark.matrix),
         pytest.param("email", marks=pytest.mark.mail),
     ]
@@ -244,6 +303,8 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             await matrix.aclose()
     elif request.param == "email":
         yield EmailHarness(request.getfixturevalue("mail_server"), tmp_path)
+    elif request.param == "api":
+        yield ApiHarness(tmp_path)
     else:
         yield DoubleHarness()
 

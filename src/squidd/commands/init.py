@@ -6,11 +6,15 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from squidd.commands import Commands, Start
 from squidd.errors import ConfigError
 from squidd.fs import FILE_MODE, make_private_dir
 from squidd.workspace import CONFIG_TEMPLATE, WORKSPACE_FILES, template_text
+
+if TYPE_CHECKING:
+    from squidd.config import Settings
 
 EXAMPLE_SKILL = Path("skills/example/SKILL.md")
 
@@ -77,6 +81,7 @@ def init_command(config_path: Path | None) -> int:
             path = skills / EXAMPLE_SKILL.parent.name / EXAMPLE_SKILL.name
             _create(path, template_text(str(EXAMPLE_SKILL)), FILE_MODE)
             created.append(path)
+        keys = _api_key(settings, created, kept)
     except OSError as exc:
         print(f"init: cannot write in {workspace}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -95,9 +100,23 @@ def init_command(config_path: Path | None) -> int:
         f"  2. Tell the assistant about you in {workspace / 'USER.md'}\n"
         f"     and shape its character in {workspace / 'SOUL.md'}.\n"
         f"  3. squidd{flag} config check\n"
-        f"  4. squidd{flag} chat"
+        f"  4. squidd{flag} chat\n"
+        f"  5. For the OpenAI-compatible API, set [api] enabled = true; its key is in {keys}:\n"
+        f'     curl -H "Authorization: Bearer $(grep -v ^# {keys} | head -1)" '
+        f"http://{settings.api.listen}/v1/models"
     )
     return 0
+
+
+def _api_key(settings: Settings, created: list[Path], kept: list[Path]) -> Path:
+    """A random API key in the keys file (0600), unless that file exists."""
+    from squidd.config.api import new_key
+
+    path = settings.api.keys_path(settings.storage.data_dir)
+    _make_dir(path.parent, created)
+    text = f"# squidd API keys: one per line (Authorization: Bearer <key>)\n{new_key()}\n"
+    (created if _create(path, text, 0o600) else kept).append(path)
+    return path
 
 
 def register(commands: Commands) -> None:

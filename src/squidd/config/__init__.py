@@ -20,6 +20,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from squidd.config.api import ApiSettings
 from squidd.config.backup import BackupSettings
 from squidd.config.email import EmailSettings
 from squidd.config.limits import LimitsSettings
@@ -60,6 +61,7 @@ class Settings(BaseSettings):
     cron: CronSettings = Field(default_factory=CronSettings)
     matrix: MatrixSettings = Field(default_factory=MatrixSettings)
     email: EmailSettings = Field(default_factory=EmailSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)

@@ -78,12 +78,23 @@ def _email(settings: Settings, media: MediaSink) -> Channel:
     return create_channel(settings, media=media)
 
 
+def _api(settings: Settings, media: MediaSink) -> Channel:
+    from squidd.channels.api import create_channel
+    from squidd.store.idempotency import IdempotencyDir
+
+    replies = IdempotencyDir(
+        settings.storage.data_dir, lifetime_s=settings.api.idempotency_hours * 3600.0
+    )
+    return create_channel(settings, replies)
+
+
 def builtin_channels() -> ChannelRegistry:
     """The channels squidd ships, each enabled by its own config section."""
     return (
         ChannelRegistry()
         .add("matrix", _matrix, enabled=lambda settings: settings.matrix.enabled)
         .add("email", _email, enabled=lambda settings: settings.email.enabled)
+        .add("api", _api, enabled=lambda settings: settings.api.enabled)
     )
 
 
