@@ -178,6 +178,23 @@ class ApprovalSettings(Section):
     timeout_s: float = Field(default=300.0, gt=0, le=7 * 86_400)
 
 
+class AuditSettings(Section):
+    """`[tools.audit]`: the audit log of every tool call (`squidd audit`)."""
+
+    # Where the log's head (line count, last hash) is sent once a day, so that even a
+    # rewrite of the whole log is caught: "matrix:!roomid:example.org" or
+    # "email:owner@example.org". Empty: not sent.
+    anchor_to: str = ""
+
+    @field_validator("anchor_to")
+    @classmethod
+    def _destination(cls, value: str) -> str:
+        value = value.strip()
+        if value and (":" not in value or value.split(":", 1)[0] not in ("matrix", "email")):
+            raise ValueError("must be matrix:<room id> or email:<address>")
+        return value
+
+
 class ToolsSettings(Section):
     search_history_limit: int = Field(default=10, gt=0, le=100)
     search_history_across_sessions: bool = False
@@ -203,3 +220,4 @@ class ToolsSettings(Section):
     spawn: SpawnSettings = Field(default_factory=SpawnSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)

@@ -24,7 +24,7 @@ from squidd.core.approvals import Approvals, Asker
 from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
-from squidd.core.models import Inbound
+from squidd.core.models import Destination, Inbound
 from squidd.core.poison import PoisonGuard
 from squidd.core.ports import Channel, Clock, HandledLog
 from squidd.core.reply_files import Reply
@@ -33,6 +33,7 @@ from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import Supervisor
 from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
+from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.channels import ChannelRegistry, builtin_channels
@@ -46,6 +47,7 @@ from squidd.gateway.systemd import Notifier
 from squidd.gateway.turn_runner import TurnRunner
 from squidd.gateway.turn_tools import TurnTools
 from squidd.store.attempts import AttemptsDir
+from squidd.store.audit import AuditFile
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
@@ -168,6 +170,7 @@ def build_daemon(
         notifier=notifier or Notifier(),
         handle_signals=handle_signals,
         backups=_backups(settings),
+        anchor=_anchor(settings, by_name),
     )
 
 
@@ -222,6 +225,13 @@ def _scheduler(
         misfire_grace=timedelta(seconds=settings.cron.misfire_grace_s),
         poll_s=settings.cron.poll_s,
     )
+
+
+def _anchor(settings: Settings, channels: dict[str, Channel]) -> AuditAnchor | None:
+    destination = Destination.parse(settings.tools.audit.anchor_to)
+    if destination is None:
+        return None
+    return AuditAnchor(AuditFile(settings.storage.data_dir), channels, destination)
 
 
 def _backups(settings: Settings) -> ScheduledBackups | None:

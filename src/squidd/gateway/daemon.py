@@ -32,6 +32,7 @@ from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
+from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.parked import ParkedRetries
@@ -76,6 +77,7 @@ class Daemon:
     notifier: Notifier
     handle_signals: bool = True
     backups: ScheduledBackups | None = None
+    anchor: AuditAnchor | None = None
     ready: anyio.Event = field(default_factory=anyio.Event, init=False)
     started_at: datetime = field(default_factory=utcnow, init=False)
     started_monotonic: float = field(default_factory=time.monotonic, init=False)
@@ -196,6 +198,8 @@ class Daemon:
                 await tg.start(self.supervisor.supervise, "heartbeat", self.heartbeat.run)
             if self.backups is not None:
                 await tg.start(self.supervisor.supervise, "backup", self.backups.run)
+            if self.anchor is not None:
+                await tg.start(self.supervisor.supervise, "audit_anchor", self.anchor.run)
             # Not awaited: a server that is slow to start (or never does) must not hold up
             # readiness; its tools join turns once it is connected.
             for name, server in self.mcp.servers.items():
