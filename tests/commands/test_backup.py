@@ -77,6 +77,14 @@ def test_run_refuses_a_newer_data_dir_with_one_line_and_exit_2(tmp_path: Path) -
     lines = [line for line in done.stderr.splitlines() if line.startswith("config:")]
     assert len(lines) == 1
     assert f"holds data format {CURRENT + 1}" in lines[0]
+    for command in (
+        ["chat", "-m", "hi"],
+        ["cron", "add", "--name", "n", "--prompt", "p", "--every", "1d"],
+    ):
+        other = squidd(config, *command)
+        assert other.returncode != 0
+        assert len(other.stderr.splitlines()) == 1, other.stderr
+        assert f"holds data format {CURRENT + 1}" in other.stderr
     assert sorted(p.name for p in data.iterdir()) == [MARKER]
 
 

@@ -48,15 +48,19 @@ async def test_a_due_backup_is_written_and_only_the_newest_kept(tmp_path: Path) 
     (tmp_path / "data" / "sessions" / "s.jsonl").write_text("{}\n")
     folder = tmp_path / "data" / "backups"
     old = old_backups(folder, 3)
+    leftover = folder / ".squidd-backup-20200101T000000Z.tar.gz.abc.partial"
+    leftover.write_bytes(b"half")
+    os.utime(leftover, (time.time() - 2 * 86400, time.time() - 2 * 86400))
     every_s = settings.backup.every_s
     assert every_s == 86400
     backups = ScheduledBackups(settings, every_s)
     async with anyio.create_task_group() as tg:
         await tg.start(backups.run, ChildHealth("backup"))
         with anyio.fail_after(30):  # a bound for a broken run
-            while old[1].exists():  # noqa: ASYNC110 - a file on disk has no event
+            while old[1].exists() or leftover.exists():  # noqa: ASYNC110 - a file on disk has no event
                 await anyio.sleep(0.05)
         tg.cancel_scope.cancel()
+    assert not leftover.exists()
     kept = sorted(folder.iterdir())
     assert kept[0] == old[2] and len(kept) == 2
     assert "data/sessions/s.jsonl" in {e.name for e in verify_backup(kept[1]).files}

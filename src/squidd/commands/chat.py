@@ -32,7 +32,7 @@ from squidd.core.models import (
     TextDelta,
 )
 from squidd.core.ports import Tool
-from squidd.errors import LLMError, StorageError
+from squidd.errors import EXIT_CONFIG, LLMError, SquiddError, StorageError
 
 if TYPE_CHECKING:  # loaded by the handler: the runtime brings the LLM client
     from squidd.gateway.build import Terminal
@@ -61,6 +61,14 @@ def register(commands: Commands) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from squidd import __version__
+    from squidd.store.format import refuse_newer
+
+    try:
+        refuse_newer(settings.storage.data_dir, squidd=__version__)
+    except SquiddError as exc:  # a newer format, or a marker that cannot be read
+        print(f"config: storage.data_dir: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     return chat_command(
         settings, message=args.message, session=args.session, ignore_caps=args.ignore_caps
     )

@@ -12,11 +12,13 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from squidd import __version__
 from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.core.cron import JobListError, make_job, with_job, without_job
 from squidd.errors import StorageError
 from squidd.store.cron_jobs import JobsFile
+from squidd.store.format import DataDirTooNewError, refuse_newer
 from squidd.tools.cron import format_job
 
 Action = Callable[[Settings, JobsFile, argparse.Namespace], int]
@@ -44,8 +46,9 @@ def _on_jobs(action: Action) -> Callable[[argparse.Namespace, Settings], int]:
 
     def run(args: argparse.Namespace, settings: Settings) -> int:
         try:
+            refuse_newer(settings.storage.data_dir, squidd=__version__)
             return action(settings, JobsFile(settings.storage.data_dir), args)
-        except (StorageError, JobListError) as exc:
+        except (StorageError, JobListError, DataDirTooNewError) as exc:
             print(f"cron: {exc}", file=sys.stderr)
             return 1
 

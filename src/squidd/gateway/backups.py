@@ -4,11 +4,14 @@ for this squidd at start (its format checked, an older one migrated after a back
 
 Scheduled backups are `squidd-backup-<UTC time>.tar.gz` in `[backup] dir`; after each new
 one only the newest `keep` of them stay. The next one is due `every` after the newest there
-is, so a restart neither skips one nor makes an extra one.
+is, so a restart neither skips one nor makes an extra one. The temporary file of a backup
+killed midway (`.squidd-backup-*.partial`, never a backup by name) is removed after a
+scheduled one once it is older than the interval.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +80,7 @@ class ScheduledBackups:
         ours = self._ours()
         for old in ours[: max(0, len(ours) - self._keep)]:
             old.unlink(missing_ok=True)
+        self._drop_leftovers()
         log.info(
             "backup_written",
             file=str(target),
@@ -84,6 +88,16 @@ class ScheduledBackups:
             bytes=manifest.total_bytes,
             removed=max(0, len(ours) - self._keep),
         )
+
+    def _drop_leftovers(self) -> None:
+        """Temporary files of backups killed midway (older than an interval: none of them
+        can still be in the making)."""
+        cutoff = time.time() - self._every_s
+        for path in self._dir.glob(f".{PREFIX}*.partial"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    log.info("backup_leftover_removed", file=str(path))
 
     async def run(self, health: ChildHealth, *, task_status: TaskStatus[None]) -> None:
         task_status.started()

@@ -32,7 +32,14 @@ from squidd.errors import SquiddError, StorageError
 from squidd.fs import DIR_MODE, FILE_MODE, atomic_write_text, make_private_dir, read_text_or_empty
 from squidd.store.backup import Source, create_backup
 
-__all__ = ["CURRENT", "MIGRATIONS", "DataDirTooNewError", "open_data_dir", "read_format"]
+__all__ = [
+    "CURRENT",
+    "MIGRATIONS",
+    "DataDirTooNewError",
+    "open_data_dir",
+    "read_format",
+    "refuse_newer",
+]
 
 log = structlog.get_logger()
 
@@ -100,6 +107,18 @@ def _written_by(data_dir: Path) -> str:
         return "an unknown version"
 
 
+def refuse_newer(data_dir: Path, *, squidd: str) -> None:
+    """DataDirTooNewError (one line) when the data dir is of a newer format than this
+    squidd reads; what a command that writes beside the daemon checks first."""
+    found = read_format(data_dir)
+    if found is not None and found > CURRENT:
+        raise DataDirTooNewError(
+            f"{data_dir} holds data format {found}, written by squidd {_written_by(data_dir)}; "
+            f"this squidd ({squidd}) reads format {CURRENT} and older: run the newer squidd, "
+            "or restore a backup made before the upgrade into a new folder"
+        )
+
+
 def open_data_dir(data_dir: Path, workspace: Path, *, squidd: str) -> list[int]:
     """Make the data dir ready for this squidd; the formats it was migrated to (if any).
 
@@ -111,11 +130,7 @@ def open_data_dir(data_dir: Path, workspace: Path, *, squidd: str) -> list[int]:
         _mark(data_dir, CURRENT, squidd)
         return []
     if found > CURRENT:
-        raise DataDirTooNewError(
-            f"{data_dir} holds data format {found}, written by squidd {_written_by(data_dir)}; "
-            f"this squidd ({squidd}) reads format {CURRENT} and older: run the newer squidd, "
-            "or restore a backup made before the upgrade into a new folder"
-        )
+        refuse_newer(data_dir, squidd=squidd)
     steps = [m for m in MIGRATIONS if m.to > found]
     if not steps:
         return []
