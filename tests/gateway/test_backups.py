@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from squidd.config import Settings
 from squidd.core.supervisor import ChildHealth
-from squidd.gateway.backups import ScheduledBackups
+from squidd.gateway.backups import ScheduledBackups, prepare_data_dir
 from squidd.store.backup import verify_backup
 from tests.support.config import config_sections
 
@@ -72,3 +73,17 @@ def test_every_is_checked() -> None:
     with pytest.raises(ValueError, match="30m"):
         settings_for(Path("/tmp"), every="daily")
     assert settings_for(Path("/tmp"), every="").backup.every_s is None
+
+
+def test_a_data_dir_a_daemon_serves_is_not_migrated_under_it(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    data = tmp_path / "data"
+    (data / "sessions").mkdir(parents=True)
+    (data / "sessions" / "s.jsonl").write_text("{}\n")  # format 1: state, no marker
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as live:
+        live.bind(str(data / "squidd.sock"))
+        live.listen()
+        assert prepare_data_dir(settings) == []
+        assert sorted(p.name for p in data.iterdir()) == ["sessions", "squidd.sock"]
+    (data / "squidd.sock").unlink()
+    assert prepare_data_dir(settings) == [2]

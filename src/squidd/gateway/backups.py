@@ -23,8 +23,9 @@ from anyio.abc import TaskStatus
 from squidd import __version__
 from squidd.config import Settings
 from squidd.core.supervisor import ChildHealth
+from squidd.gateway.status import daemon_answers, socket_path
 from squidd.store.backup import BackupError, Manifest, Source, create_backup
-from squidd.store.format import CURRENT, open_data_dir, read_format
+from squidd.store.format import CURRENT, open_data_dir, read_format, refuse_newer
 
 __all__ = ["ScheduledBackups", "backup_now", "default_name", "prepare_data_dir"]
 
@@ -47,8 +48,13 @@ def backup_now(settings: Settings, target: Path, *, secrets: bool) -> Manifest:
 
 
 def prepare_data_dir(settings: Settings) -> list[int]:
-    """The data dir made ready for this squidd (blocking); see `store.format`."""
-    return open_data_dir(settings.storage.data_dir, settings.workspace_dir, squidd=__version__)
+    """The data dir made ready for this squidd (blocking); see `store.format`. A data dir a
+    daemon is serving right now is not migrated under it: this start stops at the socket."""
+    data_dir = settings.storage.data_dir
+    refuse_newer(data_dir, squidd=__version__)
+    if daemon_answers(socket_path(settings)):
+        return []
+    return open_data_dir(data_dir, settings.workspace_dir, squidd=__version__)
 
 
 class ScheduledBackups:

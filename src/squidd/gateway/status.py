@@ -52,6 +52,11 @@ class DaemonAlreadyRunningError(RuntimeError):
     pass
 
 
+def daemon_answers(path: Path) -> bool:
+    """Whether a daemon answers on the status socket at `path` now (blocking, <= 1 s)."""
+    return _answers(path)
+
+
 def _answers(path: Path) -> bool:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)
