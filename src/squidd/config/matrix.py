@@ -66,6 +66,14 @@ class MatrixSettings(Section):
     """Longer replies are split into several events (the homeserver caps events at 64 KiB,
     and HTML plus encryption roughly triple the size)."""
     typing_notice: bool = True
+    status_reactions: bool = True
+    """Mark a person's message: `reaction_taken` when taken, replaced by `reaction_done`
+    when answered or `reaction_failed` when it ended without an answer."""
+    reaction_taken: str = Field(default="👀", min_length=1, max_length=16)
+    reaction_done: str = Field(default="✅", min_length=1, max_length=16)
+    reaction_failed: str = Field(default="❌", min_length=1, max_length=16)
+    read_receipts: bool = True
+    """Send a read receipt for a message when it is taken."""
     max_text_chars: int = Field(default=20_000, gt=0)
     """Most characters of one message the model sees; the rest is cut and the model is told
     so (a huge message would otherwise ride along in every request of the room)."""

@@ -23,6 +23,7 @@ from squidd.channels.matrix.client import TokenRejectedError, open_client
 from squidd.channels.matrix.connection import Carried, Connection
 from squidd.channels.matrix.events import CHANNEL
 from squidd.channels.matrix.ids import EventId, RoomId
+from squidd.channels.matrix.marks import ReactionKeys, StatusReactions
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.send import send_reply
 from squidd.channels.matrix.state import MatrixFiles
@@ -53,6 +54,14 @@ class MatrixChannel:
         self._client: AsyncClient | None = None
         self._policy: Policy | None = None
         self.typing = TypingNotices(enabled=settings.typing_notice, monotonic=monotonic)
+        self.reactions = self.typing.reactions = StatusReactions(
+            enabled=settings.status_reactions,
+            receipts=settings.read_receipts,
+            keys=ReactionKeys(
+                settings.reaction_taken, settings.reaction_done, settings.reaction_failed
+            ),
+            device_trust=settings.device_trust,
+        )
         self._carried = Carried(
             typing=self.typing,
             undecrypted=Undecrypted(wait_s=settings.decrypt_wait_s, monotonic=monotonic),
@@ -80,6 +89,7 @@ class MatrixChannel:
         try:
             response, since = await connection.connect()
             self._policy = connection.policy
+            self.reactions.user_allowed = connection.policy.user_allowed
             self._client = self.typing.client = client
             await connection.serve(response, since, task_status)
         finally:
@@ -116,4 +126,5 @@ class MatrixChannel:
         )
         reply_to = outbound.in_reply_to
         if reply_to is not None and reply_to.channel == CHANNEL:
+            self.reactions.answered(RoomId(outbound.target), EventId(reply_to.source_id))
             await self.typing.stop(RoomId(outbound.target), EventId(reply_to.source_id))

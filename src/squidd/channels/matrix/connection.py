@@ -461,5 +461,5 @@ class Connection:
         await self._inbox.put(inbound)
 
     async def _ack(self, batch: Batch, room_id: RoomId, event_id: EventId) -> None:
-        await self._carried.typing.stop(room_id, event_id)
+        await self._carried.typing.stop(room_id, event_id, settled=True)
         await self._ledger.ack(batch, event_id)

@@ -20,6 +20,7 @@ from nio import AsyncClient, ErrorResponse
 
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.ids import EventId, RoomId
+from squidd.channels.matrix.marks import StatusReactions
 from squidd.errors import TransientError
 
 log = structlog.get_logger()
@@ -39,8 +40,12 @@ class TypingNotices:
         # room id -> {event id being answered -> when the typing lease began}
         self._leases: dict[RoomId, dict[EventId, float]] = {}
         self._wakeup = anyio.Event()
+        self.reactions: StatusReactions | None = None
+        """The status reactions that follow the same message life (marks.py)."""
 
     def start(self, room_id: RoomId, event_id: EventId) -> None:
+        if self.reactions is not None:
+            self.reactions.taken(room_id, event_id)
         if not self._enabled:
             return
         self._leases.setdefault(room_id, {})[event_id] = self._monotonic()
@@ -50,7 +55,10 @@ class TypingNotices:
         """Refresh now rather than at the next interval."""
         self._wakeup.set()
 
-    async def stop(self, room_id: RoomId, event_id: EventId) -> None:
+    async def stop(self, room_id: RoomId, event_id: EventId, *, settled: bool = False) -> None:
+        """Give the lease back: its reply was sent, or (`settled`) it was acknowledged."""
+        if settled and self.reactions is not None:
+            self.reactions.settled(room_id, event_id)
         leases = self._leases.get(room_id)
         if leases is None or leases.pop(event_id, None) is None:
             return
@@ -62,7 +70,14 @@ class TypingNotices:
             await self._send(client, room_id, typing=False)
 
     async def run(self, client: AsyncClient) -> None:
-        """Keep the typing notice of every room with a turn in progress alive."""
+        """Keep the typing notice of every room with a turn in progress alive (and send the
+        status reactions, beside it)."""
+        async with anyio.create_task_group() as tg:
+            if self.reactions is not None:
+                tg.start_soon(self.reactions.run, client)
+            await self._refresh(client)
+
+    async def _refresh(self, client: AsyncClient) -> None:
         while True:
             self._wakeup = anyio.Event()
             now = self._monotonic()
