@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+import anyio
 import pytest
 
 from squidd.store.approvals import QuestionFiles
@@ -114,3 +115,28 @@ def test_a_deadline_passed_while_down_is_a_timeout(tmp_path: Path, fake_llm: Fak
     assert [(r["decision"], r["by"]) for r in records] == [("timeout", None)]
     tool = [m for m in fake_llm.chat_requests[-1]["messages"] if m["role"] == "tool"]
     assert tool[0]["content"].startswith("Error: not run: no answer to the approval question")
+
+
+@pytest.mark.slow
+def test_a_stop_while_waiting_leaves_the_question_open_for_the_next_start(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """SIGTERM while a turn waits for an answer: the daemon stops after its grace period
+    (the wait is cancelled, the message not acknowledged), exit 0; the question stays open
+    and is answered after the next start, the command run once."""
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), "done")
+    daemon = _daemon(tmp_path, fake_llm.base_url, timeout_s=600)
+    try:
+        daemon.start()
+        daemon.send("m1", "run it", SESSION)
+        question = _prompted(daemon)
+        assert anyio.run(daemon.current.stop) == 0
+        [waiting] = QuestionFiles(daemon.data).waiting_sync()
+        assert waiting.id == question and daemon.pending() == 1  # m1 not acknowledged
+        daemon.start()
+        daemon.send("m2", f"/approve {question}", SESSION)
+        wait_until(lambda: "done" in _texts(daemon, "m1"), "the reply after the approval")
+    finally:
+        daemon.close()
+    assert _runs(tmp_path) == 1
+    assert [r["decision"] for r in AuditFile(daemon.data).records()] == ["approved"]
