@@ -39,7 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "channels.*": {KERNEL, "config", "core"},
     "workspace": {KERNEL, "config", "core"},
     "gateway": {KERNEL, "config", "core", "workspace", "channels.*", *ADAPTERS},
-    "commands": {KERNEL, "config", "core", "workspace", "gateway", *ADAPTERS},
+    "web": {KERNEL, "config", "core", "workspace", "gateway", "channels.*", *ADAPTERS},
+    "commands": {KERNEL, "config", "core", "workspace", "gateway", "web", *ADAPTERS},
     "cli": {KERNEL, "config", "commands"},
     "__main__": {"cli"},
 }

@@ -102,6 +102,9 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
         for problem in problems:
             print(f"config: {problem}", flush=True, file=sys.stderr)
         return EXIT_CONFIG
+    from squidd.web import attach  # the dashboard on the API's listener, when [api] is on
+
+    attach(daemon)
     if not daemon.channels:
         log.warning("no_channel_enabled", note="only cron and heartbeat will run")
     serving = daemon

@@ -33,7 +33,15 @@ def write_keys(path: Path, *keys: str) -> Path:
 class ApiDaemon:
     """`start()` one `squidd run` after another on the same config, data dir and port."""
 
-    def __init__(self, tmp: Path, llm_url: str, *, channel: str | None = None, **api: Any) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        llm_url: str,
+        *,
+        channel: str | None = None,
+        sections: dict[str, dict[str, Any]] | None = None,
+        **api: Any,
+    ) -> None:
         self.tmp = tmp
         self.channel = channel  # a test channel beside the API (tests.support.daemon.SPOOL)
         self.key = new_key()
@@ -48,6 +56,7 @@ class ApiDaemon:
                 **api,
             },
             "gateway": {"shutdown_grace_s": 2},
+            **(sections or {}),
         }
         self.config = write_daemon_config(tmp, llm_url, api_key=LLM_KEY, **sections)
         self.runs: list[DaemonProcess] = []

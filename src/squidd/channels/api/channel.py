@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -90,6 +91,8 @@ class ApiChannel:
         self._pending: dict[str, Pending] = {}
         self._inbox: Inbox | None = None
         self.port = 0
+        # More routes on this listener (the web dashboard, mounted by the daemon's command).
+        self.pages: Callable[[web.Application], None] | None = None
 
     @property
     def name(self) -> str:

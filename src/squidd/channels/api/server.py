@@ -188,4 +188,6 @@ def build_app(channel: ApiChannel) -> web.Application:
     app[CHANNEL] = channel
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/v1/chat/completions", _chat)
+    if channel.pages is not None:
+        channel.pages(app)
     return app

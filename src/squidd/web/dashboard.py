@@ -1,0 +1,245 @@
+"""The dashboard's pages and forms, on aiohttp (the API channel's server).
+
+`/` is the login form until an API key was given, then the overview: the channels and
+their state, turns, today's usage and caps, the heartbeat and cron (all from
+`Daemon.snapshot`, what `squidd status` prints), pending approvals (approve / deny), the
+cron jobs (remove), parked messages; `/memory` shows MEMORY.md. Every response carries a
+strict Content-Security-Policy and no-store; every POST needs the session's CSRF token;
+nothing is read from a query string (the listener refuses one) and Host/Origin are checked
+by the listener for every request.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+
+from squidd.core.approvals import Choice
+from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Login, Logins, new_token, same
+
+if TYPE_CHECKING:
+    from squidd.channels.api import ApiChannel
+    from squidd.gateway.daemon import Daemon
+
+log = structlog.get_logger()
+
+CSP = "default-src 'self'; script-src 'self'; object-src 'none'; frame-ancestors 'none'"
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+STYLE = (
+    "body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;"
+    "text-align:left;vertical-align:top}form.inline{display:inline}"
+)
+MAX_FORM_BYTES = 64 * 1024
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def page(title: str, body: str) -> web.Response:
+    text = (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)}</title>"
+        f"<link rel=stylesheet href=/style.css></head><body><h1>{esc(title)}</h1>{body}"
+        "</body></html>"
+    )
+    return web.Response(text=text, content_type="text/html", headers=HEADERS)
+
+
+def table(rows: list[list[str]], head: list[str]) -> str:
+    if not rows:
+        return "<p>none</p>"
+    top = "".join(f"<th>{esc(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{top}</tr>{body}</table>"
+
+
+def plain(value: Any) -> str:
+    """A nested snapshot value as escaped text."""
+    if isinstance(value, dict | list):
+        return f"<code>{esc(json.dumps(value, ensure_ascii=False, default=str))}</code>"
+    return esc(value)
+
+
+def button(action: str, csrf: str, label: str) -> str:
+    return (
+        f'<form class=inline method=post action="{esc(action)}">'
+        f'<input type=hidden name=csrf value="{esc(csrf)}">'
+        f"<button type=submit>{esc(label)}</button></form>"
+    )
+
+
+class Dashboard:
+    def __init__(self, daemon: Daemon, channel: ApiChannel) -> None:
+        self._daemon = daemon
+        self._channel = channel
+        self._logins = Logins()
+
+    def mount(self, app: web.Application) -> None:
+        app.router.add_get("/", self._home)
+        app.router.add_get("/style.css", self._style)
+        app.router.add_post("/login", self._login)
+        app.router.add_post("/logout", self._logout)
+        app.router.add_get("/memory", self._memory)
+        app.router.add_post("/approvals/{id}/{choice}", self._approve)
+        app.router.add_post("/cron/{name}/remove", self._cron_remove)
+
+    # --- sessions ---------------------------------------------------------------------
+    def _session(self, request: web.Request) -> Login | None:
+        return self._logins.get(request.cookies.get(SESSION_COOKIE))
+
+    async def _form(self, request: web.Request) -> dict[str, str]:
+        if request.content_type != "application/x-www-form-urlencoded":
+            raise web.HTTPUnsupportedMediaType()
+        if (request.content_length or 0) > MAX_FORM_BYTES:
+            raise web.HTTPRequestEntityTooLarge(MAX_FORM_BYTES, request.content_length or 0)
+        data = await request.post()
+        return {k: v for k, v in data.items() if isinstance(v, str)}
+
+    async def _checked(self, request: web.Request) -> Login:
+        """The session of a POST whose CSRF token is right; 403 otherwise."""
+        login = self._session(request)
+        form = await self._form(request)
+        if login is None or not same(form.get("csrf"), login.csrf):
+            log.info("dashboard_post_refused", path=request.path)
+            raise web.HTTPForbidden(text="refused: no session or a wrong CSRF token")
+        return login
+
+    @staticmethod
+    def _back() -> web.Response:
+        return web.Response(status=303, headers={**HEADERS, "Location": "/"})
+
+    # --- pages ------------------------------------------------------------------------
+    async def _style(self, request: web.Request) -> web.Response:
+        return web.Response(text=STYLE, content_type="text/css", headers=HEADERS)
+
+    def _login_page(self, note: str = "") -> web.Response:
+        token = new_token()
+        body = (
+            (f"<p><strong>{esc(note)}</strong></p>" if note else "")
+            + '<form method=post action="/login">'
+            f'<input type=hidden name=csrf value="{esc(token)}">'
+            "<label>API key <input type=password name=key autocomplete=off></label> "
+            "<button type=submit>Log in</button></form>"
+        )
+        response = page("squidd: log in", body)
+        response.set_cookie(
+            LOGIN_COOKIE, token, httponly=True, samesite="Strict", path="/login", max_age=3600
+        )
+        return response
+
+    async def _login(self, request: web.Request) -> web.StreamResponse:
+        form = await self._form(request)
+        if not same(form.get("csrf"), request.cookies.get(LOGIN_COOKIE, "\0")):
+            raise web.HTTPForbidden(text="refused: the login form's CSRF token is wrong")
+        if self._channel.keys.match(form.get("key", "")) is None:
+            log.info("dashboard_login_refused")
+            return self._login_page("That key is not one of the API keys.")
+        token, _ = self._logins.start()
+        response = self._back()
+        response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="Strict", path="/")
+        response.del_cookie(LOGIN_COOKIE, path="/login")
+        log.info("dashboard_login")
+        return response
+
+    async def _logout(self, request: web.Request) -> web.StreamResponse:
+        await self._checked(request)
+        self._logins.end(request.cookies.get(SESSION_COOKIE))
+        response = self._back()
+        response.del_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    async def _home(self, request: web.Request) -> web.Response:
+        login = self._session(request)
+        if login is None:
+            return self._login_page()
+        snap = await self._daemon.snapshot()
+        parts = [
+            button("/logout", login.csrf, "Log out"),
+            '<p><a href="/memory">MEMORY.md</a></p>',
+            "<h2>Channels</h2>",
+            table(
+                [
+                    [esc(c.get("name", "")), esc(c.get("state", "")), plain(c.get("detail", ""))]
+                    for c in snap["children"]
+                ],
+                ["name", "state", "detail"],
+            ),
+            "<h2>Turns</h2>" + plain(snap["turns"]),
+            "<h2>Pending approvals</h2>" + await self._approvals(login),
+            "<h2>Cron jobs</h2>" + await self._jobs(login),
+            "<h2>Next runs</h2>" + plain(snap["cron"]),
+            "<h2>Heartbeat</h2>" + plain(snap["heartbeat"] or "off"),
+            "<h2>Usage today</h2>" + plain(snap["usage_today"]),
+            "<h2>Caps</h2>" + plain(snap["limits"]),
+            "<h2>Parked messages</h2>" + plain(snap["parked"]),
+        ]
+        return page("squidd", "".join(parts))
+
+    async def _approvals(self, login: Login) -> str:
+        approvals = self._daemon.runtime.approvals
+        waiting = await approvals.waiting() if approvals is not None else []
+        rows = [
+            [
+                esc(q.id),
+                esc(q.session),
+                esc(q.prompt()),
+                button(f"/approvals/{q.id}/yes", login.csrf, "Approve")
+                + button(f"/approvals/{q.id}/no", login.csrf, "Deny"),
+            ]
+            for q in waiting
+        ]
+        return table(rows, ["id", "session", "question", ""])
+
+    async def _jobs(self, login: Login) -> str:
+        jobs = await self._daemon.jobs.load()
+        rows = [
+            [
+                esc(j.name),
+                esc(j.describe()),
+                esc(j.prompt[:200]),
+                esc(j.next_run or ""),
+                button(f"/cron/{j.name}/remove", login.csrf, "Remove"),
+            ]
+            for j in jobs
+        ]
+        return table(rows, ["name", "when", "prompt", "next run", ""])
+
+    async def _memory(self, request: web.Request) -> web.Response:
+        if self._session(request) is None:
+            return self._login_page()
+        text = await self._daemon.runtime.store.load_global_memory()
+        return page("MEMORY.md", f'<p><a href="/">back</a></p><pre>{esc(text)}</pre>')
+
+    # --- forms ------------------------------------------------------------------------
+    async def _approve(self, request: web.Request) -> web.StreamResponse:
+        await self._checked(request)
+        choices = {"yes": Choice.ONCE, "no": Choice.NO}
+        choice = choices.get(request.match_info["choice"])
+        approvals = self._daemon.runtime.approvals
+        if choice is None or approvals is None:
+            raise web.HTTPNotFound()
+        said = await approvals.answer(
+            request.match_info["id"], "dashboard", choice, check_sender=False
+        )
+        log.info("dashboard_approval", outcome=said)
+        return self._back()
+
+    async def _cron_remove(self, request: web.Request) -> web.StreamResponse:
+        await self._checked(request)
+        name = request.match_info["name"]
+        await self._daemon.jobs.modify(lambda jobs: [j for j in jobs if j.name != name])
+        if self._daemon.scheduler is not None:
+            self._daemon.scheduler.notify_changed()
+        log.info("dashboard_cron_removed", job=name)
+        return self._back()

@@ -1,0 +1,132 @@
+"""The dashboard on a running `squidd run` (API on, the spool test channel beside it),
+over HTTP: only the login form without a key; a key buys an HttpOnly SameSite=Strict
+session; the overview shows the channels; a POST without the CSRF token, a foreign Host or
+Origin and a key in a query string are refused; a pending shell call is approved from the
+page and runs once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from tests.channels.api.support import ApiDaemon
+from tests.faults.harness import wait_until
+from tests.support.daemon import SPOOL
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.spool_channel import write_atomic
+
+pytestmark = pytest.mark.anyio
+CSP = "default-src 'self'; script-src 'self'; object-src 'none'; frame-ancestors 'none'"
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+@pytest.fixture
+async def api(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[ApiDaemon]:
+    (tmp_path / "ws").mkdir()
+    sections = {
+        "agents": {"workspace": str(tmp_path / "ws")},
+        "tools.shell": {"enabled": True},
+        "tools.policy": {"default_deny": []},
+        "tools.approval": {"timeout_s": 600},
+    }
+    daemon = ApiDaemon(tmp_path, fake_llm.base_url, channel=SPOOL, sections=sections)
+    try:
+        await daemon.start()
+        yield daemon
+    finally:
+        daemon.close()
+
+
+def csrf_of(text: str) -> str:
+    found = re.search(r'name=csrf value="([^"]+)"', text)
+    assert found is not None, text
+    return found.group(1)
+
+
+async def log_in(http: httpx2.AsyncClient, key: str) -> str:
+    """Log in; the session's CSRF token (from the overview's forms)."""
+    form = await http.get("/")
+    token = csrf_of(form.text)
+    done = await http.post("/login", data={"csrf": token, "key": key}, headers=FORM)
+    assert done.status_code == 303, done.text
+    cookie = done.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie, cookie
+    home = await http.get("/")
+    assert "<h2>Channels</h2>" in home.text
+    return csrf_of(home.text)
+
+
+async def test_without_a_key_only_the_login_form(api: ApiDaemon) -> None:
+    async with api.http() as http:
+        home = await http.get("/")
+        assert home.status_code == 200
+        assert home.headers["content-security-policy"] == CSP
+        assert "name=key" in home.text and "Channels" not in home.text
+        assert "<script" not in home.text
+        memory = await http.get("/memory")
+        assert "name=key" in memory.text and "<pre>" not in memory.text
+        wrong = await http.post(
+            "/login",
+            data={"csrf": csrf_of(memory.text), "key": "sqd-not-a-key-0123456789"},
+            headers=FORM,
+        )
+        assert "not one of the API keys" in wrong.text and "squidd_session" not in str(
+            wrong.headers
+        )
+        no_csrf = await http.post("/login", data={"key": api.key}, headers=FORM)
+        assert no_csrf.status_code == 403
+
+
+async def test_logged_in_sees_channels_and_forms_need_the_csrf_token(api: ApiDaemon) -> None:
+    async with api.http() as http:
+        csrf = await log_in(http, api.key)
+        home = await http.get("/")
+        assert re.search(r"<td>api</td><td>connected</td>", home.text), home.text
+        assert re.search(r"<td>spool</td><td>connected</td>", home.text), home.text
+        refused = await http.post("/logout", data={}, headers=FORM)
+        assert refused.status_code == 403
+        refused = await http.post("/logout", data={"csrf": "forged"}, headers=FORM)
+        assert refused.status_code == 403
+        rebound = await http.get("/", headers={"Host": f"evil.example:{api.port}"})
+        assert rebound.status_code == 403
+        cross = await http.post(
+            "/logout", data={"csrf": csrf}, headers={**FORM, "Origin": "http://evil.example"}
+        )
+        assert cross.status_code == 403
+        in_query = await http.get(f"/?key={api.key}")
+        assert in_query.status_code == 400
+        out = await http.post("/logout", data={"csrf": csrf}, headers=FORM)
+        assert out.status_code == 303
+        assert "name=key" in (await http.get("/")).text
+
+
+async def test_a_pending_shell_call_is_approved_from_the_page(
+    api: ApiDaemon, fake_llm: FakeLLM
+) -> None:
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), "done")
+    write_atomic(
+        api.tmp / "data" / "spool" / "in" / "m1.json",
+        {"session": "side", "sender": "tester", "text": "run it"},
+    )
+    async with api.http() as http:
+        csrf = await log_in(http, api.key)
+        wait_until(lambda: (api.tmp / "data" / "approvals").exists(), "the question", 60)
+        page = ""
+        with anyio.fail_after(60):
+            while "Run shell: echo ran &gt;&gt; ran.txt?" not in page:
+                await anyio.sleep(0.05)
+                page = (await http.get("/")).text
+        found = re.search(r'action="(/approvals/[0-9a-f]+/yes)"', page)
+        assert found is not None, page
+        approved = await http.post(found.group(1), data={"csrf": csrf}, headers=FORM)
+        assert approved.status_code == 303
+    marker = api.tmp / "ws" / "ran.txt"
+    wait_until(lambda: marker.exists(), "the command run")
+    out = api.tmp / "data" / "spool" / "out"
+    wait_until(lambda: any("done" in p.read_text() for p in out.glob("m1.*.json")), "the reply")
+    assert marker.read_text() == "ran\n"
