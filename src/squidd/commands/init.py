@@ -43,7 +43,7 @@ def _make_dir(path: Path, created: list[Path]) -> None:
     created.extend(reversed([p for p in missing if p.is_dir()]))
 
 
-def init_command(config_path: Path | None) -> int:
+def init_command(config_path: Path | None, *, next_steps: bool = True) -> int:
     """Write a config and a workspace; never overwrite. Exit 0, or 2 on a bad config."""
     from squidd.config import load_settings
 
@@ -92,6 +92,8 @@ def init_command(config_path: Path | None) -> int:
         print(f"kept {len(kept)} existing file(s) unchanged: {', '.join(p.name for p in kept)}")
     if not created:
         print("nothing to do: the config and the workspace already exist")
+    if not next_steps:
+        return 0
     flag = "" if config_path is None else f" --config {target}"
     print(
         "\nNext steps:\n"
@@ -121,10 +123,20 @@ def _api_key(settings: Settings, created: list[Path], kept: list[Path]) -> Path:
 
 def register(commands: Commands) -> None:
     # Before any settings: the config to load is what this command writes.
-    commands.add(
+    init = commands.add(
         "init", help="write a config and a workspace with prompt files", run=_run, start=Start.ARGS
+    )
+    init.add_argument(
+        "--interactive",
+        action="store_true",
+        help="ask for the LLM, Matrix and email settings, try them, then write (no secrets in "
+        "the config: they go to credential files beside it)",
     )
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.interactive:
+        from squidd.commands.init_interactive import interactive_init
+
+        return interactive_init((args.config or default_config_path()).expanduser())
     return init_command(args.config)

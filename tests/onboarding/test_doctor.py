@@ -188,9 +188,11 @@ def test_broken_config_is_one_line(setup: Setup) -> None:
 
 
 def test_stopped_homeserver(setup: Setup) -> None:
-    # Last: the homeserver is stopped for good (the package's fixture is done after this).
     setup.synapse.stop()
-    code, report = doctor(setup.config("synapse"))
+    try:
+        code, report = doctor(setup.config("synapse"))
+    finally:
+        setup.synapse.start()  # on its port again, for the tests after this one
     assert code == 1
     assert "homeserver" in _only_failure(report, "Matrix login")["fix"]
     skipped = by_status(report, "skip")

@@ -1,0 +1,10 @@
+"""Onboarding (`squidd init --interactive`, `squidd doctor`) meets every server at once: the
+real Synapse and the real Dovecot + Postfix of the channel tests, started once for this
+package and stopped by PID when its tests are done."""
+
+from __future__ import annotations
+
+from tests.channels.email.conftest import mail_server
+from tests.channels.matrix.conftest import make_human, make_user, squidds, synapse, uid
+
+__all__ = ["mail_server", "make_human", "make_user", "squidds", "synapse", "uid"]
