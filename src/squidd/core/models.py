@@ -408,7 +408,9 @@ class Outbound:
     """A reply (or a scheduled message) for a channel to deliver.
 
     `target`: the channel-level address (room id, email address); `in_reply_to`: the inbound
-    it answers, if any, for threading; `subject` when it starts a conversation; `files`.
+    it answers, if any, for threading; `subject` when it starts a conversation; `files`;
+    `reactions`: keys a channel that has reactions puts on the message itself, to be picked
+    (an approval prompt's ✅ ♾️ ❌ on Matrix); other channels leave them out.
     """
 
     channel: ChannelName
@@ -418,6 +420,7 @@ class Outbound:
     in_reply_to: Inbound | None = None
     subject: str = ""
     files: tuple[FileRef, ...] = ()
+    reactions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,8 @@ _WORDS = {
     "deny": Choice.NO,
     "❌": Choice.NO,
 }
+# Put on the prompt where the channel has reactions (Matrix), to be picked.
+OFFERED = ("✅", "♾️", "❌")
 _BY_COMMAND = {"approve": Choice.ONCE, "always": Choice.ALWAYS, "deny": Choice.NO}
 
 
@@ -80,6 +82,7 @@ class ChannelAsker:
             session_id=inbound.session_id,
             in_reply_to=inbound,
             subject=inbound.subject,
+            reactions=OFFERED,
         )
         try:
             await self._channel.send(outbound)

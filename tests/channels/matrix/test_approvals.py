@@ -1,7 +1,8 @@
 """Approvals on Matrix, as a real `squidd run` against a real Synapse with the scripted LLM:
 the prompt names the exact command; `/approve <id>` runs it once, a non-approver's
 `/approve` changes nothing, `/deny <id>` never runs it, `/always <id>` runs it and the next
-identical call without asking; the same with reactions on the prompt (✅ once, ❌ never,
+identical call without asking; the same with the reactions the bot offers on the prompt
+(✅ once, ❌ never,
 ♾️ always, a non-approver's ✅ nothing). Every decision is one line of a verifiable audit
 log."""
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nio import ReactionEvent
 
 from squidd.store.audit import AuditFile
 from tests.channels.matrix.conftest import start_squidd
@@ -154,6 +156,18 @@ async def test_reactions_on_the_prompt_answer_it(
         await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), f"prompt: {text}")
         prompt = alice.replies_to(bot.user_id, asked)[0]
         prompt_of(prompt.content["body"])
+
+        def offered() -> list[str]:
+            return sorted(
+                s.event.key
+                for s in alice.events
+                if isinstance(s.event, ReactionEvent)
+                and s.event.sender == bot.user_id
+                and s.event.reacts_to == prompt.event.event_id
+            )
+
+        await alice.wait_for(lambda: len(offered()) == 3, "the reactions offered")
+        assert offered() == sorted(["✅", "♾️", "❌"])
         if by_bob_first:
             await react(bob, room, prompt.event.event_id, "✅")
         await react(alice, room, prompt.event.event_id, key)

@@ -80,6 +80,8 @@ async def send_reply(
 
     for index, piece in enumerate(contents):
         await send(index, piece, piece.get("body", ""))
+    if contents and previous is not None:
+        await _offer_reactions(client, room_id, outbound, previous, settings, user_allowed)
     if outbound.files:
         limit = await upload_limit(client)
         room = client.rooms[room_id]
@@ -173,6 +175,28 @@ async def send_event(
         user_allowed=user_allowed,
         event_type=event_type,
     )
+
+
+async def _offer_reactions(
+    client: AsyncClient,
+    room_id: RoomId,
+    outbound: Outbound,
+    event_id: str,
+    settings: MatrixSettings,
+    user_allowed: Callable[[str], bool] | None,
+) -> None:
+    """The outbound's `reactions` put on its (last) message, for the person to pick."""
+    for key in outbound.reactions:
+        relates = {"rel_type": "m.annotation", "event_id": event_id, "key": key}
+        await _room_send(
+            client,
+            room_id,
+            {"m.relates_to": relates},
+            transaction_id(outbound.in_reply_to, -1, f"reaction\0{event_id}\0{key}"),
+            device_trust=settings.device_trust,
+            user_allowed=user_allowed,
+            event_type="m.reaction",
+        )
 
 
 async def _room_send(
