@@ -51,6 +51,12 @@ class MatrixSettings(Section):
     open_rooms: list[str] = Field(default_factory=list)
     """Group rooms where every message of an allowed user is answered, mention or not."""
 
+    session_scope: Literal["auto", "room", "thread"] = "auto"
+    """`thread`: each thread of a room is its own conversation (own history, summary,
+    `/new`); `room`: the room is one; `auto`: threads in group rooms, the room in DMs."""
+    room_session_scope: dict[str, Literal["room", "thread"]] = Field(default_factory=dict)
+    """`session_scope` for single rooms, by room id."""
+
     e2ee: bool = True
     device_trust: Literal["allowlisted", "all"] = "allowlisted"
     """Who gets the room keys of the bot's encrypted replies: `allowlisted` trusts the

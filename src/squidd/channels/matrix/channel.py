@@ -27,6 +27,7 @@ from squidd.channels.matrix.marks import ReactionKeys, StatusReactions
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.send import send_reply
 from squidd.channels.matrix.state import MatrixFiles
+from squidd.channels.matrix.threads import ThreadRootInbox
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
 from squidd.channels.matrix.verification.flows import Verifications
@@ -83,12 +84,16 @@ class MatrixChannel:
         except TokenRejectedError as exc:
             inbox.report(ChannelState.FAILED, str(exc))
             raise
+        # A thread's first message brings its root's text along (threads.py).
+        inbox = ThreadRootInbox(inbox, client, client.user_id)
         connection = Connection(
             client, inbox, settings=self._settings, files=self._files, carried=self._carried
         )
         try:
             response, since = await connection.connect()
             self._policy = connection.policy
+            connection.policy.session_scope = self._settings.session_scope
+            connection.policy.room_scopes = self._settings.room_session_scope
             self.reactions.user_allowed = connection.policy.user_allowed
             self._client = self.typing.client = client
             await connection.serve(response, since, task_status)

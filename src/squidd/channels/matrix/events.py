@@ -105,7 +105,9 @@ def read_message(
     return Inbound(
         channel=CHANNEL,
         source_id=SourceId(event.event_id),
-        session_id=SessionId(room_id),
+        session_id=SessionId(
+            policy.session_of(room_id, direct=members <= 2, thread_root=thread_root)
+        ),
         sender=sender,
         text=text,
         reply_to=Destination(CHANNEL, room_id),

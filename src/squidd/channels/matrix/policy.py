@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from squidd.channels.matrix.ids import RoomId
@@ -42,6 +42,10 @@ class Policy:
     senders: Allowlist  # users by MXID, or whole servers; never the bot itself
     allowed_rooms: frozenset[str]
     open_rooms: frozenset[str]
+    session_scope: str = "auto"
+    """`room`: a room is one session; `thread`: each thread is its own; `auto`: threads in
+    group rooms, the room in direct chats. `room_scopes` overrides it by room id."""
+    room_scopes: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -61,6 +65,15 @@ class Policy:
             allowed_rooms=frozenset(allowed_rooms),
             open_rooms=frozenset(open_rooms),
         )
+
+    def session_of(self, room_id: str, *, direct: bool, thread_root: str | None) -> str:
+        """The session a message belongs to: its room, or its thread (`<room>/thread/<root>`)."""
+        scope = self.room_scopes.get(room_id, self.session_scope)
+        if scope == "auto":
+            scope = "room" if direct else "thread"
+        if scope == "thread" and thread_root:
+            return f"{room_id}/thread/{thread_root}"
+        return room_id
 
     def user_allowed(self, mxid: str) -> bool:
         return self.senders.allows(mxid)
