@@ -1,8 +1,9 @@
 """Approvals in the running daemon, on a channel: the prompt names the exact command and its
 id; the answer is a message of its own, taken before the session's queue (where the waiting
-turn holds the place); `/approve <id>` runs the command once, a second answer and a
-non-approver's answer change nothing, a reply "no" denies, `/always <id>` runs it and the
-next identical call without asking; `/approvals` lists and revokes."""
+turn holds the place), and so is `/approvals` while a question waits; `/approve <id>` runs
+the command once, a second answer and a non-approver's answer change nothing, a reply "no"
+denies, `/always <id>` runs it and the next identical call without asking; `/approvals`
+lists and revokes."""
 
 from __future__ import annotations
 
@@ -76,9 +77,14 @@ async def test_approve_by_command_once_and_a_reply_no_denies(
         channel.inject("again", sender=OWNER, source_id="m5")
         await channel.wait_for(3)
         _question_id(channel.sent[2].text)
-        channel.inject("No.", sender=OWNER, source_id="m6")
+        # `/approvals` is answered while the question waits (not queued behind the turn).
+        channel.inject("/approvals", sender=OWNER, source_id="m5b")
         await channel.wait_for(4)
-        assert channel.sent[3].text == "not done" and _runs(marker) == 1
+        assert "Waiting for an answer: 1" in channel.sent[3].text
+        assert f"Run shell: {COMMAND}?" in channel.sent[3].text
+        channel.inject("No.", sender=OWNER, source_id="m6")
+        await channel.wait_for(5)
+        assert channel.sent[4].text == "not done" and _runs(marker) == 1
         assert approval_lines(settings) == ["approvals waiting: 0"]
     results = [m["content"] for m in fake_llm.chat_requests[-1]["messages"] if m["role"] == "tool"]
     assert results[-1] == f"Error: not run: {OWNER} denied it"

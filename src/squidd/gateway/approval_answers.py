@@ -11,13 +11,15 @@ the router is running, named by `asked_from` (set by the turn runner).
 it holds that session's place — queued behind it, the answer would only arrive after the
 timeout. The decision is written (fsync'd, once) before the message is acknowledged; a
 second answer, or one from someone who is not an approver, changes nothing and is
-acknowledged all the same. Anything else goes on to the queue untouched.
+acknowledged all the same. `/approvals` while a question waits in its conversation is
+answered here too. Anything else goes on to the queue untouched.
 """
 
 from __future__ import annotations
 
 import contextvars
 import re
+from collections.abc import Mapping
 
 import structlog
 
@@ -26,6 +28,8 @@ from squidd.core.intake import acknowledge
 from squidd.core.models import Inbound, InboundKind, Outbound
 from squidd.core.ports import Channel
 from squidd.errors import SquiddError
+from squidd.gateway.chat_commands import approvals as approvals_command
+from squidd.gateway.chat_commands import parse
 
 log = structlog.get_logger()
 
@@ -104,8 +108,36 @@ def _first_word(text: str) -> str:
 
 
 class ApprovalAnswers:
-    def __init__(self, approvals: Approvals) -> None:
+    def __init__(self, approvals: Approvals, channels: Mapping[str, Channel]) -> None:
         self._approvals = approvals
+        self._channels = channels
+
+    async def _listing(self, inbound: Inbound) -> bool:
+        """`/approvals` while a question waits in its conversation: answered here, since
+        behind the waiting turn it would only be answered once the question is decided."""
+        parsed = parse(inbound.text)
+        if parsed is None or parsed[0] != approvals_command.COMMAND.name:
+            return False
+        waiting = [q for q in await self._approvals.waiting() if q.session == inbound.session_id]
+        channel = self._channels.get(inbound.channel)
+        destination = inbound.destination
+        if not waiting or channel is None or destination is None:
+            return False
+        text = await approvals_command.answer(self._approvals, inbound.session_id, parsed[1])
+        outbound = Outbound(
+            channel=destination.channel,
+            target=destination.target,
+            text=text,
+            session_id=inbound.session_id,
+            in_reply_to=inbound,
+            subject=inbound.subject,
+        )
+        try:
+            await channel.send(outbound)
+        except SquiddError as exc:
+            log.warning("approvals_listing_undelivered", reason=str(exc))
+        await acknowledge(inbound)
+        return True
 
     async def _target(self, inbound: Inbound) -> tuple[str, Choice] | None:
         found = _COMMAND.match(inbound.text.strip())
@@ -128,6 +160,8 @@ class ApprovalAnswers:
         always taken (answering nothing, it is dropped: a reaction is never a turn)."""
         if inbound.kind not in (InboundKind.MESSAGE, InboundKind.REACTION):
             return False
+        if inbound.kind is InboundKind.MESSAGE and await self._listing(inbound):
+            return True
         target = await self._target(inbound)
         if target is None:
             if inbound.kind is InboundKind.REACTION:

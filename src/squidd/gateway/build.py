@@ -210,7 +210,7 @@ def _approvals_on_channels(
     timeout_s = runtime.settings.tools.approval.timeout_s
     for name, channel in channels.items():
         approvals.add_asker(name, ChannelAsker(channel, timeout_s))
-    return ApprovalAnswers(approvals)
+    return ApprovalAnswers(approvals, channels)
 
 
 def _scheduler(

@@ -3,6 +3,7 @@ granted in it; `/approvals revoke N` takes rule N back (core/approvals.py)."""
 
 from __future__ import annotations
 
+from squidd.core.approvals import Approvals
 from squidd.gateway.chat_commands.base import ChatCommand, CommandCall
 
 
@@ -10,8 +11,13 @@ async def _run(call: CommandCall) -> str:
     approvals = call.host.approvals()
     if approvals is None:
         return "Approvals are not in use here."
-    session = call.inbound.session_id
-    words = call.argument.split()
+    return await answer(approvals, call.inbound.session_id, call.argument)
+
+
+async def answer(approvals: Approvals, session: str, argument: str) -> str:
+    """The command's answer for `session` (also given out of line while a question waits:
+    gateway/approval_answers.py)."""
+    words = argument.split()
     if words and words[0].lower() == "revoke":
         if len(words) != 2 or not words[1].isdigit():
             return "Say /approvals revoke N, N from the list /approvals shows."
