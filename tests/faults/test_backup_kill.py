@@ -1,4 +1,5 @@
-"""SIGKILL in the middle of `squidd backup create`: no half archive passes for a whole one.
+"""SIGKILL in the middle of `squidd backup create`: no half archive passes for a whole one;
+in the middle of `squidd backup restore`: no half data dir at the target.
 
 The backup is stopped at a known point without any test hook: an appender holds the lock of
 a history file (as the daemon does while it appends), so the backup, which copies each file
@@ -83,3 +84,35 @@ def test_a_backup_killed_midway_leaves_nothing_that_passes_for_one(tmp_path: Pat
     made = squidd(config, "backup", "create", str(archive), "--verify")
     assert made.returncode == 0, made.stderr
     assert "31 files" in made.stdout
+
+
+def test_a_restore_killed_midway_leaves_the_target_empty(tmp_path: Path) -> None:
+    """Killed while it writes the files (each fsync'd, so it takes a while): the target is
+    still missing, never half a data dir a daemon could start from; a second restore works."""
+    config = write_daemon_config(tmp_path, "http://127.0.0.1:9/v1", api_key="sk-test-bk-kill")
+    data = tmp_path / "data"
+    for number in range(600):
+        path = data / "sessions" / f"s{number:03}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"role":"user","content":"hi"}\n' * 20)
+    archive = tmp_path / "backup.tar.gz"
+    assert squidd(config, "backup", "create", str(archive)).returncode == 0
+    target = tmp_path / "restored"
+    proc = subprocess.Popen(
+        squidd_argv(config, "backup", "restore", str(archive), "--target", str(target)),
+        env=daemon_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60  # a bound for a broken run, not a speed check
+    while not any(p.is_file() for p in tmp_path.glob(".restored.restoring-*/sessions/*")):
+        assert proc.poll() is None, "the restore ended before it was seen writing"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not target.exists()
+
+    again = squidd(config, "backup", "restore", str(archive), "--target", str(target))
+    assert again.returncode == 0, again.stderr
+    assert len(list((target / "sessions").iterdir())) == 600
