@@ -32,7 +32,7 @@ HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make POSTs say Origin: null
     "Cache-Control": "no-store",
 }
 STYLE = (

@@ -1,0 +1,110 @@
+"""The dashboard in a real browser: headless Chromium from Debian's packages (installed by
+tests/servers/chromium/prepare), driven over the DevTools protocol. Without a key it sees
+only the login form; it logs in with a key, sees the channels, removes a cron job and
+approves a pending shell call, which then runs once. Screenshots of each step are saved
+under test-artifacts/dashboard/."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+import pytest
+
+from squidd.core.cron import make_job
+from squidd.store.cron_jobs import JobsFile
+from tests.channels.api.support import ApiDaemon
+from tests.faults.harness import wait_until
+from tests.servers.chromium.browser import Browser, chromium
+from tests.support.daemon import REPO, SPOOL
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.spool_channel import write_atomic
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(chromium() is None, reason="chromium is not installed (not root?)"),
+]
+ARTIFACTS = REPO / "test-artifacts" / "dashboard"
+
+
+@pytest.fixture
+async def api(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[ApiDaemon]:
+    (tmp_path / "ws").mkdir()
+    sections = {
+        "agents": {"workspace": str(tmp_path / "ws")},
+        "tools.shell": {"enabled": True},
+        "tools.policy": {"default_deny": []},
+        "tools.approval": {"timeout_s": 600},
+    }
+    daemon = ApiDaemon(tmp_path, fake_llm.base_url, channel=SPOOL, sections=sections)
+    job = make_job(
+        "water-plants",
+        "remind me",
+        every="12h",
+        timezone="UTC",
+        target="",
+        now=datetime.now(UTC),
+    )
+    JobsFile(tmp_path / "data").modify_sync(lambda jobs: [*jobs, job])
+    try:
+        await daemon.start()
+        yield daemon
+    finally:
+        daemon.close()
+
+
+@pytest.fixture
+async def browser(tmp_path: Path) -> AsyncIterator[Browser]:
+    driven = Browser(tmp_path / "chromium-profile")
+    try:
+        await driven.start()
+        yield driven
+    finally:
+        await driven.close()
+
+
+async def test_log_in_see_channels_remove_a_job_and_approve_a_shell_call(
+    api: ApiDaemon, browser: Browser, fake_llm: FakeLLM
+) -> None:
+    await browser.goto(f"{api.url}/")
+    text = await browser.wait_text("API key")
+    assert "Channels" not in text
+    await browser.screenshot(ARTIFACTS / "1-login.png")
+
+    await browser.evaluate(
+        f"document.querySelector('input[name=key]').value = {api.key!r};"
+        "document.querySelector('form').submit()"
+    )
+    text = await browser.wait_text("Channels")
+    assert "api\tconnected" in text and "spool\tconnected" in text, text
+    assert "water-plants" in text
+    await browser.screenshot(ARTIFACTS / "2-overview.png")
+
+    await browser.evaluate(
+        "document.querySelector('form[action=\"/cron/water-plants/remove\"] button').click()"
+    )
+    with anyio.fail_after(60):
+        while "water-plants" in await browser.text():  # noqa: ASYNC110 - the page, polled
+            await anyio.sleep(0.1)
+    assert JobsFile(api.tmp / "data").load_sync() == []
+
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), "done")
+    write_atomic(
+        api.tmp / "data" / "spool" / "in" / "m1.json",
+        {"session": "side", "sender": "tester", "text": "run it"},
+    )
+    with anyio.fail_after(60):
+        while "Run shell: echo ran >> ran.txt?" not in await browser.text():
+            await anyio.sleep(0.2)
+            await browser.goto(f"{api.url}/")
+    await browser.screenshot(ARTIFACTS / "3-approval.png")
+    await browser.evaluate("document.querySelector('form[action$=\"/yes\"] button').click()")
+    marker = api.tmp / "ws" / "ran.txt"
+    wait_until(marker.exists, "the approved command run")
+    await browser.wait_text("Pending approvals")
+    await browser.screenshot(ARTIFACTS / "4-approved.png")
+    out = api.tmp / "data" / "spool" / "out"
+    wait_until(lambda: any("done" in p.read_text() for p in out.glob("m1.*.json")), "the reply")
+    assert marker.read_text() == "ran\n"
