@@ -1,4 +1,4 @@
-"""Who may import whom: the layer table of the README's "Layout", enforced.
+"""Who may import whom: the layer table of the "Layout" in docs/architecture.md, enforced.
 
 Every module under `src/squidd` belongs to one layer; a layer may import only the layers
 its row allows, directly (a module-level or a function-level import alike). The core

@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="squidd", description="A personal AI assistant daemon.")
     parser.add_argument("--version", action="version", version=f"squidd {__version__}")
     parser.add_argument(
-        "--config", type=Path, default=None, help="config file (default: see README)"
+        "--config", type=Path, default=None, help="config file (default: see docs/configuration.md)"
     )
     # --config is accepted before or after the command (`squidd config check --config X`).
     common = argparse.ArgumentParser(add_help=False)

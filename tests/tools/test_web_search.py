@@ -1,6 +1,6 @@
 """web_search against a loopback HTTP server that answers in each backend's documented JSON
 format: SearXNG's `/search?format=json` and the Brave Search API's `/res/v1/web/search`.
-(No internet here: neither service was tried for real; see the README.)"""
+(No internet here: neither service was tried for real; see docs/tools.md.)"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Defaults are the safe choice: end-to-end encryption on, nobody answered until listed, group
 rooms answered only when the bot is mentioned, and room keys shared only with the devices
-of allowlisted users (trust on first use, see the README's Matrix section).
+of allowlisted users (trust on first use, see docs/matrix.md).
 """
 
 from __future__ import annotations

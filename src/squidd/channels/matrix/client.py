@@ -167,7 +167,7 @@ async def resolve_credentials(settings: MatrixSettings, files: MatrixFiles) -> C
             )
         if not who.device_id:
             raise PermanentError(
-                "the access token has no device id; create one by logging in (see README)"
+                "the access token has no device id; create one by logging in (see docs/matrix.md)"
             )
         return Credentials(settings.homeserver, who.user_id, who.device_id, token)
 

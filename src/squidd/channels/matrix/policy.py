@@ -1,7 +1,7 @@
 """Who is answered, where, and whose invites are accepted. Pure logic, no I/O.
 The allowlist of senders is the common part every channel shares (`core.allowlist`).
 
-The rules (README, Matrix section):
+The rules (docs/matrix.md):
 * a sender must be allowlisted (full MXID, or a whole server);
 * direct chats (at most two members) with an allowed sender are always answered;
 * group rooms must be listed in `allowed_rooms` (an empty list allows any room the bot
