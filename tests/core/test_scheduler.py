@@ -52,3 +52,32 @@ async def test_a_job_that_no_longer_parses_is_parked_not_fatal(job_store: JobSto
     assert stored["bad"].next_run is None  # kept for the owner to fix, never run
     assert stored["good"].next_run == NOW + HOUR
     assert any(e["event"] == "cron_job_invalid" and e["job"] == "bad" for e in logs)
+
+
+@pytest.mark.anyio
+async def test_a_paused_job_does_not_fire_and_keeps_its_schedule(job_store: JobStore) -> None:
+    clock = FakeClock(NOW)
+    running = make_job("running", "r", every="1h", timezone="UTC", target="", now=NOW - HOUR)
+    paused = replace(
+        make_job("paused", "p", every="1h", timezone="UTC", target="", now=NOW - HOUR),
+        paused=True,
+    )
+    await job_store.modify(lambda jobs: [paused, running])
+    fired: list[str] = []
+
+    async def fire(job: CronJob, when: datetime) -> None:
+        fired.append(job.name)
+
+    scheduler = CronScheduler(
+        job_store, fire, clock=clock, misfire_grace=timedelta(minutes=5), poll_s=60
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(scheduler.run, ChildHealth("cron"))
+        with anyio.fail_after(5):
+            while "running" not in fired:  # noqa: ASYNC110 - polls state that has no event
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert fired == ["running"]
+    stored = {job.name: job for job in await job_store.load()}
+    assert stored["paused"].paused and stored["paused"].next_run == NOW
+    assert CronJob.from_dict(stored["paused"].to_dict()).paused

@@ -1,7 +1,7 @@
 """The dashboard in a real browser: headless Chromium from Debian's packages (installed by
 tests/servers/chromium/prepare), driven over the DevTools protocol. Without a key it sees
-only the login form; it logs in with a key, sees the channels, removes a cron job and
-approves a pending shell call, which then runs once. Screenshots of each step are saved
+only the login form; it logs in with a key, sees the channels, pauses and removes a cron
+job and approves a pending shell call, which then runs once. Screenshots of each step are saved
 under test-artifacts/dashboard/."""
 
 from __future__ import annotations
@@ -82,6 +82,13 @@ async def test_log_in_see_channels_remove_a_job_and_approve_a_shell_call(
     assert "water-plants" in text
     await browser.screenshot(ARTIFACTS / "2-overview.png")
 
+    await browser.evaluate(
+        "document.querySelector('form[action=\"/cron/water-plants/pause\"] button').click()"
+    )
+    await browser.wait_text("Resume")
+    [paused] = JobsFile(api.tmp / "data").load_sync()
+    assert paused.paused and "paused" in await browser.text()
+    await browser.screenshot(ARTIFACTS / "2b-paused.png")
     await browser.evaluate(
         "document.querySelector('form[action=\"/cron/water-plants/remove\"] button').click()"
     )

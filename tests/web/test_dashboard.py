@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
 
+from squidd.core.cron import make_job
+from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon
 from tests.faults.harness import wait_until
 from tests.support.daemon import SPOOL
@@ -130,3 +133,32 @@ async def test_a_pending_shell_call_is_approved_from_the_page(
     out = api.tmp / "data" / "spool" / "out"
     wait_until(lambda: any("done" in p.read_text() for p in out.glob("m1.*.json")), "the reply")
     assert marker.read_text() == "ran\n"
+
+
+async def test_a_cron_job_runs_now_from_the_page(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    daemon = ApiDaemon(tmp_path, fake_llm.base_url)
+    job = make_job(
+        "weekly",
+        "tidy the notes now",
+        every="168h",
+        timezone="UTC",
+        target="",
+        now=datetime.now(UTC),
+    )
+    JobsFile(tmp_path / "data").modify_sync(lambda jobs: [*jobs, job])
+    try:
+        await daemon.start()
+        async with daemon.http() as http:
+            csrf = await log_in(http, daemon.key)
+            refused = await http.post("/cron/weekly/run", data={}, headers=FORM)
+            assert refused.status_code == 403
+            ran = await http.post("/cron/weekly/run", data={"csrf": csrf}, headers=FORM)
+            assert ran.status_code == 303
+        with anyio.fail_after(60):
+            while not any(  # noqa: ASYNC110 - the model server's record, polled
+                "tidy the notes now" in str(r["messages"][-1].get("content"))
+                for r in fake_llm.chat_requests
+            ):
+                await anyio.sleep(0.05)
+    finally:
+        daemon.close()

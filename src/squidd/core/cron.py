@@ -42,6 +42,8 @@ class CronJob:
     created_by: str = ""
     next_run: datetime | None = None
     last_run: datetime | None = None
+    paused: bool = False
+    """A paused job keeps its schedule but does not fire (the dashboard's pause)."""
 
     @property
     def session_id(self) -> str:
@@ -69,6 +71,7 @@ class CronJob:
             "created_by": self.created_by,
             "next_run": iso(self.next_run),
             "last_run": iso(self.last_run),
+            "paused": self.paused,
         }
 
     @classmethod
@@ -94,6 +97,7 @@ class CronJob:
             created_by=str(data.get("created_by") or ""),
             next_run=when("next_run"),
             last_run=when("last_run"),
+            paused=data.get("paused") is True,
         )
 
 

@@ -79,7 +79,7 @@ class CronScheduler:
                 seen_version = version
             if self._broken is None:
                 await self.tick()
-            due = min((j.next_run for j in self._jobs if j.next_run), default=None)
+            due = min((j.next_run for j in self._jobs if j.next_run and not j.paused), default=None)
             if self._broken is None and due is not None and due <= self._clock.now():
                 continue
             await self._sleep(due)
@@ -117,7 +117,9 @@ class CronScheduler:
     async def tick(self) -> None:
         """Fire (or skip, if missed for too long) every due job, and persist what happened."""
         now = self._clock.now()
-        due = [j for j in self._jobs if j.next_run is not None and j.next_run <= now]
+        due = [
+            j for j in self._jobs if j.next_run is not None and j.next_run <= now and not j.paused
+        ]
         if not due:
             return
         outcomes: dict[str, tuple[datetime | None, datetime | None]] = {}

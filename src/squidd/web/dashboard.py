@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 
 from squidd.core.approvals import Choice
+from squidd.core.models import utcnow
 from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Login, Logins, new_token, same
 
 if TYPE_CHECKING:
@@ -93,6 +95,9 @@ class Dashboard:
         app.router.add_get("/memory", self._memory)
         app.router.add_post("/approvals/{id}/{choice}", self._approve)
         app.router.add_post("/cron/{name}/remove", self._cron_remove)
+        app.router.add_post("/cron/{name}/pause", self._cron_pause)
+        app.router.add_post("/cron/{name}/resume", self._cron_pause)
+        app.router.add_post("/cron/{name}/run", self._cron_run)
 
     # --- sessions ---------------------------------------------------------------------
     def _session(self, request: web.Request) -> Login | None:
@@ -209,11 +214,18 @@ class Dashboard:
                 esc(j.describe()),
                 esc(j.prompt[:200]),
                 esc(j.next_run or ""),
-                button(f"/cron/{j.name}/remove", login.csrf, "Remove"),
+                "paused" if j.paused else "active",
+                button(
+                    f"/cron/{j.name}/{'resume' if j.paused else 'pause'}",
+                    login.csrf,
+                    "Resume" if j.paused else "Pause",
+                )
+                + button(f"/cron/{j.name}/run", login.csrf, "Run now")
+                + button(f"/cron/{j.name}/remove", login.csrf, "Remove"),
             ]
             for j in jobs
         ]
-        return table(rows, ["name", "when", "prompt", "next run", ""])
+        return table(rows, ["name", "when", "prompt", "next run", "state", ""])
 
     async def _memory(self, request: web.Request) -> web.Response:
         if self._session(request) is None:
@@ -235,11 +247,35 @@ class Dashboard:
         log.info("dashboard_approval", outcome=said)
         return self._back()
 
+    async def _cron_pause(self, request: web.Request) -> web.StreamResponse:
+        await self._checked(request)
+        name = request.match_info["name"]
+        paused = request.path.endswith("/pause")
+        await self._daemon.jobs.modify(
+            lambda jobs: [replace(j, paused=paused) if j.name == name else j for j in jobs]
+        )
+        self._changed()
+        log.info("dashboard_cron_paused" if paused else "dashboard_cron_resumed", job=name)
+        return self._back()
+
+    async def _cron_run(self, request: web.Request) -> web.StreamResponse:
+        await self._checked(request)
+        name = request.match_info["name"]
+        found = [j for j in await self._daemon.jobs.load() if j.name == name]
+        if not found:
+            raise web.HTTPNotFound()
+        await self._daemon.scheduled.fire_cron(found[0], utcnow())
+        log.info("dashboard_cron_run", job=name)
+        return self._back()
+
+    def _changed(self) -> None:
+        if self._daemon.scheduler is not None:
+            self._daemon.scheduler.notify_changed()
+
     async def _cron_remove(self, request: web.Request) -> web.StreamResponse:
         await self._checked(request)
         name = request.match_info["name"]
         await self._daemon.jobs.modify(lambda jobs: [j for j in jobs if j.name != name])
-        if self._daemon.scheduler is not None:
-            self._daemon.scheduler.notify_changed()
+        self._changed()
         log.info("dashboard_cron_removed", job=name)
         return self._back()
