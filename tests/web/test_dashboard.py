@@ -133,6 +133,11 @@ async def test_a_pending_shell_call_is_approved_from_the_page(
     out = api.tmp / "data" / "spool" / "out"
     wait_until(lambda: any("done" in p.read_text() for p in out.glob("m1.*.json")), "the reply")
     assert marker.read_text() == "ran\n"
+    async with api.http() as http:
+        await log_in(http, api.key)
+        audit = await http.get("/audit")
+        assert "the chain holds: 1 entries" in audit.text, audit.text
+        assert "<td>shell</td><td>approved</td><td>dashboard</td>" in audit.text, audit.text
 
 
 async def test_a_cron_job_runs_now_from_the_page(tmp_path: Path, fake_llm: FakeLLM) -> None:

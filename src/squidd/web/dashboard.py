@@ -21,6 +21,7 @@ from aiohttp import web
 
 from squidd.core.approvals import Choice
 from squidd.core.models import utcnow
+from squidd.web.audit_page import audit_status
 from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Login, Logins, new_token, same
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class Dashboard:
         app.router.add_post("/login", self._login)
         app.router.add_post("/logout", self._logout)
         app.router.add_get("/memory", self._memory)
+        app.router.add_get("/audit", self._audit)
         app.router.add_post("/approvals/{id}/{choice}", self._approve)
         app.router.add_post("/cron/{name}/remove", self._cron_remove)
         app.router.add_post("/cron/{name}/pause", self._cron_pause)
@@ -171,7 +173,7 @@ class Dashboard:
         snap = await self._daemon.snapshot()
         parts = [
             button("/logout", login.csrf, "Log out"),
-            '<p><a href="/memory">MEMORY.md</a></p>',
+            '<p><a href="/memory">MEMORY.md</a> | <a href="/audit">audit log</a></p>',
             "<h2>Channels</h2>",
             table(
                 [
@@ -232,6 +234,19 @@ class Dashboard:
             return self._login_page()
         text = await self._daemon.runtime.store.load_global_memory()
         return page("MEMORY.md", f'<p><a href="/">back</a></p><pre>{esc(text)}</pre>')
+
+    async def _audit(self, request: web.Request) -> web.Response:
+        if self._session(request) is None:
+            return self._login_page()
+        status, newest = await audit_status(self._daemon.settings.storage.data_dir)
+        rows = [
+            [plain(r.get(k, "")) for k in ("time", "session", "tool", "decision", "by")]
+            for r in newest
+        ]
+        body = f'<p><a href="/">back</a></p><p><strong>{esc(status)}</strong></p>' + table(
+            rows, ["at", "session", "tool", "decision"]
+        )
+        return page("Audit log", body)
 
     # --- forms ------------------------------------------------------------------------
     async def _approve(self, request: web.Request) -> web.StreamResponse:
