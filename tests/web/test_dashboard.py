@@ -85,7 +85,10 @@ async def test_without_a_key_only_the_login_form(api: ApiDaemon) -> None:
         assert no_csrf.status_code == 403
 
 
-async def test_logged_in_sees_channels_and_forms_need_the_csrf_token(api: ApiDaemon) -> None:
+async def test_logged_in_sees_channels_and_forms_need_the_csrf_token(
+    api: ApiDaemon, fake_llm: FakeLLM
+) -> None:
+    fake_llm.push(Reply(content="hello", usage=(30, 12, 0)))
     async with api.http() as http:
         csrf = await log_in(http, api.key)
         home = await http.get("/")
@@ -101,6 +104,17 @@ async def test_logged_in_sees_channels_and_forms_need_the_csrf_token(api: ApiDae
             "/logout", data={"csrf": csrf}, headers={**FORM, "Origin": "http://evil.example"}
         )
         assert cross.status_code == 403
+        async with api.client() as client:
+            await client.chat.completions.create(
+                model="squidd", messages=[{"role": "user", "content": "hi"}], user="desk"
+            )
+        sessions = await http.get("/sessions")
+        found = re.search(r'<a href="/sessions/(api_desk-[0-9a-f]{20})">', sessions.text)
+        assert found is not None, sessions.text
+        one = await http.get(f"/sessions/{found.group(1)}")
+        assert "2 messages" in one.text and "1 model calls, 42 tokens" in one.text, one.text
+        assert "Session api:desk" in one.text
+        assert (await http.get("/sessions/..%2F..%2Fetc")).status_code == 404
         in_query = await http.get(f"/?key={api.key}")
         assert in_query.status_code == 400
         out = await http.post("/logout", data={"csrf": csrf}, headers=FORM)

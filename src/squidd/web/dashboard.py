@@ -21,8 +21,10 @@ from aiohttp import web
 
 from squidd.core.approvals import Choice
 from squidd.core.models import utcnow
+from squidd.fs import safe_name
 from squidd.web.audit_page import audit_status
 from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Login, Logins, new_token, same
+from squidd.web.sessions import SessionCounts
 
 if TYPE_CHECKING:
     from squidd.channels.api import ApiChannel
@@ -87,6 +89,7 @@ class Dashboard:
         self._daemon = daemon
         self._channel = channel
         self._logins = Logins()
+        self._counts = SessionCounts(daemon.settings.storage.data_dir)
 
     def mount(self, app: web.Application) -> None:
         app.router.add_get("/", self._home)
@@ -95,6 +98,8 @@ class Dashboard:
         app.router.add_post("/logout", self._logout)
         app.router.add_get("/memory", self._memory)
         app.router.add_get("/audit", self._audit)
+        app.router.add_get("/sessions", self._sessions_page)
+        app.router.add_get("/sessions/{file}", self._session_page)
         app.router.add_post("/approvals/{id}/{choice}", self._approve)
         app.router.add_post("/cron/{name}/remove", self._cron_remove)
         app.router.add_post("/cron/{name}/pause", self._cron_pause)
@@ -173,7 +178,8 @@ class Dashboard:
         snap = await self._daemon.snapshot()
         parts = [
             button("/logout", login.csrf, "Log out"),
-            '<p><a href="/memory">MEMORY.md</a> | <a href="/audit">audit log</a></p>',
+            '<p><a href="/memory">MEMORY.md</a> | <a href="/audit">audit log</a> | '
+            '<a href="/sessions">sessions</a></p>',
             "<h2>Channels</h2>",
             table(
                 [
@@ -234,6 +240,41 @@ class Dashboard:
             return self._login_page()
         text = await self._daemon.runtime.store.load_global_memory()
         return page("MEMORY.md", f'<p><a href="/">back</a></p><pre>{esc(text)}</pre>')
+
+    async def _sessions_page(self, request: web.Request) -> web.Response:
+        if self._session(request) is None:
+            return self._login_page()
+        rows = [
+            [
+                f'<a href="/sessions/{esc(r.file)}">{esc(r.session_id)}</a>',
+                esc(r.last_activity),
+                esc(r.messages),
+            ]
+            for r in await self._counts.all()
+        ]
+        body = '<p><a href="/">back</a></p>' + table(rows, ["session", "last activity", "messages"])
+        return page("Sessions", body)
+
+    async def _session_page(self, request: web.Request) -> web.Response:
+        if self._session(request) is None:
+            return self._login_page()
+        row = await self._counts.one(request.match_info["file"])
+        if row is None:
+            raise web.HTTPNotFound()
+        usage = [
+            u
+            for u in await self._daemon.runtime.usage.today_records()
+            if safe_name(u.session) == row.file
+        ]
+        name = usage[0].session if usage else row.session_id
+        tokens = sum(u.total_tokens for u in usage)
+        body = (
+            '<p><a href="/sessions">sessions</a></p>'
+            f"<p>last activity {esc(row.last_activity)}; {esc(row.messages)} messages; "
+            f"today {sum(u.calls for u in usage)} model calls, {tokens} tokens</p>"
+            f"<h2>Summary</h2><pre>{esc(row.summary or '(none yet)')}</pre>"
+        )
+        return page(f"Session {name}", body)
 
     async def _audit(self, request: web.Request) -> web.Response:
         if self._session(request) is None:
