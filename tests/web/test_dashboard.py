@@ -181,3 +181,23 @@ async def test_a_cron_job_runs_now_from_the_page(tmp_path: Path, fake_llm: FakeL
                 await anyio.sleep(0.05)
     finally:
         daemon.close()
+
+
+async def test_memory_is_edited_only_after_a_confirmation(api: ApiDaemon) -> None:
+    new = "The owner <b>waters</b> the plants on Sundays.\n"
+    async with api.http() as http:
+        csrf = await log_in(http, api.key)
+        before = await http.get("/memory")
+        assert "<textarea name=text" in before.text
+        refused = await http.post("/memory", data={"text": new, "confirm": "yes"}, headers=FORM)
+        assert refused.status_code == 403
+        asked = await http.post("/memory", data={"csrf": csrf, "text": new}, headers=FORM)
+        assert "Replace MEMORY.md with this text?" in asked.text
+        assert "&lt;b&gt;waters&lt;/b&gt;" in asked.text and "<b>waters" not in asked.text
+        assert "&lt;b&gt;waters" not in (await http.get("/memory")).text  # not saved yet
+        saved = await http.post(
+            "/memory", data={"csrf": csrf, "text": new, "confirm": "yes"}, headers=FORM
+        )
+        assert saved.status_code == 303
+        assert "&lt;b&gt;waters&lt;/b&gt;" in (await http.get("/memory")).text
+    assert (api.tmp / "ws" / "MEMORY.md").read_text() == new

@@ -84,6 +84,18 @@ def button(action: str, csrf: str, label: str) -> str:
     )
 
 
+def memory_form(login: Login, text: str, confirming: bool) -> str:
+    """MEMORY.md in a text area; saving asks once more (`confirm=yes` on the second form)."""
+    confirm = "<input type=hidden name=confirm value=yes>" if confirming else ""
+    label = "Yes, replace MEMORY.md" if confirming else "Save..."
+    return (
+        '<form method=post action="/memory">'
+        f'<input type=hidden name=csrf value="{esc(login.csrf)}">{confirm}'
+        f"<textarea name=text rows=30 cols=100>{esc(text)}</textarea><br>"
+        f"<button type=submit>{esc(label)}</button></form>"
+    )
+
+
 class Dashboard:
     def __init__(self, daemon: Daemon, channel: ApiChannel) -> None:
         self._daemon = daemon
@@ -97,6 +109,7 @@ class Dashboard:
         app.router.add_post("/login", self._login)
         app.router.add_post("/logout", self._logout)
         app.router.add_get("/memory", self._memory)
+        app.router.add_post("/memory", self._memory_save)
         app.router.add_get("/audit", self._audit)
         app.router.add_get("/sessions", self._sessions_page)
         app.router.add_get("/sessions/{file}", self._session_page)
@@ -236,10 +249,23 @@ class Dashboard:
         return table(rows, ["name", "when", "prompt", "next run", "state", ""])
 
     async def _memory(self, request: web.Request) -> web.Response:
-        if self._session(request) is None:
+        login = self._session(request)
+        if login is None:
             return self._login_page()
         text = await self._daemon.runtime.store.load_global_memory()
-        return page("MEMORY.md", f'<p><a href="/">back</a></p><pre>{esc(text)}</pre>')
+        return page("MEMORY.md", '<p><a href="/">back</a></p>' + memory_form(login, text, False))
+
+    async def _memory_save(self, request: web.Request) -> web.StreamResponse:
+        login = await self._checked(request)
+        form = await self._form(request)
+        text = form.get("text", "").replace("\r\n", "\n")
+        if form.get("confirm") != "yes":
+            # First the confirmation: the new text as it will be saved, and one more click.
+            note = "<p><strong>Replace MEMORY.md with this text?</strong></p>"
+            return page("MEMORY.md: confirm", note + memory_form(login, text, True))
+        await self._daemon.runtime.store.save_global_memory(text)
+        log.info("dashboard_memory_saved", chars=len(text))
+        return web.Response(status=303, headers={**HEADERS, "Location": "/memory"})
 
     async def _sessions_page(self, request: web.Request) -> web.Response:
         if self._session(request) is None:
