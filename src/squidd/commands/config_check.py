@@ -35,7 +35,19 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
     print(f"  channels:  {', '.join(channels) if channels else 'none enabled'}")
     print(f"  heartbeat: {'on' if settings.heartbeat.enabled else 'off'}")
     _print_tool_policy(settings)
+    _print_matrix_identity(settings)
     return 0
+
+
+def _print_matrix_identity(settings: Settings) -> None:
+    import anyio
+
+    from squidd.gateway.matrix_identity import identity_report
+
+    if settings.matrix.enabled and settings.matrix.e2ee:
+        print(f"  matrix:    device_trust {settings.matrix.device_trust}")
+    for number, line in enumerate(anyio.run(identity_report, settings)):
+        print(f"  {'identity:' if number == 0 else '':<10} {line}")
 
 
 def _print_tool_policy(settings: Settings) -> None:

@@ -1,4 +1,4 @@
-"""`squidd matrix bootstrap|restore|verify`: the bot account's cross-signing identity.
+"""`squidd matrix bootstrap|restore|trust|verify`: the bot account's cross-signing identity.
 
 * `bootstrap` creates the identity (if the daemon has not already) and prints the recovery
   key once: a key the daemon made on its first start is printed and deleted from the data
@@ -9,7 +9,12 @@
 * `verify` (commands/matrix_verify.py) confirms a SAS verification through the running
   daemon.
 
-None opens the daemon's device or crypto store (gateway/matrix_identity.py).
+* `trust USER` accepts an allowed user's new identity after they reset it: the running
+  daemon (or the next start) pins their current master key (`--key` to accept only that
+  one) and shares keys with them and acts on their messages again.
+
+None opens the daemon's device or crypto store (gateway/matrix_identity.py); `trust` leaves
+a request the daemon picks up on its next sync.
 """
 
 from __future__ import annotations
@@ -52,6 +57,14 @@ def register(commands: Commands) -> None:
         help="a file holding the recovery key (default: read it from stdin)",
     )
     add_verify(actions)
+
+    trust = actions.add(
+        "trust", help="accept an allowed user's new identity (after they reset it)", run=_trust
+    )
+    trust.add_argument("user", help="their Matrix id, e.g. @me:example.org")
+    trust.add_argument(
+        "--key", default=None, help="accept only this master key (as the warning showed it)"
+    )
 
 
 def _enabled(settings: Settings) -> bool:
@@ -107,4 +120,24 @@ def _restore(args: argparse.Namespace, settings: Settings) -> int:
         print(f"matrix: {exc}", file=sys.stderr)
         return 1
     print(f"identity restored: master key {fingerprint(master)}")
+    return 0
+
+
+def _trust(args: argparse.Namespace, settings: Settings) -> int:
+    from squidd.gateway.matrix_identity import request_trust
+
+    if not _enabled(settings):
+        return 1
+    user: str = args.user
+    if not (user.startswith("@") and ":" in user):
+        print(f"matrix: {user!r} is not a Matrix user id like @me:example.org", file=sys.stderr)
+        return 2
+    key = "".join(args.key.split()) if args.key else None
+    outcome = anyio.run(request_trust, settings, user, key)
+    if outcome == "accepted":
+        print(f"the running daemon accepted {user}'s current identity")
+    elif outcome == "waiting":
+        print(f"asked the running daemon to accept {user}'s identity; it has not yet (see its log)")
+    else:
+        print(f"no daemon runs: {user}'s identity will be accepted when it starts")
     return 0

@@ -96,6 +96,7 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
                 f"last out {_ago(child.get('last_outbound'), now)}, "
                 f"restarts {child.get('restarts', 0)}"
             )
+            lines.extend(_identity_lines((child.get("details") or {}).get("identity")))
     servers = data.get("mcp") or []
     if servers:
         lines.append("MCP servers:")
@@ -154,6 +155,21 @@ def parked_lines(parked: dict[str, Any] | None) -> list[str]:
         f"parked: {count} (see `squidd parked list`); newest {parked.get('newest_id')} "
         f"at {parked.get('newest_at')}: {reason}"
     ]
+
+
+def _identity_lines(identity: dict[str, Any] | None) -> list[str]:
+    """The Matrix account's cross-signing identity, as the channel last made sure of it."""
+    if not identity:
+        return []
+    yes = {True: "yes", False: "NO"}
+    lines = [
+        f"  {'':<10} identity: master key {identity.get('master_key') or '(none)'}",
+        f"  {'':<10} device cross-signed: {yes[bool(identity.get('device_cross_signed'))]}, "
+        f"keys in secret storage: {yes[bool(identity.get('secret_storage'))]}",
+    ]
+    if identity.get("problem"):
+        lines.append(f"  {'':<10} identity problem: {identity['problem']}")
+    return lines
 
 
 def _subagent_lines(subagents: dict[str, Any] | None) -> list[str]:

@@ -2,7 +2,7 @@
 
 Defaults are the safe choice: end-to-end encryption on, nobody answered until listed, group
 rooms answered only when the bot is mentioned, and room keys shared only with the devices
-of allowlisted users (trust on first use, see docs/matrix.md).
+of allowed users that their owner's pinned identity cross-signed (see docs/matrix.md).
 """
 
 from __future__ import annotations
@@ -58,10 +58,12 @@ class MatrixSettings(Section):
     """`session_scope` for single rooms, by room id."""
 
     e2ee: bool = True
-    device_trust: Literal["allowlisted", "all"] = "allowlisted"
-    """Who gets the room keys of the bot's encrypted replies: `allowlisted` trusts the
-    devices of allowed users on first sight and shares with no one else; `all` shares with
-    every device in the room."""
+    device_trust: Literal["cross-signed", "allowlisted", "all"] = "cross-signed"
+    """Whose devices get the room keys of the bot's encrypted replies, and whose encrypted
+    messages are acted on: `cross-signed` trusts an allowed user's devices that their
+    identity (master key, pinned on first sight) signed; `allowlisted` trusts the devices of
+    allowed users on first sight (for people on legacy clients without cross-signing); `all`
+    shares with every device in the room."""
     decrypt_wait_s: float = Field(default=60.0, ge=0)
     """How long an undecryptable message waits for its room key before it is given up."""
 

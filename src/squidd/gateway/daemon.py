@@ -88,7 +88,7 @@ class Daemon:
 
     async def snapshot(self) -> dict[str, Any]:
         children = [
-            {**health.to_dict(), "kind": self._kind(name)}
+            {**health.to_dict(), "kind": self._kind(name), **self._details(name)}
             for name, health in self.supervisor.children.items()
         ]
         return {
@@ -123,6 +123,15 @@ class Daemon:
             if isinstance(channel, HasControlOps)
             for name, op in channel.control_ops().items()
         }
+
+    def _details(self, child: str) -> dict[str, Any]:
+        """What a channel adds about itself (`status_details()`, optional), e.g. Matrix's
+        cross-signing identity."""
+        details = getattr(self.channels.get(child), "status_details", None)
+        if not callable(details):
+            return {}
+        found = details()
+        return {"details": found} if isinstance(found, dict) and found else {}
 
     def _kind(self, child: str) -> str:
         if child in self.channels:

@@ -12,15 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anyio
+
 from squidd.channels.matrix.client import resolve_credentials
 from squidd.channels.matrix.identity.account import OwnIdentity, PasswordNeededError
 from squidd.channels.matrix.identity.api import ApiError, MatrixApi
-from squidd.channels.matrix.identity.cross_signing import fingerprint, public_identity
+from squidd.channels.matrix.identity.cross_signing import (
+    device_cross_signed,
+    device_keys,
+    fingerprint,
+    public_identity,
+)
 from squidd.channels.matrix.identity.local import IdentityFiles
 from squidd.channels.matrix.identity.secret_storage import SecretStorageError
+from squidd.channels.matrix.identity.secret_storage import holds_keys as secret_storage_holds
 from squidd.channels.matrix.state import MatrixFiles
 from squidd.config import Settings
-from squidd.errors import PermanentError
+from squidd.errors import PermanentError, SquiddError
 from squidd.secrets import secret_value
 
 __all__ = [
@@ -31,6 +39,8 @@ __all__ = [
     "bootstrap",
     "fingerprint",
     "identity_files",
+    "identity_report",
+    "request_trust",
     "restore",
 ]
 
@@ -102,6 +112,25 @@ async def bootstrap(
         return Bootstrapped(keys.master.public, recovery, created=True)
 
 
+async def request_trust(settings: Settings, user_id: str, master: str | None) -> str:
+    """Ask the daemon to accept `user_id`'s current identity (or exactly `master`).
+
+    Returns "accepted" once a running daemon took the request, "waiting" if one runs but
+    did not take it within its sync timeout, "queued" if none runs (taken at its start)."""
+    from squidd.gateway.status import daemon_answers, socket_path
+
+    files = identity_files(settings)
+    path = await files.request_trust(user_id, master)
+    if not await anyio.to_thread.run_sync(daemon_answers, socket_path(settings)):
+        return "queued"
+    with anyio.move_on_after(settings.matrix.sync_timeout_s + 15):
+        # Another process removes the file: no event to wait on, so look now and then.
+        while await anyio.Path(path).exists():  # noqa: ASYNC110
+            await anyio.sleep(0.2)
+        return "accepted"
+    return "waiting"
+
+
 async def restore(settings: Settings, recovery_key: str) -> str:
     """Bring the account's identity back into the data dir; return its master key."""
     api, own = await _own(settings, None)
@@ -109,3 +138,41 @@ async def restore(settings: Settings, recovery_key: str) -> str:
         keys = await own.restore(recovery_key)
         await own.sign_device()
     return keys.master.public
+
+
+async def identity_report(settings: Settings) -> list[str]:
+    """Lines for `config check`: the identity as the data dir and the homeserver show it.
+    Uses the configured token or the kept login; never logs in (that would make a device)."""
+    cfg = settings.matrix
+    if not (cfg.enabled and cfg.e2ee):
+        return []
+    files = identity_files(settings)
+    kept = await MatrixFiles(settings.storage.data_dir).load_credentials()
+    token = secret_value(cfg.access_token) or (kept.access_token if kept else "")
+    if not token:
+        return ["not logged in yet: the first start creates the identity"]
+    try:
+        async with MatrixApi(cfg.homeserver, cfg.user_id, token, timeout_s=10.0) as api:
+            who = await api.request("checking the token", "GET", "/account/whoami")
+            user_id, device_id = str(who.get("user_id", "")), who.get("device_id")
+            api.user_id = user_id
+            query = await api.query_keys([user_id])
+            stored = await secret_storage_holds(api)
+    except (ApiError, SquiddError) as exc:
+        return [f"cannot ask the homeserver: {exc}"]
+    keys = await files.load_keys(user_id)
+    published = public_identity(query, user_id)
+    lines = [
+        "master key: " + (fingerprint(published.master) if published else "(none yet)"),
+        "private keys in the data dir: "
+        + ("yes" if keys and published and keys.master.public == published.master else "NO"),
+    ]
+    signed = False
+    if published is not None and isinstance(device_id, str):
+        found = device_keys(query, user_id, device_id)
+        signed = found is not None and device_cross_signed(published, found, device_id)
+    lines.append(f"device {device_id} cross-signed: {'yes' if signed else 'NO'}")
+    lines.append(f"secret storage holds the keys: {'yes' if stored else 'NO'}")
+    if await files.has_recovery_key_file():
+        lines.append("the recovery key is still in the data dir: run `squidd matrix bootstrap`")
+    return lines

@@ -40,6 +40,9 @@ from nio import (
 from nio.events import TypingNoticeEvent
 
 from squidd.channels.matrix import MatrixChannel
+from squidd.channels.matrix.identity.account import OwnIdentity
+from squidd.channels.matrix.identity.api import MatrixApi
+from squidd.channels.matrix.identity.local import IdentityFiles
 from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState, MediaSink
@@ -270,7 +273,9 @@ async def make_human(
 ) -> AsyncIterator[Callable[[str], Any]]:
     humans: list[Human] = []
 
-    async def make(name: str, user: User | None = None) -> Human:
+    async def make(name: str, user: User | None = None, *, cross_signed: bool = True) -> Human:
+        """A person; `cross_signed` (as current clients are) gives their account an identity
+        that signs this device, which the bot's default `device_trust` asks for."""
         user = user or make_user(name)
         store = tmp_path / f"human-{name}"
         store.mkdir()
@@ -288,6 +293,8 @@ async def make_human(
         human = Human(client=client, user=user)
         humans.append(human)
         await human.sync()
+        if cross_signed:
+            await cross_sign(synapse, user, store)
         return human
 
     yield make
@@ -316,6 +323,18 @@ async def make_element(
     yield make
     for client in clients:
         await client.stop()
+
+
+async def cross_sign(synapse: SynapseServer, user: User, folder: Path) -> OwnIdentity:
+    """Give `user` a cross-signing identity that signs their device (as a current client
+    does at sign-up), with squidd's own identity code; returns it (keys in `folder`)."""
+    async with MatrixApi(synapse.url, user.user_id, user.access_token) as api:
+        own = OwnIdentity(
+            api, IdentityFiles(folder), device_id=user.device_id, password=user.password
+        )
+        await own.create(keep_recovery_key=False)
+        assert await own.sign_device(), f"{user.user_id}'s device could not be cross-signed"
+    return own
 
 
 async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:

@@ -64,7 +64,7 @@ async def test_a_device_its_owner_did_not_cross_sign_gets_no_key_and_is_not_beli
     make_element: MakeElement, make_human: MakeHuman
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    nio: Human = await make_human("nio")  # legacy client: no cross-signing at all
+    nio: Human = await make_human("nio", cross_signed=False)  # legacy: no cross-signing
     room = await alice.create_dm(nio.user_id)
     await nio.wait_for(lambda: room in nio.client.invited_rooms, "invite")
     await nio.join(room)

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from squidd.channels.matrix.identity.api import MatrixApi
-from squidd.channels.matrix.identity.cross_signing import public_identity
+from squidd.channels.matrix.identity.cross_signing import fingerprint, public_identity
 from tests.channels.matrix.conftest import start_squidd
 from tests.channels.matrix.test_daemon import write_config
 from tests.servers.element.client import ElementClient
@@ -91,6 +91,15 @@ async def test_a_lost_data_dir_restored_from_the_recovery_key_keeps_the_dm_worki
 
     await start_squidd(squidds, second, tmp_path / "second.log")
     assert await master_of(synapse, viewer, bot.user_id) == master
+    shown_master = f"master key {fingerprint(master)}"
+    status = await squidd_cli(second, "status")
+    assert shown_master in status.stdout, status.stdout
+    assert "device cross-signed: yes, keys in secret storage: yes" in status.stdout
+    check = await squidd_cli(second, "config", "check")
+    assert f"master key: {fingerprint(master)}" in check.stdout, check.stdout
+    assert "private keys in the data dir: yes" in check.stdout
+    assert "cross-signed: yes" in check.stdout
+    assert "secret storage holds the keys: yes" in check.stdout
     await alice.send_text(room, "after")
     replies = await alice.wait_messages(bot.user_id, room, count=2)
     assert [r["body"] for r in replies] == ["echo: before", "echo: after"], replies

@@ -8,7 +8,8 @@ logged-in client's sync lifecycle), `events` (a room event read into an `Inbound
 (a reply as room events), `typing_notices` (typing leases), `undecrypted` (events
 waiting for their keys), `client` (login, error translation), `e2ee` (key chores,
 device trust), `policy` (who is answered), `render` (markdown to Matrix HTML, splitting),
-`state` (files in the data dir, sync position).
+`state` (files in the data dir, sync position), `identity/` (cross-signing: the bot's
+identity, secret storage, trust by identity).
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ from squidd.channels.matrix.connection import Carried, Connection
 from squidd.channels.matrix.events import CHANNEL
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.marks import ReactionKeys, StatusReactions
-from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.send import send_reply
 from squidd.channels.matrix.state import MatrixFiles
 from squidd.channels.matrix.threads import ThreadRootInbox
@@ -53,7 +52,7 @@ class MatrixChannel:
         self._settings = settings
         self._files = MatrixFiles(data_dir)
         self._client: AsyncClient | None = None
-        self._policy: Policy | None = None
+        self._trust: Callable[[], None] | None = None
         self.typing = TypingNotices(enabled=settings.typing_notice, monotonic=monotonic)
         self.reactions = self.typing.reactions = StatusReactions(
             enabled=settings.status_reactions,
@@ -91,16 +90,17 @@ class MatrixChannel:
         )
         try:
             response, since = await connection.connect()
-            self._policy = connection.policy
             connection.policy.session_scope = self._settings.session_scope
             connection.policy.room_scopes = self._settings.room_session_scope
-            self.reactions.user_allowed = connection.policy.user_allowed
+            self.reactions.apply_trust = connection.apply_trust
+            self._trust = connection.apply_trust
             self._client = self.typing.client = client
             await connection.serve(response, since, task_status)
         finally:
             self._client = self.typing.client = None
+            self._trust = None
             with anyio.CancelScope(shield=True):
-                await connection.api.close()
+                await connection.identity.close()
                 await client.close()
 
     def control_ops(self) -> dict[str, ControlOp]:
@@ -118,17 +118,16 @@ class MatrixChannel:
 
         return {"matrix.verifications": listing, "matrix.verify": verify}
 
+    def status_details(self) -> dict[str, Any]:
+        """For `squidd status`: the bot's cross-signing identity as last made sure of."""
+        status = self._carried.identity.status
+        return {"identity": status.as_dict()} if status is not None else {}
+
     async def send(self, outbound: Outbound) -> None:
         client = self._client
         if client is None:
             raise DeliveryError("matrix is not connected")
-        policy = self._policy
-        await send_reply(
-            client,
-            outbound,
-            settings=self._settings,
-            user_allowed=policy.user_allowed if policy is not None else None,
-        )
+        await send_reply(client, outbound, settings=self._settings, apply_trust=self._trust)
         reply_to = outbound.in_reply_to
         if reply_to is not None and reply_to.channel == CHANNEL:
             self.reactions.answered(RoomId(outbound.target), EventId(reply_to.source_id))

@@ -47,9 +47,7 @@ from nio import (
 from squidd.channels.matrix import e2ee, events, media
 from squidd.channels.matrix.client import TokenRejectedError, call, translate
 from squidd.channels.matrix.downloads import Lanes, with_media
-from squidd.channels.matrix.identity.account import IdentityStatus, OwnIdentity
-from squidd.channels.matrix.identity.api import ApiError, MatrixApi
-from squidd.channels.matrix.identity.local import IdentityFiles
+from squidd.channels.matrix.identity.gate import IdentityGate, Remembered
 from squidd.channels.matrix.ids import EventId, RoomId, SyncToken
 from squidd.channels.matrix.invites import answer_invites
 from squidd.channels.matrix.policy import Policy
@@ -65,7 +63,6 @@ from squidd.core.backoff import Backoff, Failures, reconnecting
 from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import SquiddError, TransientError
-from squidd.secrets import secret_value
 from squidd.text import clean_text
 
 log = structlog.get_logger()
@@ -87,7 +84,7 @@ class Carried:
     invites_seen: set[str] = field(default_factory=set)
     media: MediaSink | None = None
     max_download_bytes: int = 0
-    identity: IdentityStatus | None = None
+    identity: Remembered = field(default_factory=Remembered)
 
     def remember(self, event_id: EventId) -> bool:
         """Record an event id; False if it was seen before in this run."""
@@ -128,14 +125,7 @@ class Connection:
         self._lanes = Lanes(self._hand_on, fetch, forget=carried.forget)
         self._names: set[str] = set()
         self._policy: Policy | None = None
-        self.api = MatrixApi(
-            settings.homeserver,
-            self._user_id,
-            client.access_token,
-            timeout_s=settings.request_timeout_s,
-        )
-        self._identity_files = IdentityFiles(files.root.parent)
-        self.own_identity: OwnIdentity | None = None
+        self.identity = IdentityGate(client, settings, files.root.parent, carried.identity)
         self._filter: dict[str, Any] = {
             "room": {
                 "timeline": {"limit": settings.timeline_limit},
@@ -155,6 +145,7 @@ class Connection:
         """Build the policy and do the first sync; return it and the position it started at."""
         self._policy = await self._build_policy()
         self._carried.verifications.attach(self.client, self._policy, None)
+        self._carried.verifications.apply_trust = self.apply_trust
         since = await self._files.load_sync_token(self._user_id)
         # Full state on every start: nio keeps no room state across restarts, and the
         # members and encryption status of every room are needed to answer correctly.
@@ -200,7 +191,9 @@ class Connection:
         else:
             await self._handle_batch(response, since)
         if client.olm is not None:
-            await self._ensure_identity()
+            own = await self.identity.ensure_own()
+            identity = SigningIdentity(self.identity.api, own)
+            self._carried.verifications.attach(self.client, self.policy, identity)
         log.info(
             "matrix_connected",
             user=self._user_id,
@@ -212,25 +205,6 @@ class Connection:
         self._inbox.report(
             ChannelState.CONNECTED, f"{self._user_id} on {self._settings.homeserver}"
         )
-
-    async def _ensure_identity(self) -> None:
-        """The bot's device cross-signed by the account's one identity (identity/account)."""
-        own = OwnIdentity(
-            self.api,
-            self._identity_files,
-            device_id=self.client.device_id,
-            password=secret_value(self._settings.password) or None,
-        )
-        try:
-            status = await own.ensure()
-        except ApiError as exc:
-            # Refused for a reason a restart will not fix: E2EE goes on without the identity
-            # (people on a current client then see an unverified device); status says why.
-            log.warning("matrix_identity_failed", reason=str(exc))
-            status = IdentityStatus(None, False, False, str(exc))
-        self._carried.identity = status
-        self.own_identity = own
-        self._carried.verifications.attach(self.client, self.policy, SigningIdentity(self.api, own))
 
     async def _sync_loop(self, since: SyncToken) -> None:
         """Sync after sync, through `core.backoff.reconnecting` (the loop both channels run)."""
@@ -323,8 +297,18 @@ class Connection:
             self._names.add(clean_text(response.displayname))
 
     async def _chores(self) -> None:
-        await call("key maintenance", e2ee.maintain_keys(self.client))
-        e2ee.apply_trust(self.client, self._settings.device_trust, self.policy.user_allowed)
+        queried: set[str] = await call("key maintenance", e2ee.maintain_keys(self.client))
+        await self.identity.refresh(queried, self.policy.user_allowed)
+        self.apply_trust()
+
+    def apply_trust(self) -> None:
+        """Mark every known device as the trust policy says (also before each send)."""
+        e2ee.apply_trust(
+            self.client,
+            self._settings.device_trust,
+            self.policy.user_allowed,
+            self.identity.device_signed,
+        )
 
     # --- one batch ---------------------------------------------------------------------------
 
@@ -435,6 +419,8 @@ class Connection:
         """Hand a message to the inbox (a media one via its room's lane) if the policy answers
         it; True if it did (its ack then settles it in the ledger)."""
         event_id: EventId = event.event_id
+        if not await self.identity.sender_trusted(room_id, event, self.policy.user_allowed):
+            return False
         read = read_reaction if answer(event) else events.read_message
         inbound = read(
             event,

@@ -43,7 +43,7 @@ async def react(
     key: str,
     *,
     device_trust: str = "all",
-    user_allowed: Callable[[str], bool] | None = None,
+    apply_trust: Callable[[], None] | None = None,
 ) -> EventId | None:
     """Annotate `event_id` with `key`; the reaction's event id, None if it was not sent."""
     content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
@@ -55,7 +55,7 @@ async def react(
             content,
             tx_id=f"squidd-{uuid.uuid4().hex}",
             device_trust=device_trust,
-            user_allowed=user_allowed,
+            apply_trust=apply_trust,
         )
     except SquiddError as exc:
         log.debug("matrix_reaction_failed", room=room_id, reason=str(exc))
@@ -115,7 +115,7 @@ class StatusReactions:
         self._placed: dict[EventId, EventId | None] = {}  # message -> its 👀 reaction
         self._answered: set[EventId] = set()
         self._wakeup = anyio.Event()
-        self.user_allowed: Callable[[str], bool] | None = None
+        self.apply_trust: Callable[[], None] | None = None
         """Whose devices a reaction in an encrypted room is encrypted for (the policy's)."""
 
     def taken(self, room_id: RoomId, event_id: EventId) -> None:
@@ -176,5 +176,5 @@ class StatusReactions:
             event_id,
             key,
             device_trust=self._device_trust,
-            user_allowed=self.user_allowed,
+            apply_trust=self.apply_trust,
         )

@@ -26,7 +26,6 @@ from typing import Any
 import structlog
 from nio import AsyncClient, ErrorResponse, OlmUnverifiedDeviceError, RoomSendResponse
 
-from squidd.channels.matrix import e2ee
 from squidd.channels.matrix.client import send_refusal
 from squidd.channels.matrix.errors import CAUGHT, NETWORK_ERRORS, describe, send_error
 from squidd.channels.matrix.events import CHANNEL, event_id_or_none
@@ -50,10 +49,10 @@ async def send_reply(
     outbound: Outbound,
     *,
     settings: MatrixSettings,
-    user_allowed: Callable[[str], bool] | None,
+    apply_trust: Callable[[], None] | None,
 ) -> None:
-    """Send `outbound` to its room; `user_allowed` (None before the policy is built) is the
-    trust anchor re-applied before each event, as devices can appear at any time."""
+    """Send `outbound` to its room; `apply_trust` (None before the policy is built) marks
+    the devices again before each event, as devices can appear at any time."""
     room_id = RoomId(outbound.target)  # a Matrix reply's target is its room
     if room_id not in client.rooms:
         raise PermanentError(f"the bot is not in the Matrix room {room_id}")
@@ -75,13 +74,13 @@ async def send_reply(
             content,
             transaction_id(reply_to, index, key),
             device_trust=settings.device_trust,
-            user_allowed=user_allowed,
+            apply_trust=apply_trust,
         )
 
     for index, piece in enumerate(contents):
         await send(index, piece, piece.get("body", ""))
     if contents and previous is not None:
-        await _offer_reactions(client, room_id, outbound, previous, settings, user_allowed)
+        await _offer_reactions(client, room_id, outbound, previous, settings, apply_trust)
     if outbound.files:
         limit = await upload_limit(client)
         room = client.rooms[room_id]
@@ -162,7 +161,7 @@ async def send_event(
     *,
     tx_id: str,
     device_trust: str,
-    user_allowed: Callable[[str], bool] | None,
+    apply_trust: Callable[[], None] | None,
 ) -> str:
     """Send one room event of any type the way a reply's pieces go (trust pass, checked key
     share, one retry for a device that appeared); return its event id."""
@@ -172,7 +171,7 @@ async def send_event(
         content,
         tx_id,
         device_trust=device_trust,
-        user_allowed=user_allowed,
+        apply_trust=apply_trust,
         event_type=event_type,
     )
 
@@ -183,7 +182,7 @@ async def _offer_reactions(
     outbound: Outbound,
     event_id: str,
     settings: MatrixSettings,
-    user_allowed: Callable[[str], bool] | None,
+    apply_trust: Callable[[], None] | None,
 ) -> None:
     """The outbound's `reactions` put on its (last) message, for the person to pick."""
     for key in outbound.reactions:
@@ -194,7 +193,7 @@ async def _offer_reactions(
             {"m.relates_to": relates},
             transaction_id(outbound.in_reply_to, -1, f"reaction\0{event_id}\0{key}"),
             device_trust=settings.device_trust,
-            user_allowed=user_allowed,
+            apply_trust=apply_trust,
             event_type="m.reaction",
         )
 
@@ -206,13 +205,13 @@ async def _room_send(
     tx_id: str,
     *,
     device_trust: str,
-    user_allowed: Callable[[str], bool] | None,
+    apply_trust: Callable[[], None] | None,
     event_type: str = "m.room.message",
 ) -> str:
     ignore_unverified = device_trust == "all"
     for attempt in (1, 2):
-        if user_allowed is not None:
-            e2ee.apply_trust(client, device_trust, user_allowed)
+        if apply_trust is not None:
+            apply_trust()
         try:
             await _share_room_key(client, room_id, ignore_unverified=ignore_unverified)
             response = await client.room_send(

@@ -6,5 +6,6 @@ signatures), `cross_signing` (the three keys, upload bodies, checks of a publish
 identity and its devices), `secret_storage` (the keys encrypted in account data, the
 recovery key), `api` (the HTTP calls nio does not make), `local` (the files in the data
 dir), `account` (the bot's own identity: created once, kept, restored, signing each new
-device).
+device), `trust` (allowed users' identities pinned, their signed devices), `gate` (all of it
+for one connection, and whether a message may be acted on).
 """

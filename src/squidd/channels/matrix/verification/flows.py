@@ -95,6 +95,8 @@ class Verifications:
         self._flows: dict[str, Flow] = {}
         self._client: AsyncClient | None = None
         self._policy: Policy | None = None
+        # The connection's trust pass, re-applied before an in-room event is encrypted.
+        self.apply_trust: Callable[[], None] | None = None
 
     def attach(self, client: AsyncClient, policy: Policy, identity: Identity | None) -> None:
         """The connection's client, policy and (once known) identity from now on."""
@@ -390,7 +392,6 @@ class Verifications:
                 log.warning("matrix_verification_send_failed", step=step, reason=response.message)
             return
         body = {**content, "m.relates_to": {"rel_type": "m.reference", "event_id": flow.id}}
-        allowed = self._policy.user_allowed if self._policy else None
         try:
             await send_event(
                 client,
@@ -399,7 +400,7 @@ class Verifications:
                 body,
                 tx_id=f"squidd-verify-{uuid.uuid4().hex}",
                 device_trust=self._device_trust,
-                user_allowed=allowed,
+                apply_trust=self.apply_trust,
             )
         except SquiddError as exc:
             log.warning("matrix_verification_send_failed", step=step, reason=str(exc))
