@@ -1,7 +1,9 @@
 """Acceptance with a person on a current Element (matrix-js-sdk, Rust crypto, sharing room
 keys only with cross-signed devices): squidd run with a data dir, `squidd matrix bootstrap`
 showing the recovery key once, the data dir lost, `squidd matrix restore` from that key on a
-fresh one, and the same encrypted DM going on with no identity change on her side."""
+fresh one, and the same encrypted DM going on with no identity change on her side; and a
+person whose identity is reset held (no keys, nothing acted on, told once) until the
+operator's `squidd matrix trust`."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from squidd.channels.matrix.identity.api import MatrixApi
 from squidd.channels.matrix.identity.cross_signing import fingerprint, public_identity
 from tests.channels.matrix.conftest import start_squidd
-from tests.channels.matrix.test_daemon import write_config
+from tests.channels.matrix.test_daemon import user_texts, write_config
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess, squidd_argv
@@ -106,3 +108,42 @@ async def test_a_lost_data_dir_restored_from_the_recovery_key_keeps_the_dm_worki
     assert all(r["shield"]["colour"] == "NONE" for r in replies), replies
     trust = await alice.user_trust(bot.user_id)
     assert not trust["needs_user_approval"], trust  # no identity change on her side
+
+
+async def test_a_reset_identity_is_held_until_the_operator_runs_squidd_matrix_trust(
+    synapse: SynapseServer,
+    bot: User,
+    make_user: Callable[[str], User],
+    make_element: Callable[..., Any],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice: ElementClient = await make_element("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    room = await alice.create_dm(bot.user_id)
+    await alice.wait_joined(room, bot.user_id)
+    await alice.send_text(room, "before")
+    [reply] = await alice.wait_messages(bot.user_id, room)
+    assert reply["body"] == "echo: before", reply
+
+    # She resets her identity ("Reset your identity"): a new master key signs her device.
+    before = await alice.bootstrap_cross_signing()
+    after = await alice.bootstrap_cross_signing(reset=True)
+    assert after["master_key"] != before["master_key"], (before, after)
+    await alice.send_text(room, "after the reset")
+    await daemon.wait_event("matrix_identity_changed")
+    told = await alice.wait_messages(bot.user_id, room, count=2)
+    assert "new identity" in str(told[1]["body"]), told
+    assert f"squidd matrix trust {alice.user_id}" in str(told[1]["body"])
+    assert user_texts(fake_llm) == ["before"]
+
+    trusted = await squidd_cli(config, "matrix", "trust", alice.user_id)
+    assert trusted.returncode == 0, trusted.stderr
+    assert "the running daemon accepted" in trusted.stdout, trusted.stdout
+    await alice.send_text(room, "after trust")
+    replies = await alice.wait_messages(bot.user_id, room, count=3)
+    assert replies[2]["body"] == "echo: after trust", replies
+    assert user_texts(fake_llm) == ["before", "after trust"]
+    assert daemon.count("matrix_identity_changed") == 1

@@ -303,12 +303,7 @@ class Connection:
 
     def apply_trust(self) -> None:
         """Mark every known device as the trust policy says (also before each send)."""
-        e2ee.apply_trust(
-            self.client,
-            self._settings.device_trust,
-            self.policy.user_allowed,
-            self.identity.device_signed,
-        )
+        self.identity.apply_trust(self.policy.user_allowed)
 
     # --- one batch ---------------------------------------------------------------------------
 

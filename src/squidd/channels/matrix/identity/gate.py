@@ -83,8 +83,22 @@ class IdentityGate:
         return own
 
     @property
+    def ready(self) -> bool:
+        """Whether device decisions may be made: in the cross-signed mode only once the
+        identities were queried. Before that (a reply sent right after a restart) nio's
+        decisions of the last run stand, so a person's device is never refused the room key
+        only because its identity was not looked up yet."""
+        return self.trust is None or self._primed
+
+    @property
     def device_signed(self) -> e2ee.DeviceSigned | None:
         return self.trust.device_signed if self.trust is not None else None
+
+    def apply_trust(self, user_allowed: Callable[[str], bool]) -> None:
+        """nio's devices marked verified or blacklisted by the policy (`e2ee.apply_trust`),
+        once `ready`."""
+        if self.ready:
+            e2ee.apply_trust(self._client, self._cfg.device_trust, user_allowed, self.device_signed)
 
     async def refresh(self, queried: set[str], user_allowed: Callable[[str], bool]) -> None:
         """The identities of the allowed users nio just queried (all known ones on the first
