@@ -145,3 +145,28 @@ async def test_an_identity_reset_holds_the_person_until_the_operator_trusts_it(
     changed = events_named(logs, "matrix_identity_changed")
     assert len(changed) == 1 and changed[0]["user"] == alice.user_id, changed
     assert events_named(logs, "matrix_identity_accepted")
+
+
+@pytest.mark.parametrize("mode", ["cross-signed", "allowlisted"])
+async def test_a_legacy_client_without_cross_signing_is_answered_only_when_allowlisted(
+    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, mode: str
+) -> None:
+    legacy: Human = await make_human("legacy", cross_signed=False)
+    settings = bot_settings(synapse, bot, allowed_users=[legacy.user_id], device_trust=mode)
+    with capture_logs() as logs:
+        async with run_channel(settings, data_dir) as (_, inbox):
+            room = await legacy.room_with(bot.user_id, encrypted=True)
+            await legacy.send(room, "from a legacy client")
+
+            def decided() -> bool:
+                refused = [
+                    e
+                    for e in events_named(logs, "matrix_device_untrusted")
+                    if e.get("sender") == legacy.user_id
+                ]
+                return bool(refused) or "from a legacy client" in inbox.texts()
+
+            await wait_until(decided, "the message answered or refused")
+            await inbox.all_acked()
+            answered = "from a legacy client" in inbox.texts()
+    assert answered is (mode == "allowlisted"), inbox.texts()

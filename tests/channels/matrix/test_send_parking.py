@@ -70,7 +70,7 @@ class ReplyPath:
         raise NotImplementedError
 
     async def send(self, outbound: Outbound) -> None:
-        await send_reply(self.client, outbound, settings=self.settings, user_allowed=None)
+        await send_reply(self.client, outbound, settings=self.settings, apply_trust=None)
 
 
 def _router(channel: ReplyPath, dead: MemoryDeadLetters, waits: list[float]) -> Router:
