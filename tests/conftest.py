@@ -19,6 +19,7 @@ from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.jsonl import JsonlStore
 from squidd.store.outbox import OutboxDir
+from tests.support.daemon import kill_leftovers, running
 from tests.support.doubles import InMemoryStore, MemoryHandledLog, MemoryJobStore, MemoryOutbox
 from tests.support.fake_llm import FakeLLM
 
@@ -27,6 +28,16 @@ from tests.support.fake_llm import FakeLLM
 # have no per-example deadline (the machine may be busy; no timed assertions).
 settings.register_profile("squidd", derandomize=True, database=None, deadline=None)
 settings.load_profile("squidd")
+
+
+@pytest.fixture(autouse=True)
+def _no_daemon_outlives_its_test() -> Iterator[None]:
+    """A `squidd run` child a failing test left running is killed when the test ends, not
+    left to hold its ports, its data dir and a core of a shared machine. One a wider fixture
+    started before the test belongs to that fixture."""
+    before = running()
+    yield
+    kill_leftovers(keep=before)
 
 
 @pytest.fixture

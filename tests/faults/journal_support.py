@@ -104,15 +104,17 @@ async def cut_at(
     """Start squidd (with the crash setting the point needs), send the message, and SIGKILL
     squidd at `point`."""
     daemon = await start(CRASH_AFTER.get(point, ""))
-    await send()
-    if point in CRASH_AFTER:
-        await poll(lambda: daemon.proc.poll() is not None, f"the crash {point}")
-    elif point == "tool_running":
-        await poll(lambda: lines(path) == ["line"], "the tool's effect")
-    else:
-        await poll(lambda: model.seen == model.slow, "the held request")
-    daemon.kill()
-    model.release.set()
+    try:
+        await send()
+        if point in CRASH_AFTER:
+            await poll(lambda: daemon.proc.poll() is not None, f"the crash {point}")
+        elif point == "tool_running":
+            await poll(lambda: lines(path) == ["line"], "the tool's effect")
+        else:
+            await poll(lambda: model.seen == model.slow, "the held request")
+    finally:
+        daemon.kill()
+        model.release.set()
 
 
 def history(data: Path, session: str) -> list[dict[str, Any]]:

@@ -4,7 +4,9 @@ The child gets the test process's environment minus whatever would steer it from
 the test's config (`SQUIDD_*` settings, a systemd notify socket or watchdog), with the
 repository on `PYTHONPATH` so test-only modules (`tests.support.*`) can be loaded. Its
 stdout and stderr (JSON log lines) go to a file the test searches. It is stopped by its own
-PID only: `stop` sends a signal and waits, `kill` is the fixture's last resort.
+PID only: `stop` sends a signal and waits, `kill` is the fixture's last resort. A child a
+test left running (a wait that timed out before the test's own `kill`) is killed after the
+test by `kill_leftovers`, which the root conftest calls for every test.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def run_argv(config: Path, channel: str | None = None) -> list[str]:
 
 SPOOL = "tests.support.spool_channel:create_channel"
 
+_started: list[DaemonProcess] = []
+
 
 class DaemonProcess:
     """One `squidd run` child; its output goes to `log_path`. With `channel` (e.g. `SPOOL`)
@@ -70,6 +74,7 @@ class DaemonProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+        _started.append(self)
 
     def log_text(self) -> str:
         if not self._log.closed:
@@ -130,3 +135,20 @@ class DaemonProcess:
             self.proc.kill()
             self.proc.wait(timeout=30)
         self._log.close()
+
+
+def running() -> set[DaemonProcess]:
+    """The children started by this process that still run."""
+    return {daemon for daemon in _started if daemon.proc.poll() is None}
+
+
+def kill_leftovers(
+    keep: set[DaemonProcess] | frozenset[DaemonProcess] = frozenset(),
+) -> list[DaemonProcess]:
+    """SIGKILL (and reap) every child but those in `keep` that still runs: left behind by a
+    test that failed before stopping it. The ones killed, in the order they were started."""
+    left = [daemon for daemon in _started if daemon not in keep and daemon.proc.poll() is None]
+    for daemon in [d for d in _started if d not in keep]:
+        daemon.kill()
+        _started.remove(daemon)
+    return left
