@@ -198,20 +198,27 @@ def test_a_second_construction_is_caught(tmp_path: Path) -> None:
 MAX_FUNCTION_LINES = 80
 
 
-def long_functions(src: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
-    """Functions of src/ longer than `limit` lines (decorators excluded), as `module.name (n)`."""
-    found: list[str] = []
+def function_lengths(src: Path) -> list[tuple[str, int]]:
+    """Every function of src/ as (`module.name`, lines; decorators excluded)."""
+    found: list[tuple[str, int]] = []
     for path in sorted((src / "squidd").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
-                if lines > limit:
-                    found.append(f"{module_name(path, src)}.{node.name} ({lines})")
+                found.append((f"{module_name(path, src)}.{node.name}", lines))
     return found
 
 
+def long_functions(src: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Functions of src/ longer than `limit` lines (decorators excluded), as `module.name (n)`."""
+    return [f"{name} ({lines})" for name, lines in function_lengths(src) if lines > limit]
+
+
 def test_no_function_is_longer_than_80_lines() -> None:
+    # Not vacuous: the walk sees the package's functions, the long ones among them.
+    assert len(function_lengths(SRC)) > 1000
+    assert long_functions(SRC, limit=40)
     assert long_functions(SRC) == []
 
 
@@ -219,3 +226,51 @@ def test_a_long_function_is_caught(tmp_path: Path) -> None:
     body = "".join(f"    x{n} = {n}\n" for n in range(80))
     _plant(tmp_path, "squidd.core.long", f"async def turn():\n{body}\ndef short():\n    pass\n")
     assert long_functions(tmp_path) == ["squidd.core.long.turn (81)"]
+
+
+MAX_MODULE_LINES = 450
+OVER_THE_MODULE_CAP = {"squidd.channels.matrix.connection"}
+"""Known to be over the cap and being split by the work on it; remove a name once under."""
+
+
+def module_lines(src: Path) -> dict[str, int]:
+    return {
+        module_name(path, src): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted((src / "squidd").rglob("*.py"))
+    }
+
+
+def long_modules(src: Path, limit: int = MAX_MODULE_LINES) -> set[str]:
+    return {name for name, lines in module_lines(src).items() if lines > limit}
+
+
+def test_no_module_is_longer_than_450_lines() -> None:
+    assert len(module_lines(SRC)) > 100
+    assert long_modules(SRC) - OVER_THE_MODULE_CAP == set()
+
+
+def test_a_long_module_is_caught(tmp_path: Path) -> None:
+    _plant(tmp_path, "squidd.core.long", "x = 1\n" * 451)
+    _plant(tmp_path, "squidd.core.short", "x = 1\n" * 450)
+    assert long_modules(tmp_path) == {"squidd.core.long"}
+
+
+def undocumented_modules(src: Path) -> list[str]:
+    """Modules of src/ that do not start with a docstring saying what lives there."""
+    found: list[str] = []
+    for path in sorted((src / "squidd").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        if not (ast.get_docstring(tree) or "").strip():
+            found.append(module_name(path, src))
+    return found
+
+
+def test_every_module_starts_with_a_docstring() -> None:
+    assert undocumented_modules(SRC) == []
+
+
+def test_a_module_without_a_docstring_is_caught(tmp_path: Path) -> None:
+    _plant(tmp_path, "squidd.core.told", '"""What lives here and why."""\nx = 1\n')
+    _plant(tmp_path, "squidd.core.silent", "# a comment is not a docstring\nx = 1\n")
+    _plant(tmp_path, "squidd.tools.__init__", "")
+    assert undocumented_modules(tmp_path) == ["squidd.core.silent", "squidd.tools"]

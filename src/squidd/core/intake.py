@@ -1,5 +1,6 @@
 """The router's small parts: a place under the turn cap, a session's queue, a channel's
-inbox, and telling a message's source that it is done.
+inbox, a turn's failure turned into an apology, and telling a message's source that it is
+done.
 
 Kept apart from `core/router.py` so the router module holds the per-message steps only.
 """
@@ -15,9 +16,12 @@ import structlog
 from squidd.core.models import Inbound
 from squidd.core.poison import PoisonGuard
 from squidd.core.ports import ChannelState
+from squidd.core.reply_files import Reply
 from squidd.core.supervisor import ChildHealth
+from squidd.errors import LLMError, StorageError
 
 __all__ = [
+    "CRASH_APOLOGY",
     "ChannelInbox",
     "Refused",
     "SessionQueue",
@@ -26,6 +30,7 @@ __all__ = [
     "acknowledge",
     "attempt_key",
     "give_up",
+    "run_or_apologise",
 ]
 
 log = structlog.get_logger()
@@ -127,3 +132,28 @@ async def give_up(inbound: Inbound, reason: str) -> None:
 def attempt_key(inbound: Inbound) -> str:
     """The key of a message's attempt count (core/poison.py): its channel and record id."""
     return f"{inbound.channel}\0{inbound.record}"
+
+
+CRASH_APOLOGY = (
+    "Sorry, something went wrong on my side while answering this. The error is in my log; "
+    "please try again in a while."
+)
+
+
+async def run_or_apologise(
+    run_turn: Callable[[Inbound], Awaitable[str | Reply]], inbound: Inbound, apology: str
+) -> Reply:
+    """The turn's reply; a turn that failed is answered with an apology, not retried: the
+    model down after its retries gets `apology`, a full disk or a crash `CRASH_APOLOGY`."""
+    try:
+        answer = await run_turn(inbound)
+    except LLMError as exc:
+        log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
+        return Reply(apology)
+    except StorageError as exc:  # a full or broken disk: said in the log, not a crash
+        log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
+        return Reply(CRASH_APOLOGY)
+    except Exception:
+        log.exception("turn_crashed")
+        return Reply(CRASH_APOLOGY)
+    return Reply(answer) if isinstance(answer, str) else answer

@@ -2,6 +2,7 @@
 
 Everything here is immutable. `Message` is what the history file stores and what the
 LLM port consumes; `Inbound`/`Outbound` are what channels hand to the router and get back.
+What the LLM port streams is in `core/llm_events.py` (imported from here too).
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, NewType
 
+from squidd.core.llm_events import LLMEvent as LLMEvent
+from squidd.core.llm_events import StreamRestart as StreamRestart
+from squidd.core.llm_events import TextDelta as TextDelta
+from squidd.core.llm_events import ToolCall as ToolCall
+from squidd.core.llm_events import ToolCallsReady as ToolCallsReady
+from squidd.core.llm_events import Usage as Usage
 from squidd.core.reply_files import FileRef, files_from
 from squidd.text import clean_text
 
@@ -82,22 +89,6 @@ class Attachment:
             path=None if path is None else str(path),
             note=str(data.get("note", "")),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One function call requested by the model; `arguments` is the raw JSON text it sent."""
-
-    id: str
-    name: str
-    arguments: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data["arguments"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,51 +196,6 @@ class HistoryHit:
     snippet: str
     session: str | None = None
     """Set when the search spanned several sessions: the session the hit belongs to."""
-
-
-# --- what the LLM port streams -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    """A piece of the assistant's reply text, in order."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallsReady:
-    """The response ended asking for these tool calls (already assembled from deltas)."""
-
-    calls: tuple[ToolCall, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class StreamRestart:
-    """Text streamed so far for this response is void: a fallback model starts over.
-
-    Consumers drop what they buffered since the response began, so no text reaches the
-    user twice.
-    """
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What the provider counted for one model call, sent at the end of its stream.
-
-    Providers that report nothing simply never send it; consumers then keep their estimate.
-    `cached_tokens` is the part of `prompt_tokens` served from the provider's prompt cache.
-    """
-
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int = 0
-
-
-LLMEvent = TextDelta | ToolCallsReady | StreamRestart | Usage
 
 
 # --- what channels exchange with the router --------------------------------------------------

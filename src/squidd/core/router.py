@@ -50,13 +50,14 @@ from squidd.core.intake import (
     acknowledge,
     attempt_key,
     give_up,
+    run_or_apologise,
 )
 from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
 from squidd.core.poison import Parked, PoisonGuard, describe, inbound_record, is_passing, parked_id
 from squidd.core.ports import Channel, HandledLog, Outbox
 from squidd.core.reply_files import Reply
 from squidd.core.supervisor import ChildHealth
-from squidd.errors import LLMError, PermanentError, StorageError
+from squidd.errors import PermanentError, StorageError
 
 log = structlog.get_logger()
 
@@ -65,10 +66,6 @@ T = TypeVar("T")
 APOLOGY = (
     "Sorry, I could not answer this just now: the language model is not available. "
     "Please try again in a while."
-)
-CRASH_APOLOGY = (
-    "Sorry, something went wrong on my side while answering this. The error is in my log; "
-    "please try again in a while."
 )
 TurnRunner = Callable[[Inbound], Awaitable[str | Reply]]
 """Runs one agent turn for an inbound message and returns the reply (text, or text and
@@ -315,7 +312,7 @@ class Router:
             log.info("reply_resumed_from_outbox", to=f"{pending.channel}:{pending.target}")
         else:
             started = time.monotonic()
-            reply = await self._turn(inbound)
+            reply = await run_or_apologise(self._run_turn, inbound, self._apology)
             text = reply.text
             self.last_turn_at = utcnow()
             destination = inbound.destination
@@ -356,20 +353,6 @@ class Router:
         await self._stored(lambda: self._handled.add(channel, source_id))
         await self._stored(lambda: self._outbox.remove(channel, source_id))
         await acknowledge(inbound)
-
-    async def _turn(self, inbound: Inbound) -> Reply:
-        try:
-            answer = await self._run_turn(inbound)
-        except LLMError as exc:
-            log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
-            return Reply(self._apology)
-        except StorageError as exc:  # a full or broken disk: said in the log, not a crash
-            log.error("turn_failed", reason=str(exc), error=type(exc).__name__)  # noqa: TRY400 - expected; the reason is enough
-            return Reply(CRASH_APOLOGY)
-        except Exception:
-            log.exception("turn_crashed")
-            return Reply(CRASH_APOLOGY)
-        return Reply(answer) if isinstance(answer, str) else answer
 
     async def _deliver(self, inbound: Inbound, pending: PendingReply) -> None:
         outbound = Outbound(
