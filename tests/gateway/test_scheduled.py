@@ -12,9 +12,12 @@ from structlog.testing import capture_logs
 
 from squidd.cli import main
 from squidd.core.cron import CronJob, make_job
-from squidd.core.models import SessionId
+from squidd.core.models import InboundKind, Outbound, SessionId
+from squidd.core.runs import PendingRun
 from squidd.errors import ToolError
 from squidd.store.cron_jobs import JobsFile
+from squidd.store.parked import ParkedDir
+from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.cron import CronToolContext, cron_tools
 from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.clock import FakeClock
@@ -307,3 +310,60 @@ async def test_fired_runs_are_recorded_until_answered(tmp_path: Path, fake_llm: 
         assert [run.source_id.split("@")[0] for run in pending] == ["ping"]
         await channel.wait_for(1)
         await eventually(lambda: not list((data / "gateway" / "runs").iterdir()))
+
+
+class PoisonChannel(MemoryChannel):
+    """Every reply to `target` fails with a defect (not a passing error); the tries counted."""
+
+    def __init__(self, name: str, target: str) -> None:
+        super().__init__(name)
+        self.poisoned = target
+        self.tries = 0
+
+    async def send(self, outbound: Outbound) -> None:
+        if outbound.target == self.poisoned:
+            self.tries += 1
+            raise ValueError("cannot encode the reply")
+        await super().send(outbound)
+
+
+async def test_a_scheduled_run_that_fails_the_same_way_is_parked_not_fired_at_every_start(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Issue 19's rule for the runs the daemon makes itself: a cron run and a heartbeat (kept
+    on disk before a restart, resumed at start) whose reply fails with a defect are tried
+    `gateway.max_attempts` times, then parked and forgotten by the runs directory, so the
+    next start neither fires them again nor asks the model again; the other run is answered."""
+    data = tmp_path / "data"
+    runs = PendingRunsDir(data)
+    for kind, source, session, text in (
+        (InboundKind.CRON, "report@2026-01-01T08:00:00+00:00", "cron:report", "report"),
+        (InboundKind.HEARTBEAT, "heartbeat@2026-01-01T08:00:00+00:00", "heartbeat", "beat"),
+    ):
+        await runs.put(PendingRun(kind, source, session, text, "memory:!bad:example.org"))
+    await runs.put(
+        PendingRun(
+            InboundKind.CRON, "tea@2026-01-01T08:00:00+00:00", "cron:tea", "tea", "memory:ok"
+        )
+    )
+    settings = make_settings(data, fake_llm.base_url, gateway={"max_attempts": 3})
+    channel = PoisonChannel("memory", "!bad:example.org")
+    async with running_daemon(settings, [channel], clock=FakeClock()):
+        await channel.wait_for(1)
+        await eventually(lambda: len(ParkedDir(data).list_sync()) == 2)
+        await eventually(lambda: not list((data / "gateway" / "runs").iterdir()))
+    parked = sorted(ParkedDir(data).list_sync(), key=lambda item: item.channel)
+    assert [(p.channel, p.loop, p.error, p.attempts) for p in parked] == [
+        ("cron", "message", "ValueError", 3),
+        ("heartbeat", "message", "ValueError", 3),
+    ]
+    assert [s.text for s in channel.sent] == ["echo: tea"]
+    assert channel.tries == 6
+    asked = len(fake_llm.chat_requests)
+
+    again = PoisonChannel("memory", "!bad:example.org")
+    async with running_daemon(settings, [again], clock=FakeClock()) as daemon:
+        await eventually(lambda: daemon.router.stats()["in_flight"] == 0)
+    assert again.tries == 0 and again.sent == []
+    assert len(fake_llm.chat_requests) == asked
+    assert len(ParkedDir(data).list_sync()) == 2
