@@ -36,11 +36,11 @@ from squidd.core.router import APOLOGY, Router
 from squidd.core.supervisor import ChildHealth
 from squidd.core.tools import ToolRegistry
 from squidd.store.jsonl import JsonlStore
-from tests.core.test_agent import StaticPrompt
 from tests.core.test_router import Records
 from tests.support.doubles import memory_poison
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
+from tests.support.prompt import StaticPrompt
 
 BOT = "bot@example.net"
 ALICE = "alice@example.org"
