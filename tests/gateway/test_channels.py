@@ -42,8 +42,8 @@ def settings_for(tmp_path: Path) -> Settings:
     )
 
 
-def test_the_builtin_registry_names_matrix_and_email() -> None:
-    assert builtin_channels().names() == ["matrix", "email"]
+def test_the_builtin_registry_names_matrix_email_and_api() -> None:
+    assert builtin_channels().names() == ["matrix", "email", "api"]
     assert builtin_channels() is not builtin_channels()  # built when asked, not at import
 
 
