@@ -201,3 +201,34 @@ async def test_memory_is_edited_only_after_a_confirmation(api: ApiDaemon) -> Non
         assert saved.status_code == 303
         assert "&lt;b&gt;waters&lt;/b&gt;" in (await http.get("/memory")).text
     assert (api.tmp / "ws" / "MEMORY.md").read_text() == new
+
+
+async def test_an_api_turn_waiting_for_approval_streams_the_question_then_the_reply(
+    api: ApiDaemon, fake_llm: FakeLLM
+) -> None:
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), "done")
+    body = {"model": "squidd", "stream": True, "messages": [{"role": "user", "content": "do"}]}
+    headers = api.auth(**{"Idempotency-Key": "approve-me"})
+    seen: list[str] = []
+    async with api.http() as http, api.http() as dashboard:
+        csrf = await log_in(dashboard, api.key)
+        async with http.stream("POST", "/v1/chat/completions", json=body, headers=headers) as r:
+            async for line in r.aiter_lines():
+                seen.append(line)
+                found = re.search(r"Approval needed \(([0-9a-f]+)\)", line)
+                if found:
+                    yes = f"/approvals/{found.group(1)}/yes"
+                    done = await dashboard.post(yes, data={"csrf": csrf}, headers=FORM)
+                    assert done.status_code == 303
+    stream = "\n".join(seen)
+    assert "Run shell: echo ran >> ran.txt?" in stream and '"content": "\\n\\ndone"' in stream
+    assert seen[-1] == "data: [DONE]" or "data: [DONE]" in seen
+    assert (api.tmp / "ws" / "ran.txt").read_text() == "ran\n"
+    async with api.client() as client:
+        again = await client.chat.completions.create(
+            model="squidd",
+            messages=[{"role": "user", "content": "do"}],
+            extra_headers={"Idempotency-Key": "approve-me"},
+        )
+    text = again.choices[0].message.content or ""
+    assert text.startswith("Approval needed") and text.endswith("\n\ndone")

@@ -66,14 +66,32 @@ class ReplyStore(Protocol):
 
 @dataclass
 class Pending:
-    """A request in the router's hands: `replied` once its text is in, `done` once acked."""
+    """A request in the router's hands. `parts` are the messages sent for it so far (an
+    approval question, then the reply); `changed` is set when one arrives or it is acked
+    (then replaced by a fresh event), `done` once it is acked."""
 
     completion_id: str
     model: str
     created: float = field(default_factory=time.time)
-    text: str = ""
-    replied: anyio.Event = field(default_factory=anyio.Event)
+    parts: list[str] = field(default_factory=list)
+    changed: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(self.parts)
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+        self._wake()
+
+    def finish(self) -> None:
+        self.done.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self.changed = self.changed, anyio.Event()
+        changed.set()
 
 
 def _digest(*parts: str) -> str:
@@ -156,8 +174,7 @@ class ApiChannel:
 
         async def ack() -> None:
             self._pending.pop(source, None)
-            pending.replied.set()
-            pending.done.set()
+            pending.finish()
 
         inbound = Inbound(
             channel=ChannelName(self.name),
@@ -190,6 +207,9 @@ class ApiChannel:
             names = ", ".join(f.name for f in outbound.files)
             text += f"\n\n(files are not sent over the API: {names})"
         meta = inbound.meta
+        pending = self._pending.get(inbound.source_id)
+        # An approval question comes before the reply: the stored answer holds both.
+        whole = "\n\n".join([*pending.parts, text]) if pending is not None else text
         idempotency_key = str(meta.get("idempotency_key", ""))
         if idempotency_key:
             try:
@@ -198,11 +218,9 @@ class ApiChannel:
                     idempotency_key,
                     completion_id=str(meta.get("completion_id", "")),
                     model=self.settings.model,
-                    text=text,
+                    text=whole,
                 )
             except StorageError as exc:
                 raise DeliveryError(str(exc)) from exc
-        pending = self._pending.get(inbound.source_id)
         if pending is not None:
-            pending.text = text
-            pending.replied.set()
+            pending.add(text)

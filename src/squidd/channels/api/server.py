@@ -157,6 +157,22 @@ async def _wait(response: web.StreamResponse, event: anyio.Event, keepalive_s: f
             await response.write(wire.KEEPALIVE)
 
 
+async def _parts(response: web.StreamResponse, answer: Pending, keepalive_s: float) -> None:
+    """Each message of the request as it comes (an approval question, then the reply),
+    until the request is acknowledged."""
+    written = 0
+    cid, model, created = answer.completion_id, answer.model, answer.created
+    while True:
+        changed = answer.changed
+        while written < len(answer.parts):
+            text = ("\n\n" if written else "") + answer.parts[written]
+            await response.write(wire.chunk(cid, model, created, {"content": text}, None))
+            written += 1
+        if answer.done.is_set():
+            return
+        await _wait(response, changed, keepalive_s)
+
+
 async def _stream(
     request: web.Request, channel: ApiChannel, answer: Pending | StoredAnswer
 ) -> web.StreamResponse:
@@ -169,11 +185,9 @@ async def _stream(
     try:
         await response.write(wire.chunk(cid, model, created, {"role": "assistant"}, None))
         if isinstance(answer, Pending):
-            await _wait(response, answer.replied, keepalive)
-        if answer.text:
+            await _parts(response, answer, keepalive)
+        elif answer.text:
             await response.write(wire.chunk(cid, model, created, {"content": answer.text}, None))
-        if isinstance(answer, Pending):
-            await _wait(response, answer.done, keepalive)
         await response.write(wire.chunk(cid, model, created, {}, "stop"))
         await response.write(wire.DONE)
         await response.write_eof()
