@@ -53,8 +53,24 @@ class Terminal:
         self.expect(pattern)
         os.write(self.fd, text.encode() + b"\n")
 
+    def _reading(self) -> bool:
+        """Whether the command sleeps in its read of the terminal (Linux /proc)."""
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            wchan = Path(f"/proc/{self.pid}/wchan").read_text().strip()
+        except OSError:
+            return True
+        return state == "S" and wchan in ("wait_woken", "n_tty_read", "0", "")
+
     def interrupt(self) -> None:
-        os.write(self.fd, b"\x03")  # Ctrl-C, as the terminal sends it
+        """Ctrl-C, as the terminal sends it, once the command waits for input: a SIGINT that
+        lands between Python printing a prompt and starting its read is only seen at the next
+        read (CPython checks signals when the read is interrupted), which a person typing
+        never hits but a script would."""
+        deadline = time.monotonic() + WAIT_S
+        while not self._reading() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.write(self.fd, b"\x03")
 
     def wait(self) -> int:
         """Read to the end; the exit code."""

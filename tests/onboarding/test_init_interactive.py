@@ -4,11 +4,13 @@ answers on Matrix and by mail; a wrong password is named and nothing is written.
 
 from __future__ import annotations
 
+import json
 import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from squidd.config import load_settings
@@ -25,7 +27,7 @@ from tests.channels.email.mailbox import (
 from tests.channels.matrix.conftest import Human, start_squidd
 from tests.onboarding.terminal import Terminal
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
+from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.mail, pytest.mark.slow]
@@ -114,6 +116,15 @@ async def test_the_written_config_answers_on_matrix_and_by_mail(
     settings = load_settings(config)
     assert settings.llm.api_key is not None and settings.llm.api_key.get_secret_value() == LLM_KEY
     assert llm.chat_requests  # the endpoint was tried
+
+    # The next step it names, `squidd doctor`, finds nothing wrong before the first start.
+    with anyio.fail_after(110):
+        checked = await anyio.run_process(
+            squidd_argv(config, "doctor", "--json"), env=daemon_env(), check=False
+        )
+    report = json.loads(checked.stdout)
+    assert [c for c in report["checks"] if c["status"] == "fail"] == [], report
+    assert checked.returncode == 0
 
     # The written config, unchanged, starts a daemon that answers on both channels.
     await start_squidd(squidds, config, tmp_path / "squidd.log")

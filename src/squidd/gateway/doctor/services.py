@@ -94,6 +94,8 @@ async def matrix_checks(settings: Settings, status: dict[str, Any] | None) -> li
 async def _matrix_after_login(
     probe: MatrixProbe, settings: Settings, status: dict[str, Any] | None
 ) -> list[Check]:
+    running = status is not None
+
     async def sync() -> Check:
         await probe.sync()
         live = _daemon_channel(status, "matrix")
@@ -103,6 +105,11 @@ async def _matrix_after_login(
         published = await probe.device_keys_published()
         if published is None:
             return Check.skip("Matrix device keys", "no daemon device yet (`squidd run` makes it)")
+        if not published and not running:
+            return Check.skip(
+                "Matrix device keys",
+                f"device {probe.daemon_device} has none yet; `squidd run` uploads them",
+            )
         if not published:
             return Check.fail(
                 "Matrix device keys",
@@ -116,11 +123,13 @@ async def _matrix_after_login(
             return Check.skip("Matrix cross-signing", "e2ee is off")
         state = await probe.cross_signing()
         problem = state.problem()
-        if problem is not None and probe.daemon_device is None and state.master is None:
-            return Check.skip("Matrix cross-signing", "no daemon device yet")
-        if problem is not None:
-            return Check.fail("Matrix cross-signing", f"master key {state.master}", problem)
-        return Check.ok("Matrix cross-signing", f"master key {state.master}, device signed")
+        if problem is None:
+            return Check.ok("Matrix cross-signing", f"master key {state.master}, device signed")
+        # A daemon creates the identity and signs its device when it starts; only a missing
+        # identity key (restore needed) is wrong before that.
+        if not running and (state.master is None or state.keys_here):
+            return Check.skip("Matrix cross-signing", "not done yet; `squidd run` does it")
+        return Check.fail("Matrix cross-signing", f"master key {state.master}", problem)
 
     async def rooms() -> Check:
         return Check.ok("Matrix rooms", f"joined {await probe.joined_rooms()}")
