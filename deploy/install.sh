@@ -60,6 +60,11 @@ fi
 }
 echo "installed $("$PREFIX/bin/squidd" --version)"
 [ -f "$HERE/README.md" ] && install -m 0644 "$HERE/README.md" "$PREFIX/README.md"
+# the README links into docs/: install them beside it
+if [ -d "$HERE/docs" ]; then
+    install -d -m 0755 "$PREFIX/docs"
+    install -m 0644 "$HERE"/docs/*.md "$PREFIX/docs/"
+fi
 
 install -d -m 0750 -o root -g squidd "$CONF_DIR"
 install -d -m 0700 -o root -g root "$CONF_DIR/credentials"
