@@ -32,6 +32,9 @@ class Reply:
     usage: tuple[int, int, int] | None = None
     # The error's `code` in an error response (e.g. "context_length_exceeded").
     error_code: str | None = None
+    # How the content streams: pieces of this many characters, this many seconds apart.
+    piece_chars: int = 7
+    piece_delay: float = 0.0
 
 
 def error_body(reply: Reply) -> dict[str, Any]:
@@ -208,8 +211,10 @@ def _stream_events(reply: Reply, model: str) -> Iterator[bytes]:
     yield _chunk(cid, model, {"role": "assistant", "content": ""})
     text = reply.content
     sent = 0
-    for i in range(0, len(text), 7):
-        piece = text[i : i + 7]
+    for i in range(0, len(text), reply.piece_chars):
+        piece = text[i : i + reply.piece_chars]
+        if reply.piece_delay and i:
+            time.sleep(reply.piece_delay)  # a slow model, written piece by piece
         yield _chunk(cid, model, {"content": piece})
         sent += len(piece)
         if reply.cut_after is not None and sent >= reply.cut_after:

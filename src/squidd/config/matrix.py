@@ -82,6 +82,21 @@ class MatrixSettings(Section):
     reaction_failed: str = Field(default="❌", min_length=1, max_length=16)
     read_receipts: bool = True
     """Send a read receipt for a message when it is taken."""
+    streaming: Literal["off", "edits"] | None = None
+    """`edits`: the answer appears as it is written (the first chunk as the reply, the rest
+    as edits of it, paced for the homeserver's default rate limit); `off`: one message at
+    the end. Unset: `edits` in direct chats, `off` in group rooms."""
+    room_streaming: dict[str, Literal["off", "edits"]] = Field(default_factory=dict)
+    """Per-room `streaming` by room id, over the global choice."""
+    stream_quick_edits: int = Field(default=3, ge=0, le=8)
+    """Edits at the start that may follow each other after `stream_quick_interval_s`."""
+    stream_quick_interval_s: float = Field(default=1.0, ge=0.2)
+    stream_interval_s: float = Field(default=5.0, ge=1.0)
+    """Least time between later edits (stock Synapse allows 0.2 events/s after a burst)."""
+    stream_max_edits: int = Field(default=40, ge=0, le=200)
+    """Most edits while an answer streams; then only the final one."""
+    stream_max_chars: int = Field(default=4_000, ge=100, le=8_000)
+    """Longer partial text waits for the final edit."""
     max_text_chars: int = Field(default=20_000, gt=0)
     """Most characters of one message the model sees; the rest is cut and the model is told
     so (a huge message would otherwise ride along in every request of the room)."""

@@ -149,6 +149,21 @@ class Channel(Protocol):
     async def send(self, outbound: Outbound) -> None: ...
 
 
+class PartialReply(Protocol):
+    """Where the text of an answer goes while it is being written (`text` gets all of it so
+    far, each time). It never raises; the answer itself is still delivered by `send`."""
+
+    async def text(self, so_far: str) -> None: ...
+
+
+@runtime_checkable
+class StreamsReplies(Protocol):
+    """A channel that can show an answer as it is written (Matrix edits): `partials` gives
+    the sink for the answer to `inbound`, or None when it is not streamed there."""
+
+    def partials(self, inbound: Inbound) -> PartialReply | None: ...
+
+
 ControlOp = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 """A request the running daemon answers on its local socket (`{"op": NAME, ...}` in, a JSON
 object out), e.g. the operator's confirmation of a verification."""

@@ -26,7 +26,7 @@ from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
 from squidd.core.models import Destination, Inbound
 from squidd.core.poison import PoisonGuard
-from squidd.core.ports import Channel, Clock, HandledLog
+from squidd.core.ports import Channel, Clock, HandledLog, StreamsReplies
 from squidd.core.reply_files import Reply
 from squidd.core.resume import JournalCleanup
 from squidd.core.router import Router
@@ -148,7 +148,8 @@ def build_daemon(
         on_cron_change=scheduler.notify_changed if scheduler else (lambda: None),
     )
     caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
-    turns.append(TurnRunner(runtime, caps, tools))
+    streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
+    turns.append(TurnRunner(runtime, caps, tools, streams))
     return Daemon(
         settings=settings,
         runtime=runtime,

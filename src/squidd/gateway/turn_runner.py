@@ -13,15 +13,26 @@ heartbeat's own).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
 from squidd.core.approvals import Approvals
 from squidd.core.journal import turn_key
-from squidd.core.models import Inbound, InboundKind, Message, SessionId
+from squidd.core.models import (
+    Inbound,
+    InboundKind,
+    LLMEvent,
+    Message,
+    SessionId,
+    StreamRestart,
+    TextDelta,
+    ToolCallsReady,
+)
+from squidd.core.ports import StreamsReplies
 from squidd.core.reply_files import Reply, ReplyFiles
-from squidd.core.turns import now_iso
+from squidd.core.turns import OnEvent, now_iso
 from squidd.gateway.approval_answers import asked_from
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.chat_commands import ChatCommands
@@ -37,8 +48,15 @@ PURPOSES = {InboundKind.CRON: "cron", InboundKind.HEARTBEAT: "heartbeat"}
 class TurnRunner:
     """`Router(run_turn=...)` for the daemon; the chat commands' `CommandHost`."""
 
-    def __init__(self, runtime: Runtime, caps: DailyCaps, tools: TurnTools) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        caps: DailyCaps,
+        tools: TurnTools,
+        streams: Mapping[str, StreamsReplies] | None = None,
+    ) -> None:
         self._runtime = runtime
+        self._streams = dict(streams or {})
         self._caps = caps
         self._tools = tools
         self.conversations = Conversations(runtime)
@@ -86,12 +104,33 @@ class TurnRunner:
                 turn_id=key,
                 attachments=turn.attachments,
                 purpose=PURPOSES.get(turn.kind),
+                on_event=self._partials(inbound),
             )
         if scope.cancelled_caught:
             with anyio.CancelScope(shield=True):
                 await self._stopped(turn.session_id, turn.text, key)
             return STOPPED
         return Reply(text, files.files if files is not None else ())
+
+    def _partials(self, inbound: Inbound) -> OnEvent | None:
+        """The answer's text as it streams, for a channel that shows it (Matrix edits); the
+        reply itself is still delivered once, through the router's outbox."""
+        channel = self._streams.get(inbound.channel)
+        if channel is None or inbound.kind is not InboundKind.MESSAGE:
+            return None
+        sink = channel.partials(inbound)
+        if sink is None:
+            return None
+        parts: list[str] = []
+
+        async def on_event(event: LLMEvent) -> None:
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+                await sink.text("".join(parts))
+            elif isinstance(event, (ToolCallsReady, StreamRestart)):
+                parts.clear()  # that text was not the answer, or was void
+
+        return on_event
 
     async def _stopped(self, session: SessionId, text: str, key: str) -> None:
         """The history of a stopped turn: the user message, the steps the journal shows (a

@@ -3,8 +3,10 @@
 Synapse is installed (pinned) from the package index into its own virtualenv under the
 repository's gitignored `.test-servers/` dir, once; later runs reuse it. Each test session
 gets a fresh data dir (in /dev/shm when there is one: SQLite fsyncs are slow on disk), a
-free port on 127.0.0.1, a config without federation and with every rate limit raised, and
-users registered through the shared-secret admin API. The server is stopped by its PID.
+free port on 127.0.0.1, a config without federation and with every rate limit raised (or,
+with `stock_limits`, Synapse's own defaults: `DEFAULT_RC_MESSAGE`), an access log read by
+`requests`, and users registered through the shared-secret admin API. The server is stopped
+by its PID.
 
 Usable from Python (`SynapseServer`) and from the shell:
 `python -m tests.servers.synapse.server start DATA_DIR` / `stop DATA_DIR`.
@@ -17,6 +19,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,10 +97,16 @@ def default_data_root() -> Path:
     return Path(tempfile.gettempdir())
 
 
+DEFAULT_RC_MESSAGE = (0.2, 10)
+"""Synapse's own `rc_message` default: (per_second, burst_count)."""
+_ACCESS_RE = re.compile(r'B (?P<status>\d{3}) "(?P<request>[A-Z]+ [^"]*)"')
+
 _RATE = "{per_second: 100000, burst_count: 1000000}"
 
 
-def _config(data: Path, port: int) -> str:
+def _config(data: Path, port: int, *, stock_limits: bool = False) -> str:
+    if stock_limits:  # Synapse's own defaults (rc_message: 0.2/s, burst 10) apply
+        return _config(data, port).split("\nrc_message:")[0] + "\n"
     limits = "\n".join(
         f"{key}: {_RATE}"
         for key in (
@@ -178,6 +188,16 @@ handlers:
     formatter: plain
     filename: "{data}/homeserver.log"
     encoding: utf8
+  access:
+    class: logging.FileHandler
+    formatter: plain
+    filename: "{data}/access.log"
+    encoding: utf8
+loggers:
+  synapse.access.http:
+    level: INFO
+    handlers: [access]
+    propagate: false
 root:
   level: WARNING
   handlers: [file]
@@ -197,8 +217,11 @@ class User:
 class SynapseServer:
     """One homeserver process. `start()`, `register()`, `restart()`, `stop()`."""
 
-    def __init__(self, data_dir: Path, *, python: Path | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *, python: Path | None = None, stock_limits: bool = False
+    ) -> None:
         self.data_dir = data_dir
+        self.stock_limits = stock_limits
         self.python = python
         self.port = 0
         self.pid: int | None = None
@@ -221,7 +244,8 @@ class SynapseServer:
                 path.write_text(secrets.token_hex(24))
                 path.chmod(0o600)
         self.shared_secret = (self.data_dir / "shared_secret").read_text().strip()
-        (self.data_dir / "homeserver.yaml").write_text(_config(self.data_dir, self.port))
+        config = _config(self.data_dir, self.port, stock_limits=self.stock_limits)
+        (self.data_dir / "homeserver.yaml").write_text(config)
         (self.data_dir / "log.config").write_text(_log_config(self.data_dir))
 
     def start(self, port: int | None = None) -> None:
@@ -315,6 +339,18 @@ class SynapseServer:
                 return result
         except urllib.error.HTTPError as exc:
             raise SynapseError(f"{method} {path} -> {exc.code} {exc.read()!r}") from None
+
+    def requests(self, user_id: str) -> list[tuple[str, int]]:
+        """The (request line, HTTP status) of each request `user_id` made, from the access
+        log, in order."""
+        path = self.data_dir / "access.log"
+        out: list[tuple[str, int]] = []
+        text = path.read_text(errors="replace") if path.exists() else ""
+        for line in text.splitlines():
+            match = _ACCESS_RE.search(line)
+            if match and "{" + user_id + "}" in line:
+                out.append((match.group("request"), int(match.group("status"))))
+        return out
 
     def register(self, localpart: str, password: str | None = None, *, admin: bool = False) -> User:
         """Create a user with the shared-secret admin API; return it logged in."""

@@ -2,7 +2,8 @@
 
 The parts live beside it: `connection` (one logged-in client's sync lifecycle and each
 batch handed out), `events` (a room event read into an `Inbound`), `send` (a reply as room
-events), `typing_notices` (typing leases and their refresh) and `undecrypted` (events
+events), `stream` (an answer shown as it is written: `partials`, then the final edit in
+`send`), `typing_notices` (typing leases and their refresh) and `undecrypted` (events
 waiting for their keys). The channel owns what outlives a reconnect (`Carried`) and hands
 it to each new `Connection`; while connected it holds the client and the policy that
 `send` needs.
@@ -16,25 +17,31 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import structlog
 from anyio.abc import TaskStatus
 from nio import AsyncClient
 
 from squidd.channels.matrix.client import TokenRejectedError, open_client
 from squidd.channels.matrix.connection import Carried, Connection
-from squidd.channels.matrix.events import CHANNEL
+from squidd.channels.matrix.events import CHANNEL, event_id_or_none, member_count
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.marks import ReactionKeys, StatusReactions
-from squidd.channels.matrix.send import send_reply
+from squidd.channels.matrix.render import message_content
+from squidd.channels.matrix.send import relate, send_event, send_final_edit, send_reply
 from squidd.channels.matrix.state import MatrixFiles
+from squidd.channels.matrix.stream import Pacer, ReplyStream, StreamRecords
 from squidd.channels.matrix.threads import ThreadRootInbox
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
 from squidd.channels.matrix.verification.flows import Verifications
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff
-from squidd.core.models import Outbound
-from squidd.core.ports import ChannelState, ControlOp, Inbox, MediaSink
-from squidd.errors import DeliveryError
+from squidd.core.journal import turn_key
+from squidd.core.models import Inbound, Outbound
+from squidd.core.ports import ChannelState, ControlOp, Inbox, MediaSink, PartialReply
+from squidd.errors import DeliveryError, PermanentError
+
+log = structlog.get_logger()
 
 
 class MatrixChannel:
@@ -51,6 +58,8 @@ class MatrixChannel:
     ) -> None:
         self._settings = settings
         self._files = MatrixFiles(data_dir)
+        self._streams = StreamRecords(self._files.root)
+        self._monotonic = monotonic
         self._client: AsyncClient | None = None
         self._trust: Callable[[], None] | None = None
         self.typing = TypingNotices(enabled=settings.typing_notice, monotonic=monotonic)
@@ -123,11 +132,74 @@ class MatrixChannel:
         status = self._carried.identity.status
         return {"identity": status.as_dict()} if status is not None else {}
 
+    def partials(self, inbound: Inbound) -> PartialReply | None:
+        """The answer to `inbound` streamed by edits (stream.py), or None where it is off."""
+        client, settings, destination = self._client, self._settings, inbound.destination
+        if client is None or inbound.channel != CHANNEL or destination is None:
+            return None
+        room_id = RoomId(destination.target)
+        if destination.channel != CHANNEL or room_id not in client.rooms:
+            return None
+        mode = settings.room_streaming.get(room_id, settings.streaming)
+        if mode is None:
+            mode = "edits" if member_count(client.rooms[room_id]) <= 2 else "off"
+        if mode != "edits":
+            return None
+        reply_to = inbound
+        thread_root = event_id_or_none(inbound.thread_root)
+
+        def render(text: str) -> dict[str, Any]:
+            piece = message_content(text, settings.msgtype)
+            return relate(piece, 0, reply_to, thread_root, inbound.source_id)
+
+        async def send(content: dict[str, Any], tx_id: str) -> str:
+            return await send_event(
+                client,
+                room_id,
+                "m.room.message",
+                content,
+                tx_id=tx_id,
+                device_trust=settings.device_trust,
+                apply_trust=self._trust,
+            )
+
+        return ReplyStream(
+            key=turn_key(inbound.channel, inbound.source_id),
+            room_id=room_id,
+            records=self._streams,
+            pacer=Pacer(settings, self._monotonic),
+            render=render,
+            send_first=send,
+            send_edit=send,
+        )
+
     async def send(self, outbound: Outbound) -> None:
         client = self._client
         if client is None:
             raise DeliveryError("matrix is not connected")
-        await send_reply(client, outbound, settings=self._settings, apply_trust=self._trust)
+        trust = self._trust
+        reply_to = outbound.in_reply_to
+        key = turn_key(reply_to.channel, reply_to.source_id) if reply_to is not None else None
+        record = await self._streams.get(key) if key is not None else None
+        if key is not None and record is not None and record.room_id == outbound.target:
+            try:
+                await send_final_edit(
+                    client,
+                    outbound,
+                    record.event_id,
+                    key,
+                    settings=self._settings,
+                    apply_trust=trust,
+                )
+            except (DeliveryError, PermanentError) as exc:
+                # The final text goes out as a new message instead (and so on a retry).
+                await self._streams.remove(key)
+                log.info("matrix_final_edit_failed", reason=str(exc) or type(exc).__name__)
+                await send_reply(client, outbound, settings=self._settings, apply_trust=trust)
+        else:
+            await send_reply(client, outbound, settings=self._settings, apply_trust=trust)
+        if key is not None and record is not None:
+            await self._streams.remove(key)
         reply_to = outbound.in_reply_to
         if reply_to is not None and reply_to.channel == CHANNEL:
             self.reactions.answered(RoomId(outbound.target), EventId(reply_to.source_id))

@@ -18,6 +18,7 @@ new key.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import uuid
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from typing import Any
 
 import structlog
 from nio import AsyncClient, ErrorResponse, OlmUnverifiedDeviceError, RoomSendResponse
+from nio.api import Api
 
 from squidd.channels.matrix.client import send_refusal
 from squidd.channels.matrix.errors import CAUGHT, NETWORK_ERRORS, describe, send_error
@@ -36,6 +38,7 @@ from squidd.channels.matrix.render import (
     message_content,
     split_markdown,
 )
+from squidd.channels.matrix.stream import edit_content, stream_transaction_id
 from squidd.channels.matrix.upload import file_content, upload_limit
 from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
@@ -214,12 +217,8 @@ async def _room_send(
             apply_trust()
         try:
             await _share_room_key(client, room_id, ignore_unverified=ignore_unverified)
-            response = await client.room_send(
-                room_id,
-                event_type,
-                content,
-                tx_id=tx_id,
-                ignore_unverified_devices=ignore_unverified,
+            response = await _send_one(
+                client, room_id, event_type, content, tx_id, ignore_unverified=ignore_unverified
             )
         except OlmUnverifiedDeviceError as exc:
             # A device appeared between our trust pass and the send: mark it, retry.
@@ -239,6 +238,77 @@ async def _room_send(
         answer = type(response).__name__
         raise DeliveryError(f"sending to {room_id}: unexpected answer {answer}")
     raise DeliveryError(f"cannot send to {room_id}")
+
+
+async def _send_one(
+    client: AsyncClient,
+    room_id: RoomId,
+    event_type: str,
+    content: dict[str, Any],
+    tx_id: str,
+    *,
+    ignore_unverified: bool,
+) -> Any:
+    """nio's `room_send`, except that in an encrypted room an edit's `m.relates_to` is also
+    left in clear beside the ciphertext, as the spec asks (servers and clients aggregate
+    edits by it; nio would hide it inside)."""
+    room = client.rooms.get(room_id)
+    relation = content.get("m.relates_to")
+    is_edit = isinstance(relation, dict) and relation.get("rel_type") == "m.replace"
+    if room is None or not room.encrypted or client.olm is None or not is_edit:
+        return await client.room_send(
+            room_id, event_type, content, tx_id=tx_id, ignore_unverified_devices=ignore_unverified
+        )
+    # The key was shared by `_share_room_key` just before; nio's encrypt uses that session.
+    encrypted_type, encrypted = client.encrypt(room_id, event_type, content)
+    encrypted["m.relates_to"] = relation
+    method, path, data = Api.room_send(
+        client.access_token, room_id, encrypted_type, encrypted, tx_id
+    )
+    return await client._send(RoomSendResponse, method, path, data, response_data=(room_id,))
+
+
+async def send_final_edit(
+    client: AsyncClient,
+    outbound: Outbound,
+    event_id: str,
+    key: str,
+    *,
+    settings: MatrixSettings,
+    apply_trust: Callable[[], None] | None,
+) -> None:
+    """Deliver `outbound` as the final edit of the streamed message `event_id` (the full
+    formatted body, rendered as a normal reply); a reply too long for one event continues
+    in new events, and its files follow."""
+    room_id = RoomId(outbound.target)
+    if room_id not in client.rooms:
+        raise PermanentError(f"the bot is not in the Matrix room {room_id}")
+    reply_to = outbound.in_reply_to
+    if reply_to is not None and reply_to.channel != CHANNEL:
+        reply_to = None
+    contents = pieces(outbound.text, settings.max_message_bytes, settings.msgtype)
+    thread_root = event_id_or_none(reply_to.thread_root) if reply_to else None
+    previous = event_id
+    for index, piece in enumerate(contents):
+        content = relate(piece, index, reply_to, thread_root, previous)
+        if index == 0:
+            content = edit_content(content, event_id)
+        tx_id = stream_transaction_id(key, f"final-{index}")
+        sent = await _room_send(
+            client,
+            room_id,
+            content,
+            tx_id,
+            device_trust=settings.device_trust,
+            apply_trust=apply_trust,
+        )
+        previous = sent if index else event_id
+    if outbound.reactions:
+        await _offer_reactions(client, room_id, outbound, previous, settings, apply_trust)
+    if outbound.files:
+        files_only = dataclasses.replace(outbound, text="")
+        await send_reply(client, files_only, settings=settings, apply_trust=apply_trust)
+    log.info("matrix_reply_sent", room=room_id, events=len(contents), edit=True)
 
 
 async def _share_room_key(client: AsyncClient, room_id: RoomId, *, ignore_unverified: bool) -> None:
