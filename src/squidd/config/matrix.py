@@ -88,6 +88,9 @@ class MatrixSettings(Section):
     the end. Unset: `edits` in direct chats, `off` in group rooms."""
     room_streaming: dict[str, Literal["off", "edits"]] = Field(default_factory=dict)
     """Per-room `streaming` by room id, over the global choice."""
+    stream_first_chars: int = Field(default=200, ge=1, le=4_000)
+    """The first chunk goes out once the answer has this many characters; a shorter answer
+    is sent once, at the end (two events for a short reply would spend the rate limit)."""
     stream_quick_edits: int = Field(default=3, ge=0, le=8)
     """Edits at the start that may follow each other after `stream_quick_interval_s`."""
     stream_quick_interval_s: float = Field(default=1.0, ge=0.2)

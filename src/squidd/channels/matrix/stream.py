@@ -1,7 +1,8 @@
 """Streaming by edits: an answer shown as it is written, within the homeserver's limits.
 
 The first chunk of the answer goes out as the reply; later text replaces it through
-`m.replace` edits (`m.new_content` plus the `* ` fallback body). `Pacer` keeps the edits
+`m.replace` edits (`m.new_content` plus the `* ` fallback body); an answer shorter than
+`stream_first_chars` is not streamed at all. `Pacer` keeps the edits
 under stock Synapse's `rc_message` (0.2 events/s after a burst of 10): a few quick edits at
 the start, then at most one every `stream_interval_s`, at most `stream_max_edits` per answer,
 and none once the partial text is over `stream_max_chars` (the rest waits for the final
@@ -113,9 +114,9 @@ class Pacer:
         self.edits = 0
 
     def due(self, chars: int, *, first: bool) -> bool:
-        if first:
-            return True
         s = self._settings
+        if first:
+            return chars >= s.stream_first_chars
         if self.edits >= s.stream_max_edits or chars > s.stream_max_chars:
             return False
         quick = self.edits < s.stream_quick_edits
