@@ -387,6 +387,27 @@ def measure_media(quick: bool) -> list[Row]:
     ]
 
 
+def measure_stream(quick: bool) -> list[Row]:
+    """Matrix streaming by edits at the default pacing (bench_stream.py), against Synapse's
+    default rc_message (0.2 events/s after a burst of 10)."""
+    from bench import bench_stream as bs
+
+    rows: list[Row] = []
+    for r in bs.measure():
+        shape = f"{r.chars:,} chars over {r.seconds:.0f} s"
+        rows.append(Row(f"streaming {shape}: edits", r.edits, "edits", "<= 40", r.edits <= 40))
+        rows.append(
+            Row(
+                f"streaming {shape}: homeserver requests (burst in use at most {r.peak:.1f})",
+                r.requests,
+                "requests",
+                f"<= {bs.BURST} + {bs.RATE}/s x {r.seconds:.0f} s",
+                r.peak <= bs.BURST,
+            )
+        )
+    return rows
+
+
 ENTRIES: list[Entry] = [
     Entry("P1", measure_p1),
     Entry("P2", measure_p2),
@@ -400,4 +421,5 @@ ENTRIES: list[Entry] = [
     Entry("search", measure_search),
     Entry("journal", measure_journal),
     Entry("media", measure_media),
+    Entry("stream", measure_stream),
 ]
