@@ -51,6 +51,10 @@ class MatrixSettings(Section):
     open_rooms: list[str] = Field(default_factory=list)
     """Group rooms where every message of an allowed user is answered, mention or not."""
 
+    debounce_ms: int = Field(default=1500, ge=0, le=60_000)
+    """Messages of one conversation arriving within this quiet window are answered as one
+    turn (and those arriving while its turn runs, together in the next); 0: each message
+    is answered on its own."""
     session_scope: Literal["auto", "room", "thread"] = "auto"
     """`thread`: each thread of a room is its own conversation (own history, summary,
     `/new`); `room`: the room is one; `auto`: threads in group rooms, the room in DMs."""

@@ -18,10 +18,12 @@ from contextlib import asynccontextmanager
 
 import anyio
 import structlog
+from anyio.abc import TaskGroup
 
 from squidd.core.models import Inbound, InboundKind, SessionId
 from squidd.core.poison import PoisonGuard
 from squidd.core.ports import ChannelState, Inbox, LLMPort
+from squidd.gateway.bursts import BurstInbox
 from squidd.gateway.chat_commands import parse
 from squidd.gateway.runtime import Runtime
 from squidd.store.conversations import ConversationsFile
@@ -41,6 +43,7 @@ class Conversations:
         self.file = ConversationsFile(runtime.settings.storage.data_dir)
         self._running: dict[str, anyio.CancelScope] = {}
         self._stopped: set[str] = set()
+        self._ended: dict[str, anyio.Event] = {}
 
     @property
     def models(self) -> list[str]:
@@ -74,6 +77,14 @@ class Conversations:
             finally:
                 if self._running.get(conversation) is scope:
                     del self._running[conversation]
+                    ended = self._ended.pop(conversation, None)
+                    if ended is not None:
+                        ended.set()
+
+    async def idle(self, conversation: str) -> None:
+        """Return once no turn of the conversation runs."""
+        while conversation in self._running:
+            await self._ended.setdefault(conversation, anyio.Event()).wait()
 
     def stop(self, conversation: str) -> bool:
         """Cancel the conversation's running turn; False when none runs."""
@@ -92,7 +103,11 @@ class Conversations:
             return True
         return False
 
-    def inbox(self, inner: Inbox) -> StopInbox:
+    def inbox(self, inner: Inbox, tg: TaskGroup, *, quiet_s: float | None = None) -> Inbox:
+        """A channel's inbox: `/stop` acts as it arrives; with a quiet window, bursts of a
+        conversation (and what comes while its turn runs) go on as one (bursts.py)."""
+        if quiet_s is not None:
+            inner = BurstInbox(inner, tg, quiet_s=quiet_s, running=self)
         return StopInbox(inner, self)
 
 

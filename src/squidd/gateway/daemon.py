@@ -34,6 +34,7 @@ from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
+from squidd.gateway.bursts import quiet_s_for
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.runtime import Runtime
@@ -171,8 +172,17 @@ class Daemon:
     def _child(self, channel: Channel) -> ChildFn:
         async def run(health: ChildHealth, *, task_status: TaskStatus[None]) -> None:
             # `/stop` cancels its conversation's turn as it arrives, not in line.
-            inbox = self.turns.conversations.inbox(self.router.inbox(channel.name))
-            await channel.run(inbox, task_status=task_status)
+            quiet_s = quiet_s_for(self.settings, channel.name)  # bursts: gateway/bursts.py
+            try:
+                async with anyio.create_task_group() as tg:
+                    inbox = self.turns.conversations.inbox(
+                        self.router.inbox(channel.name), tg, quiet_s=quiet_s
+                    )
+                    await channel.run(inbox, task_status=task_status)
+            except BaseExceptionGroup as group:  # the channel's own error, as the supervisor
+                if len(group.exceptions) == 1:  # reads it (permanent or passing)
+                    raise group.exceptions[0] from None
+                raise
 
         return run
 

@@ -55,6 +55,7 @@ def write_config(
             "sync_timeout_s": 5,
             "reconnect_initial_delay_s": 0.2,
             "reconnect_max_delay_s": 1.0,
+            "debounce_ms": 0,  # these tests count one answer per message
         },
     )
 

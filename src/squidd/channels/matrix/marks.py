@@ -7,8 +7,9 @@ prompts). They never raise for what the homeserver says or for a homeserver out 
 a reaction is a courtesy, never worth failing a turn over; failures are logged at debug.
 
 `StatusReactions` shows a message's state on it: `taken` (👀, and a read receipt) when it
-goes to the inbox, replaced by `done` (✅) when its reply was sent, or by `failed` (❌) when
-it was settled without a reply (refused, parked). The keys and the switch are settings
+goes to the inbox, replaced by `done` (✅) when its reply was sent (or the reply to a later
+message of its room, its burst's answer), or by `failed` (❌) when it was settled without
+one (refused, parked). The keys and the switch are settings
 (`matrix.status_reactions`, `matrix.reaction_*`, `matrix.read_receipts`). The requests run
 in order on `run`'s task, off the sync loop; a message's state lives in memory until it is
 settled (after a restart a 👀 placed before it stays beside the final mark).
@@ -114,11 +115,13 @@ class StatusReactions:
         self._queue: deque[tuple[Step, RoomId, EventId]] = deque()
         self._placed: dict[EventId, EventId | None] = {}  # message -> its 👀 reaction
         self._answered: set[EventId] = set()
+        self._order: dict[RoomId, list[EventId]] = {}  # messages taken and not yet settled
         self._wakeup = anyio.Event()
         self.apply_trust: Callable[[], None] | None = None
         """Whose devices a reaction in an encrypted room is encrypted for (the policy's)."""
 
     def taken(self, room_id: RoomId, event_id: EventId) -> None:
+        self._order.setdefault(room_id, []).append(event_id)
         if self._enabled or self._receipts:
             self._push("taken", room_id, event_id)
 
@@ -129,10 +132,21 @@ class StatusReactions:
             self._push("done", room_id, event_id)
 
     def settled(self, room_id: RoomId, event_id: EventId) -> None:
-        """It is done (acknowledged): ❌ unless its reply went out."""
+        """It is done (acknowledged): ❌ unless its reply went out, or the reply to a later
+        message of the room did (a burst answered as one turn: gateway/bursts.py)."""
+        order = self._order.get(room_id, [])
+        later = order[order.index(event_id) + 1 :] if event_id in order else []
+        if event_id in order:
+            order.remove(event_id)
+        if not order:
+            self._order.pop(room_id, None)
         if event_id in self._answered:
             self._answered.discard(event_id)
-        elif self._enabled:
+        elif not self._enabled:
+            return
+        elif any(other in self._answered for other in later):
+            self._push("done", room_id, event_id)
+        else:
             self._push("failed", room_id, event_id)
 
     def _push(self, step: Step, room_id: RoomId, event_id: EventId) -> None:

@@ -1,0 +1,133 @@
+"""Bursts: several quick messages of one conversation answered as one turn.
+
+A person often sends a thought in pieces ("hi" / "can you" / "check the logs?"). On a channel
+with a quiet window (`matrix.debounce_ms`; 0 turns bursts off; email never merges),
+`BurstInbox` holds a conversation's
+messages until none came for that long, and while the conversation's turn runs; then it
+hands them on as one `Inbound`: the last message's ids and routing (the reply answers it),
+the texts in order, all attachments. Its `ack` acknowledges every message of the burst, in
+order, and only once the router has delivered the answer: a crash before that leaves them
+all unacknowledged, for their source to deliver again. A chat command is never merged: what
+waits is handed on first, then the command, so the order holds. A message that is not a
+person's (cron, heartbeat) passes straight through.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from squidd.config import Settings
+from squidd.core.models import Inbound, InboundKind
+from squidd.core.poison import PoisonGuard
+from squidd.core.ports import ChannelState, Inbox
+from squidd.gateway.chat_commands import parse
+
+__all__ = ["BurstInbox", "merge", "quiet_s_for"]
+
+log = structlog.get_logger()
+
+
+def quiet_s_for(settings: Settings, channel: str) -> float | None:
+    """The quiet window of a channel in seconds; None where messages are never merged (a
+    mail is answered as itself, in its own thread; `debounce_ms = 0`)."""
+    if channel == "matrix" and settings.matrix.debounce_ms:
+        return settings.matrix.debounce_ms / 1000
+    return None
+
+
+def merge(messages: Sequence[Inbound]) -> Inbound:
+    """One inbound for a burst: the last message's ids and routing, every text in order."""
+    last = messages[-1]
+    if len(messages) == 1:
+        return last
+    acks = [m.ack for m in messages]
+
+    async def ack_all() -> None:
+        for ack in acks:
+            await ack()
+
+    text = "\n\n".join(m.text for m in messages if m.text)
+    attachments = tuple(a for m in messages for a in m.attachments)
+    return dataclasses.replace(last, text=text, attachments=attachments, ack=ack_all)
+
+
+class RunningTurns(Protocol):
+    """What `BurstInbox` asks of the conversations: whether a turn runs, and its end."""
+
+    def running(self, conversation: str) -> bool: ...
+
+    async def idle(self, conversation: str) -> None: ...
+
+
+class _Burst:
+    def __init__(self) -> None:
+        self.items: list[Inbound] = []
+        self.changed = anyio.Event()
+
+
+class BurstInbox:
+    """The channel's inbox, merging the bursts of each conversation (see the module)."""
+
+    def __init__(
+        self,
+        inner: Inbox,
+        tg: TaskGroup,
+        *,
+        quiet_s: float,
+        running: RunningTurns,
+    ) -> None:
+        self._inner = inner
+        self._tg = tg
+        self._quiet_s = quiet_s
+        self._running = running
+        self._bursts: dict[str, _Burst] = {}
+
+    @property
+    def poison(self) -> PoisonGuard:
+        return self._inner.poison
+
+    def report(self, state: ChannelState, detail: str = "") -> None:
+        self._inner.report(state, detail)
+
+    async def put(self, message: Inbound) -> None:
+        session = message.session_id
+        if message.kind is not InboundKind.MESSAGE:
+            await self._inner.put(message)
+            return
+        if parse(message.command or message.text) is not None:
+            waiting = self._bursts.pop(session, None)
+            if waiting is not None and waiting.items:
+                await self._inner.put(merge(waiting.items))
+                waiting.items = []
+            await self._inner.put(message)
+            return
+        burst = self._bursts.get(session)
+        if burst is None:
+            if not self._quiet_s and not self._running.running(session):
+                await self._inner.put(message)
+                return
+            burst = self._bursts[session] = _Burst()
+            self._tg.start_soon(self._hold, session, burst)
+        burst.items.append(message)
+        burst.changed.set()
+
+    async def _hold(self, session: str, burst: _Burst) -> None:
+        while True:
+            burst.changed = anyio.Event()
+            with anyio.move_on_after(self._quiet_s) as quiet:
+                await burst.changed.wait()
+            if quiet.cancelled_caught or not self._quiet_s:
+                break
+        await self._running.idle(session)
+        if self._bursts.get(session) is burst:
+            del self._bursts[session]
+        if burst.items:
+            if len(burst.items) > 1:
+                log.info("burst_merged", session=session, messages=len(burst.items))
+            await self._inner.put(merge(burst.items))
