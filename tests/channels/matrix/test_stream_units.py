@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from squidd.channels.matrix import MatrixChannel
 from squidd.channels.matrix.stream import (
     Pacer,
     ReplyStream,
@@ -18,6 +19,7 @@ from squidd.channels.matrix.stream import (
     stream_transaction_id,
 )
 from squidd.config.matrix import MatrixSettings
+from squidd.core.models import ChannelName, Destination, Inbound, SessionId, SourceId
 from squidd.errors import DeliveryError
 
 pytestmark = pytest.mark.anyio
@@ -146,3 +148,43 @@ async def test_a_stream_resumes_the_recorded_message_and_stops_when_a_send_fails
     clock.advance(10)
     await stream.text("Hello world, again")
     assert len(sent) == 1  # stopped after the failure; the final edit comes with the reply
+
+
+class _Room:
+    def __init__(self, members: int) -> None:
+        self.joined_count = members
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.rooms = {"!dm:x": _Room(2), "!group:x": _Room(5)}
+
+
+def _asked(room: str) -> Inbound:
+    return Inbound(
+        channel=ChannelName("matrix"),
+        source_id=SourceId("$asked"),
+        session_id=SessionId(room),
+        sender="@alice:x",
+        text="hi",
+        reply_to=Destination(ChannelName("matrix"), room),
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "streamed"),
+    [
+        ({}, {"!dm:x"}),  # default: direct chats stream, group rooms do not
+        ({"streaming": "edits"}, {"!dm:x", "!group:x"}),
+        ({"streaming": "off"}, set()),
+        ({"room_streaming": {"!group:x": "edits", "!dm:x": "off"}}, {"!group:x"}),
+    ],
+)
+def test_where_answers_stream(
+    tmp_path: Path, overrides: dict[str, Any], streamed: set[str]
+) -> None:
+    settings = MatrixSettings(homeserver="http://127.0.0.1:1", user_id="@bot:x", **overrides)
+    channel = MatrixChannel(settings, tmp_path)
+    channel._client = cast("Any", _Client())
+    rooms = {room for room in ("!dm:x", "!group:x") if channel.partials(_asked(room))}
+    assert rooms == streamed
