@@ -1,6 +1,7 @@
 """Status reactions on a person's message, against a real Synapse: 👀 and a read receipt
 when the message is taken, the 👀 redacted and ✅ put in its place once the reply is sent,
-❌ when it ended without a reply; none of it when switched off."""
+❌ when it ended without a reply; none of it when switched off. A burst of three messages
+200 ms apart gets one answer that saw all three, and each of them its ✅."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from anyio.abc import TaskGroup
 from squidd.channels.matrix.channel import MatrixChannel
 from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState
-from tests.channels.matrix.conftest import bot_settings, memory_poison, run_channel
+from squidd.gateway.bursts import BurstInbox
+from tests.channels.matrix.conftest import (
+    AnsweringInbox,
+    bot_settings,
+    echo,
+    memory_poison,
+    run_channel,
+)
 from tests.servers.synapse.server import SynapseServer, User
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
@@ -119,3 +127,36 @@ async def test_switched_off_no_reactions_no_receipt(
         await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "the second reply")
     assert reactions(alice, bot.user_id, sent) == {}
     assert sent not in await read_by(synapse, alice, room, bot.user_id)
+
+
+class _NoTurns:
+    def running(self, conversation: str) -> bool:
+        return False
+
+    async def idle(self, conversation: str) -> None:
+        return None
+
+
+async def test_a_burst_of_three_gets_one_answer_and_every_message_a_check_mark(
+    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+) -> None:
+    alice = await make_human("alice")
+    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    channel = MatrixChannel(settings, data_dir)
+    async with anyio.create_task_group() as tg:
+        answering = AnsweringInbox(channel, tg, echo)
+        await tg.start(channel.run, BurstInbox(answering, tg, quiet_s=1.5, running=_NoTurns()))
+        room = await alice.room_with(bot.user_id)
+        sent = []
+        for text in ("hi", "can you", "check the logs?"):
+            sent.append(await alice.send(room, text))
+            await anyio.sleep(0.2)
+        await alice.wait_for(lambda: alice.replies_to(bot.user_id, sent[-1]), "the answer")
+        for event_id in sent:
+            await alice.wait_for(
+                lambda e=event_id: reactions(alice, bot.user_id, e).keys() == {"✅"}, "✅"
+            )
+        tg.cancel_scope.cancel()
+    [merged] = answering.received
+    assert merged.text == "hi\n\ncan you\n\ncheck the logs?"
+    assert len(alice.from_sender(bot.user_id, room)) == 1
