@@ -7,7 +7,9 @@ A kill point names where in the turn the real daemon is SIGKILLed:
   (the test-only `gateway.journal_crash_after_test_only = "answer"`);
 - `tool_running`: the command appended its line and sleeps; killed then;
 - `after_result`: killed the moment the tool's result is durable (`"result"`);
-- `final_answer`: the model holds its final answer; killed while it waits.
+- `final_answer`: the model holds its final answer; killed while it waits;
+- `before_delivery`: killed by the daemon itself the moment the turn's reply is stored in
+  the outbox, before the channel sends it (`"outbox"`): the restart sends the stored reply.
 `REQUESTS` is how many model requests the whole turn makes across the kill: a recorded
 answer is never asked for again, an answer that was never given (or never recorded, like
 the final one) is.
@@ -28,15 +30,23 @@ from tests.support.fake_llm import Reply
 
 DONE = "The line is in the file."
 CRASH_ENV = "SQUIDD_GATEWAY__JOURNAL_CRASH_AFTER_TEST_ONLY"
-POINTS = ["before_answer", "after_answer", "tool_running", "after_result", "final_answer"]
+POINTS = [
+    "before_answer",
+    "after_answer",
+    "tool_running",
+    "after_result",
+    "final_answer",
+    "before_delivery",
+]
 REQUESTS = {
     "before_answer": 3,
     "after_answer": 2,
     "tool_running": 2,
     "after_result": 2,
     "final_answer": 3,
+    "before_delivery": 2,
 }
-CRASH_AFTER = {"after_answer": "answer", "after_result": "result"}
+CRASH_AFTER = {"after_answer": "answer", "after_result": "result", "before_delivery": "outbox"}
 SLOW = {"before_answer": 1, "final_answer": 2}
 
 

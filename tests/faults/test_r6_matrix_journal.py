@@ -3,10 +3,9 @@ the real daemon SIGKILLed at each point of the turn (tests/faults/journal_suppor
 the real Synapse, then started again: the message comes back (the sync position was not
 confirmed) and its turn resumes from the journal. The line is written once, or once and the
 model told the outcome is unknown; one reply reaches the room; the turn is in the history
-once; a recorded model answer is never asked for again.
-
-The kill after the answer but before delivery is the router's, the same for every channel:
-tests/faults/test_r6_turn_journal.py covers it with the spool channel."""
+once; a recorded model answer is never asked for again. Killed after the reply was stored for
+delivery and before the send, the restart sends the stored reply, once.
+"""
 
 from __future__ import annotations
 
