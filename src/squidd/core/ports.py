@@ -132,6 +132,25 @@ class Inbox(Protocol):
     def poison(self) -> PoisonGuard: ...
 
 
+class PassingInbox:
+    """An `Inbox` that looks at each message and hands it on to `inner` (a burst window, a
+    thread's root, a `/stop` taken early): subclasses override `put`; the state reports and
+    the poison guard are the inner inbox's."""
+
+    def __init__(self, inner: Inbox) -> None:
+        self._inner = inner
+
+    async def put(self, message: Inbound) -> None:
+        await self._inner.put(message)
+
+    def report(self, state: ChannelState, detail: str = "") -> None:
+        self._inner.report(state, detail)
+
+    @property
+    def poison(self) -> PoisonGuard:
+        return self._inner.poison
+
+
 class Channel(Protocol):
     """A messaging channel: a receive loop and a way to send.
 

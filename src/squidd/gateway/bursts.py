@@ -24,8 +24,7 @@ from anyio.abc import TaskGroup
 
 from squidd.config import Settings
 from squidd.core.models import Inbound, InboundKind
-from squidd.core.poison import PoisonGuard
-from squidd.core.ports import ChannelState, Inbox
+from squidd.core.ports import Inbox, PassingInbox
 from squidd.gateway.chat_commands import parse
 
 __all__ = ["BurstInbox", "merge", "quiet_s_for"]
@@ -71,7 +70,7 @@ class _Burst:
         self.changed = anyio.Event()
 
 
-class BurstInbox:
+class BurstInbox(PassingInbox):
     """The channel's inbox, merging the bursts of each conversation (see the module)."""
 
     def __init__(
@@ -82,18 +81,11 @@ class BurstInbox:
         quiet_s: float,
         running: RunningTurns,
     ) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._tg = tg
         self._quiet_s = quiet_s
         self._running = running
         self._bursts: dict[str, _Burst] = {}
-
-    @property
-    def poison(self) -> PoisonGuard:
-        return self._inner.poison
-
-    def report(self, state: ChannelState, detail: str = "") -> None:
-        self._inner.report(state, detail)
 
     async def put(self, message: Inbound) -> None:
         session = message.session_id

@@ -21,8 +21,7 @@ import structlog
 from anyio.abc import TaskGroup
 
 from squidd.core.models import Inbound, InboundKind, SessionId
-from squidd.core.poison import PoisonGuard
-from squidd.core.ports import ChannelState, Inbox, LLMPort
+from squidd.core.ports import Inbox, LLMPort, PassingInbox
 from squidd.gateway.bursts import BurstInbox
 from squidd.gateway.chat_commands import parse
 from squidd.gateway.runtime import Runtime
@@ -118,20 +117,13 @@ def is_stop(inbound: Inbound) -> bool:
     return parsed is not None and parsed[0] == "stop"
 
 
-class StopInbox:
+class StopInbox(PassingInbox):
     """A channel's inbox that cancels a conversation's running turn as soon as its `/stop`
     arrives (before it waits in line), then hands every message on unchanged."""
 
     def __init__(self, inner: Inbox, conversations: Conversations) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._conversations = conversations
-
-    @property
-    def poison(self) -> PoisonGuard:
-        return self._inner.poison
-
-    def report(self, state: ChannelState, detail: str = "") -> None:
-        self._inner.report(state, detail)
 
     async def put(self, message: Inbound) -> None:
         if is_stop(message):

@@ -26,7 +26,7 @@ import structlog
 
 from squidd.channels.matrix.ids import EventId, SyncToken
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, read_text_or_empty, safe_name
+from squidd.fs import atomic_write_text, make_private_dir, read_text_or_empty, safe_name
 
 log = structlog.get_logger()
 
@@ -51,8 +51,7 @@ class MatrixFiles:
     async def prepare(self) -> None:
         def make() -> None:
             try:
-                self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-                self.store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+                make_private_dir(self.store_dir)
             except OSError as exc:
                 raise StorageError(f"cannot create {self.root}: {exc.strerror or exc}") from exc
 

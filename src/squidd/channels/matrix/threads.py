@@ -18,8 +18,7 @@ from nio import AsyncClient, MegolmEvent, RoomGetEventResponse
 
 from squidd.channels.matrix.client import call
 from squidd.core.models import Inbound
-from squidd.core.poison import PoisonGuard
-from squidd.core.ports import ChannelState, Inbox
+from squidd.core.ports import Inbox, PassingInbox
 from squidd.errors import SquiddError
 from squidd.text import clean_text
 
@@ -63,21 +62,14 @@ async def root_text(client: AsyncClient, room_id: str, event_id: str) -> tuple[s
     return str(event.sender), clean_text(body)
 
 
-class ThreadRootInbox:
+class ThreadRootInbox(PassingInbox):
     """The channel's inbox, giving a thread session's first message its root's text."""
 
     def __init__(self, inner: Inbox, client: AsyncClient, own_user_id: str) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._client = client
         self._own = own_user_id
         self._seen: set[str] = set()
-
-    @property
-    def poison(self) -> PoisonGuard:
-        return self._inner.poison
-
-    def report(self, state: ChannelState, detail: str = "") -> None:
-        self._inner.report(state, detail)
 
     async def put(self, message: Inbound) -> None:
         root = message.thread_root

@@ -33,7 +33,7 @@ from squidd.channels.matrix.identity.cross_signing import (
 )
 from squidd.channels.matrix.identity.signed_json import b64decode, b64encode
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, read_text_or_empty, safe_name
+from squidd.fs import atomic_write_text, make_private_dir, read_text_or_empty, safe_name
 
 log = structlog.get_logger()
 
@@ -52,8 +52,7 @@ class IdentityFiles:
     async def prepare(self) -> None:
         def make() -> None:
             try:
-                self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-                self.requests_dir.mkdir(exist_ok=True, mode=0o700)
+                make_private_dir(self.requests_dir)
             except OSError as exc:
                 raise StorageError(f"cannot create {self.root}: {exc.strerror or exc}") from exc
 
