@@ -2,7 +2,8 @@
 command's module, without a model call.
 
 Each command is one module beside this one (`new.py`, `stop.py`, `status.py`, `model.py`,
-`usage.py`, `help.py`) holding its `COMMAND`: its
+`usage.py`, `approvals.py`, `approve.py`, `always.py`, `deny.py`, `help.py`) holding its
+`COMMAND`: its
 name, its help line and its handler. `COMMANDS` is the explicit table; `/help` is built from
 it, so a new command is one module and one line here. Only a channel's message from a sender
 the channel let in (`InboundKind.MESSAGE`) can be a command: cron, heartbeat and sub-agent
@@ -10,6 +11,11 @@ runs never are. A text whose first word names no command (`/usr is full`, `/etc/
 an ordinary message for the model, as it was before commands existed. A channel may say
 where the command is read from (`Inbound.command`: a mail's subject or first line, a group
 message without the bot's mention); else the text.
+
+The approval answers `/approve ID`, `/always ID` and `/deny ID` are in the table so `/help`
+lists them, but a well-formed one is taken before the session's queue by
+gateway/approval_answers.py; the table's entries answer the rest (no id, no such question
+waiting here) plainly instead of passing them to the model.
 """
 
 from __future__ import annotations
@@ -20,7 +26,17 @@ from collections.abc import Sequence
 import structlog
 
 from squidd.core.models import Inbound, InboundKind
-from squidd.gateway.chat_commands import approvals, model, new, status, stop, usage
+from squidd.gateway.chat_commands import (
+    always,
+    approvals,
+    approve,
+    deny,
+    model,
+    new,
+    status,
+    stop,
+    usage,
+)
 from squidd.gateway.chat_commands import help as help_command
 from squidd.gateway.chat_commands.base import ChatCommand, CommandCall, CommandHost
 
@@ -35,6 +51,9 @@ COMMANDS: tuple[ChatCommand, ...] = (
     model.COMMAND,
     usage.COMMAND,
     approvals.COMMAND,
+    approve.COMMAND,
+    always.COMMAND,
+    deny.COMMAND,
     help_command.COMMAND,
 )
 """The chat commands, in the order `/help` lists them."""
