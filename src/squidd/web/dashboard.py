@@ -306,12 +306,12 @@ class Dashboard:
         if self._session(request) is None:
             return self._login_page()
         status, newest = await audit_status(self._daemon.settings.storage.data_dir)
-        rows = [
-            [plain(r.get(k, "")) for k in ("time", "session", "tool", "decision", "by")]
-            for r in newest
-        ]
+        # One list gives both the headers and each row's cells, so they cannot disagree.
+        columns = [("at", "time"), ("session", "session"), ("tool", "tool")]
+        columns += [("decision", "decision"), ("by", "by")]
+        rows = [[plain(r.get(key, "")) for _, key in columns] for r in newest]
         body = f'<p><a href="/">back</a></p><p><strong>{esc(status)}</strong></p>' + table(
-            rows, ["at", "session", "tool", "decision"]
+            rows, [head for head, _ in columns]
         )
         return page("Audit log", body)
 
