@@ -1,4 +1,5 @@
-"""Fixtures of the email tests: one real Dovecot + Postfix for all of them.
+"""Fixtures of the email tests: one real Dovecot + Postfix for all of them (the fixture is
+shared: tests/support/mail.py).
 
 The servers are started once (installing the Debian packages when missing), on free
 loopback ports, in a data dir that the mail users (nobody, postfix, dovecot) can enter —
@@ -9,50 +10,14 @@ up for the rest of the suite), and the time the email part took is printed.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.channels.email.mailbox import MailServer, start_servers, stop_servers
+from tests.channels.email.mailbox import MailServer
+from tests.support.mail import mail_server
 
-
-def _can_run_servers() -> str | None:
-    if os.geteuid() != 0:
-        return "the mail servers need root"
-    if not (shutil.which("apt-get") or shutil.which("dovecot")):
-        return "neither dovecot nor apt-get is available"
-    return None
-
-
-@pytest.fixture(scope="package")
-def mail_server(request: pytest.FixtureRequest) -> Iterator[MailServer]:
-    reason = _can_run_servers()
-    if reason:
-        pytest.skip(reason)
-    started = time.monotonic()
-    data = Path(tempfile.mkdtemp(prefix="squidd-mail-", dir="/tmp"))
-    data.chmod(0o755)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    ready = float("nan")
-    try:
-        server = start_servers(data)
-        ready = time.monotonic() - started
-        yield server
-    finally:
-        stop_servers(data)
-        capture = request.config.pluginmanager.get_plugin("capturemanager")
-        if reporter is not None and capture is not None:
-            total = time.monotonic() - started
-            with capture.global_and_fixture_disabled():
-                reporter.write_line(
-                    f"\nemail tests: {total:.1f} s against Dovecot + Postfix "
-                    f"(servers up after {ready:.1f} s)"
-                )
+__all__ = ["mail_server"]
 
 
 @pytest.fixture

@@ -1,0 +1,176 @@
+"""What the cross-feature scenarios (tests/scenarios) share: a person's bot on the real
+servers, configured as a user would (defaults kept unless the story needs otherwise), and
+what that person sees of it.
+
+* `matrix_config` / `email_config`: `config.toml` for a `squidd run` child on the test
+  Synapse or the test mail servers, with the scripted model, the shell tool (asking before it
+  runs) and a workspace folder; `sections` add to or override any section.
+* `Chat`: the bot's messages in one Matrix room as the person sees them, a streamed answer
+  shown by its last edit.
+* `log_in`: the dashboard's login with an API key, the session's CSRF token returned.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from tests.channels.email.mailbox import MailServer, bot_email_section
+from tests.servers.synapse.server import SynapseServer, User
+from tests.support.config import write_daemon_config
+from tests.support.matrix import Human, Seen
+
+LLM_KEY = "sk-test-scenarios-0001"
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+APPROVAL_RE = re.compile(r"Approval needed \(([0-9a-f]{8})\): Run shell: (.*)\?")
+
+
+def _merged(base: dict[str, dict[str, Any]], sections: dict[str, dict[str, Any]]) -> Any:
+    for name, values in sections.items():
+        base[name] = {**base.get(name, {}), **values}
+    return base
+
+
+def common_sections(tmp: Path, approvers: list[str]) -> dict[str, dict[str, Any]]:
+    """The workspace, quick delivery retries, and the shell tool asking `approvers` first."""
+    (tmp / "ws").mkdir(exist_ok=True)
+    return {
+        "gateway": {"delivery_retry_initial_s": 0.2, "delivery_retry_max_s": 1.0},
+        "agents": {"workspace": str(tmp / "ws")},
+        "tools.shell": {"enabled": True},
+        "tools.policy": {"default_deny": []},
+        "tools.approval": {"approvers": approvers, "timeout_s": 600},
+    }
+
+
+def matrix_config(
+    tmp: Path,
+    llm_url: str,
+    synapse: SynapseServer,
+    bot: User,
+    people: list[str],
+    **sections: dict[str, Any],
+) -> Path:
+    """The bot on the test Synapse for `people` (the first approves); Matrix's defaults
+    (debounce, streaming in direct chats) unless `sections["matrix"]` changes them."""
+    base = common_sections(tmp, people[:1])
+    base["matrix"] = {
+        "enabled": True,
+        "homeserver": synapse.url,
+        "user_id": bot.user_id,
+        "password": bot.password,
+        "allowed_users": people,
+        "sync_timeout_s": 5,
+        "reconnect_initial_delay_s": 0.2,
+        "reconnect_max_delay_s": 1.0,
+    }
+    return write_daemon_config(tmp, llm_url, api_key=LLM_KEY, **_merged(base, sections))
+
+
+def email_config(
+    tmp: Path,
+    llm_url: str,
+    server: MailServer,
+    bot: str,
+    person: str,
+    **sections: dict[str, Any],
+) -> Path:
+    """The bot's mailbox on the test mail servers, `person` allowed and approving."""
+    base = common_sections(tmp, [person])
+    base["email"] = bot_email_section(server, bot)
+    return write_daemon_config(tmp, llm_url, api_key=LLM_KEY, **_merged(base, sections))
+
+
+def ran(tmp: Path, name: str = "ran.txt") -> int:
+    """How many times the story's shell command (`echo ran >> NAME`) ran in the workspace."""
+    marker = tmp / "ws" / name
+    return len(marker.read_text().splitlines()) if marker.exists() else 0
+
+
+@dataclass
+class Chat:
+    """The bot's messages in one room as `human` sees them: each message (not the edits of
+    one) with the text it shows now, in order."""
+
+    human: Human
+    bot: str
+    room: str
+
+    def _edits(self) -> dict[str, list[Seen]]:
+        edits: dict[str, list[Seen]] = {}
+        for seen in self.human.from_sender(self.bot, self.room):
+            relation = seen.content.get("m.relates_to") or {}
+            if relation.get("rel_type") == "m.replace":
+                edits.setdefault(str(relation.get("event_id")), []).append(seen)
+        return edits
+
+    def messages(self) -> list[tuple[Seen, str]]:
+        edits = self._edits()
+        out: list[tuple[Seen, str]] = []
+        for seen in self.human.from_sender(self.bot, self.room):
+            relation = seen.content.get("m.relates_to") or {}
+            if relation.get("rel_type") == "m.replace":
+                continue
+            mine = edits.get(seen.event.event_id, [])
+            new = mine[-1].content.get("m.new_content", {}) if mine else seen.content
+            out.append((seen, str(new.get("body", ""))))
+        return out
+
+    def texts(self) -> list[str]:
+        return [text for _, text in self.messages()]
+
+    def replies(self, asked: str) -> list[tuple[Seen, str]]:
+        """The bot's messages that reply to the person's event `asked`."""
+        return [
+            (seen, text)
+            for seen, text in self.messages()
+            if ((seen.content.get("m.relates_to") or {}).get("m.in_reply_to") or {}).get("event_id")
+            == asked
+        ]
+
+    def containing(self, needle: str) -> list[str]:
+        return [text for text in self.texts() if needle in text]
+
+    async def wait_text(self, needle: str, count: int = 1, timeout: float = 60) -> None:
+        await self.human.wait_for(
+            lambda: len(self.containing(needle)) >= count, repr(needle), timeout
+        )
+
+    async def wait_reply(self, asked: str, count: int = 1, timeout: float = 60) -> str:
+        """Until `count` messages reply to `asked` and the last one shows whole (its edits,
+        when streamed, arrived); the text of the `count`-th."""
+        await self.human.wait_for(
+            lambda: len(self.replies(asked)) >= count, f"reply {count} to {asked}", timeout
+        )
+        return self.replies(asked)[count - 1][1]
+
+    def question(self, asked: str) -> tuple[Seen, str]:
+        """The approval prompt that replies to `asked`: its event, and the question id."""
+        for seen, text in self.replies(asked):
+            found = APPROVAL_RE.match(text)
+            if found:
+                return seen, found.group(1)
+        raise AssertionError(f"no approval prompt replies to {asked}: {self.texts()}")
+
+
+async def react(human: Human, room: str, event_id: str, key: str) -> str:
+    relates = {"rel_type": "m.annotation", "event_id": event_id, "key": key}
+    return await human.send_event(room, "m.reaction", {"m.relates_to": relates})
+
+
+def csrf_of(text: str) -> str:
+    found = re.search(r'name=csrf value="([^"]+)"', text)
+    assert found is not None, text
+    return found.group(1)
+
+
+async def log_in(http: httpx2.AsyncClient, key: str) -> str:
+    """Log in to the dashboard with an API key; the session's CSRF token."""
+    form = await http.get("/")
+    done = await http.post("/login", data={"csrf": csrf_of(form.text), "key": key}, headers=FORM)
+    assert done.status_code == 303, done.text
+    return csrf_of((await http.get("/")).text)
