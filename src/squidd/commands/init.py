@@ -138,5 +138,5 @@ def _run(args: argparse.Namespace) -> int:
     if args.interactive:
         from squidd.commands.init_interactive import interactive_init
 
-        return interactive_init((args.config or default_config_path()).expanduser())
+        return interactive_init((args.config or default_config_path()).expanduser(), init_command)
     return init_command(args.config)

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,9 +210,9 @@ def _next_steps(target: Path) -> None:
     )
 
 
-def interactive_init(target: Path) -> int:
-    from squidd.commands.init import init_command
-
+def interactive_init(target: Path, init_command: Callable[..., int]) -> int:
+    """Ask, try, write `target`; `init_command` (commands/init.py) then writes the
+    workspace and what the plain `init` writes beside the config."""
     if target.exists():
         print(f"init: {target} exists; edit it, or choose another --config", file=sys.stderr)
         return EXIT_FAILURE

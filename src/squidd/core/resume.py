@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 import structlog
 
 from squidd.core.journal import (
     INTERRUPTED,
     Effect,
+    Replay,
     effect_of,
     may_rerun,
     stale_notice,
@@ -30,10 +30,7 @@ from squidd.core.journal import (
 )
 from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
 from squidd.core.on_demand import LOAD_TOOLS
-from squidd.core.ports import HandledLog, TurnJournal
-
-if TYPE_CHECKING:
-    from squidd.core.turns import Turn
+from squidd.core.ports import HandledLog, Tool, TurnJournal
 
 log = structlog.get_logger()
 
@@ -49,39 +46,51 @@ class TurnRecording:
     now: Callable[[], datetime] = utcnow
 
 
-async def load_replay(recording: TurnRecording | None, turn: Turn) -> None:
-    """Read what this turn recorded before it was cut short; one too old to resume is
-    answered with a notice saying so, without a model call."""
-    key = turn.ask.turn_id
-    if recording is None or key is None:
-        return
-    turn.key = key
-    replay = await recording.journal.load(key)
+@dataclass(frozen=True)
+class Resumed:
+    """What a turn cut short recorded: its journal key, and either what to replay or, for
+    a journal too old to resume, the notice that answers instead (`reply`)."""
+
+    key: str
+    replay: Replay | None = None
+    reply: str | None = None
+
+
+async def load_replay(recording: TurnRecording | None, turn_id: str | None) -> Resumed | None:
+    """Read what the turn `turn_id` recorded before it was cut short (None: it records
+    nothing); one too old to resume is answered with a notice, without a model call."""
+    if recording is None or turn_id is None:
+        return None
+    replay = await recording.journal.load(turn_id)
     if replay is None:
-        return
+        return Resumed(turn_id)
     if replay.too_old(recording.now(), recording.max_age):
-        log.warning("turn_not_resumed", turn=key, reason="too old", since=str(replay.started_at))
-        turn.reply = stale_notice(replay, recording.max_age)
-        return
-    turn.replay = replay
+        log.warning(
+            "turn_not_resumed", turn=turn_id, reason="too old", since=str(replay.started_at)
+        )
+        return Resumed(turn_id, reply=stale_notice(replay, recording.max_age))
     log.info(
         "turn_resumed",
-        turn=key,
+        turn=turn_id,
         answers=len(replay.answers),
         results=len(replay.results),
         unfinished=len(replay.started - set(replay.results)),
     )
+    return Resumed(turn_id, replay=replay)
 
 
 async def recorded_result(
-    recording: TurnRecording | None, turn: Turn, call: ToolCall
+    recording: TurnRecording | None,
+    key: str | None,
+    replay: Replay | None,
+    call: ToolCall,
+    tool: Tool | None,
 ) -> str | None:
     """The result of a call the turn made before it was cut short, or None when the call
     is to run now: it never started, or it started without a recorded result and its tool
-    may run twice. Otherwise the model is told the outcome is unknown (and that is recorded
-    as the call's result)."""
-    replay = turn.replay
-    if replay is None or recording is None or turn.key is None:
+    (`tool`, None when the turn does not offer it) may run twice. Otherwise the model is
+    told the outcome is unknown (and that is recorded as the call's result)."""
+    if replay is None or recording is None or key is None:
         return None
     if call.name == LOAD_TOOLS:
         return None  # it only offers schemas within the turn: run again to offer them
@@ -89,13 +98,13 @@ async def recorded_result(
         return replay.results[call.id]
     if call.id not in replay.started:
         return None
-    effect = effect_of(call.name, turn.tools.get(call.name), recording.effects)
+    effect = effect_of(call.name, tool, recording.effects)
     if may_rerun(effect):
         log.info("tool_call_rerun", tool=call.name, effect=str(effect))
         return None
     log.warning("tool_call_outcome_unknown", tool=call.name, effect=str(effect))
     content = INTERRUPTED.format(name=call.name)
-    await recording.journal.result(turn.key, call.id, content)
+    await recording.journal.result(key, call.id, content)
     return content
 
 

@@ -232,7 +232,10 @@ class TurnSteps:
                 attachments=tuple(ask.attachments),
             )
         )
-        await load_replay(self._recording, turn)
+        resumed = await load_replay(self._recording, ask.turn_id)
+        if resumed is not None:
+            turn.key, turn.replay = resumed.key, resumed.replay
+            turn.reply = resumed.reply if resumed.reply is not None else turn.reply
         return turn
 
     async def round(self, turn: Turn) -> None:
@@ -282,7 +285,9 @@ class TurnSteps:
         that enters the turn. With a journal, its start and its result are recorded. A call
         that needs approval (core/approvals.py) is asked about first; refused, it does not
         run and the model is told why."""
-        content = await recorded_result(self._recording, turn, call)
+        content = await recorded_result(
+            self._recording, turn.key, turn.replay, call, turn.tools.get(call.name)
+        )
         if content is None:
             journal = self._recording.journal if self._recording and turn.key else None
             verdict = Verdict(True, Decision.ALLOWED)

@@ -4,14 +4,16 @@
 `create_channel(settings, replies)` is what the composition root calls; it reads the keys
 file and refuses (`ConfigError`, one line) to build an API without a key. The pieces:
 `channel` (requests as inbound messages, replies stored by Idempotency-Key), `server`
-(routes and the checks every request passes), `wire` (the OpenAI request and reply shapes),
+(routes and the checks every request passes), `requests` (a request while the router has
+it, and its stored reply), `wire` (the OpenAI request and reply shapes),
 `keys` (the bearer keys) and `limits` (the per-key rate limit).
 """
 
 from __future__ import annotations
 
-from squidd.channels.api.channel import ApiChannel, ReplyStore
+from squidd.channels.api.channel import ApiChannel
 from squidd.channels.api.keys import ApiKeys
+from squidd.channels.api.requests import ReplyStore
 from squidd.config import Settings
 
 __all__ = ["ApiChannel", "ReplyStore", "create_channel"]

@@ -13,11 +13,8 @@ nothing: the turn belongs to the router, not to the HTTP handler.
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import anyio
 import structlog
@@ -26,6 +23,7 @@ from anyio.abc import TaskStatus
 
 from squidd.channels.api.keys import ApiKeys
 from squidd.channels.api.limits import RateLimit
+from squidd.channels.api.requests import Pending, ReplyStore, StoredAnswer
 from squidd.channels.api.wire import BadRequest
 from squidd.config.api import ApiSettings
 from squidd.core.models import ChannelName, Inbound, Outbound, SessionId, SourceId
@@ -36,62 +34,6 @@ log = structlog.get_logger()
 
 SWEEP_S = 3600.0
 SHUTDOWN_S = 1.0  # handlers still waiting when the channel stops are cut after this
-
-
-class StoredAnswer(Protocol):
-    @property
-    def completion_id(self) -> str: ...
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def text(self) -> str: ...
-
-    @property
-    def created(self) -> float: ...
-
-
-class ReplyStore(Protocol):
-    """Replies by (key id, idempotency key), durable when `put` returns (store/idempotency)."""
-
-    async def get(self, key_id: str, idempotency_key: str) -> StoredAnswer | None: ...
-
-    async def put(
-        self, key_id: str, idempotency_key: str, *, completion_id: str, model: str, text: str
-    ) -> None: ...
-
-    async def sweep(self) -> int: ...
-
-
-@dataclass
-class Pending:
-    """A request in the router's hands. `parts` are the messages sent for it so far (an
-    approval question, then the reply); `changed` is set when one arrives or it is acked
-    (then replaced by a fresh event), `done` once it is acked."""
-
-    completion_id: str
-    model: str
-    created: float = field(default_factory=time.time)
-    parts: list[str] = field(default_factory=list)
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    done: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def text(self) -> str:
-        return "\n\n".join(self.parts)
-
-    def add(self, text: str) -> None:
-        self.parts.append(text)
-        self._wake()
-
-    def finish(self) -> None:
-        self.done.set()
-        self._wake()
-
-    def _wake(self) -> None:
-        changed, self.changed = self.changed, anyio.Event()
-        changed.set()
 
 
 def _digest(*parts: str) -> str:

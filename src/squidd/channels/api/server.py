@@ -14,6 +14,7 @@ request bodies itself.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -21,13 +22,38 @@ import structlog
 from aiohttp import web
 
 from squidd.channels.api import wire
-from squidd.channels.api.channel import ApiChannel, Pending, StoredAnswer
+from squidd.channels.api.keys import ApiKeys
+from squidd.channels.api.limits import RateLimit
+from squidd.channels.api.requests import Pending, StoredAnswer
 from squidd.channels.api.wire import BadRequest
+from squidd.config.api import ApiSettings
 
 log = structlog.get_logger()
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-CHANNEL: web.AppKey[ApiChannel] = web.AppKey("channel", ApiChannel)
+
+
+class Service(Protocol):
+    """What the routes ask of the API channel (channel.py's `Service`)."""
+
+    @property
+    def settings(self) -> ApiSettings: ...
+
+    @property
+    def keys(self) -> ApiKeys: ...
+
+    @property
+    def rate(self) -> RateLimit: ...
+
+    @property
+    def pages(self) -> Callable[[web.Application], None] | None: ...
+
+    async def submit(
+        self, key_id: str, conversation: str, text: str, idempotency_key: str
+    ) -> Pending | StoredAnswer: ...
+
+
+CHANNEL: web.AppKey[Service] = web.AppKey("channel")
 KEY_ID: web.RequestKey[str] = web.RequestKey("key_id", str)
 _STATUS_KIND = {
     400: "invalid_request_error",
@@ -53,13 +79,13 @@ def _hostname(value: str) -> str:
     return (urlsplit(f"//{value}").hostname or "").lower()
 
 
-def allowed_host(channel: ApiChannel, value: str) -> bool:
+def allowed_host(channel: Service, value: str) -> bool:
     names = {"localhost", "127.0.0.1", "::1", channel.settings.host.lower()}
     names.update(name.lower() for name in channel.settings.allowed_hosts)
     return _hostname(value) in names
 
 
-def _admit(channel: ApiChannel, request: web.Request) -> None:
+def _admit(channel: Service, request: web.Request) -> None:
     """The checks every request passes before its route (see the module docstring)."""
     if request.query_string:
         raise BadRequest(
@@ -92,7 +118,7 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(500, "the request failed inside squidd", "internal_error")
 
 
-def _authenticate(channel: ApiChannel, request: web.Request) -> None:
+def _authenticate(channel: Service, request: web.Request) -> None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     kid = channel.keys.match(token.strip()) if scheme.lower() == "bearer" else None
     if kid is None:
@@ -109,7 +135,7 @@ async def _models(request: web.Request) -> web.Response:
     return web.json_response(wire.models(request.app[CHANNEL].settings.model))
 
 
-async def _body(channel: ApiChannel, request: web.Request) -> bytes:
+async def _body(channel: Service, request: web.Request) -> bytes:
     if request.content_type != "application/json":
         raise BadRequest(
             "send the body as application/json", status=415, code="unsupported_media_type"
@@ -174,7 +200,7 @@ async def _parts(response: web.StreamResponse, answer: Pending, keepalive_s: flo
 
 
 async def _stream(
-    request: web.Request, channel: ApiChannel, answer: Pending | StoredAnswer
+    request: web.Request, channel: Service, answer: Pending | StoredAnswer
 ) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -197,7 +223,7 @@ async def _stream(
     return response
 
 
-def build_app(channel: ApiChannel) -> web.Application:
+def build_app(channel: Service) -> web.Application:
     app = web.Application(middlewares=[_checks], client_max_size=channel.settings.max_body_bytes)
     app[CHANNEL] = channel
     app.router.add_get("/v1/models", _models)

@@ -14,24 +14,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import structlog
+from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 
+from squidd.config.mcp import McpServerSettings
 from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.text import clean_text
 from squidd.tools.mcp.result import render_result
 
-if TYPE_CHECKING:
-    from squidd.tools.mcp.connection import McpServer
-
 log = structlog.get_logger()
 
-__all__ = ["SEPARATOR", "McpTool", "effect_from_annotations"]
+__all__ = ["SEPARATOR", "McpTool", "ToolServer", "effect_from_annotations"]
 
 SEPARATOR = "__"
 _TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -50,12 +49,27 @@ def effect_from_annotations(annotations: ToolAnnotations | None) -> Effect:
     return Effect.SIDE_EFFECT
 
 
+class ToolServer(Protocol):
+    """What a tool asks of its server (connection.py's `McpServer`): its name and settings,
+    the live session, and a way to report the connection gone."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def settings(self) -> McpServerSettings: ...
+
+    def session(self) -> ClientSession | None: ...
+
+    def connection_lost(self, reason: str) -> None: ...
+
+
 class McpTool:
     """Implements `squidd.core.ports.Tool` for one tool of one MCP server."""
 
     def __init__(
         self,
-        server: McpServer,
+        server: ToolServer,
         remote_name: str,
         description: str,
         schema: dict[str, Any],
@@ -72,7 +86,7 @@ class McpTool:
     @classmethod
     def build(
         cls,
-        server: McpServer,
+        server: ToolServer,
         remote_name: str,
         description: str,
         schema: dict[str, Any],
