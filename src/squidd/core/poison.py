@@ -109,6 +109,7 @@ def inbound_record(inbound: Inbound) -> dict[str, Any]:
         "kind": inbound.kind.value,
         "conversation_channel": inbound.conversation_channel,
         "received_at": inbound.received_at.isoformat(),
+        "command": inbound.command,
     }
 
 
@@ -138,6 +139,8 @@ def inbound_from_record(
         attachments=tuple(Attachment.from_dict(a) for a in data.get("attachments") or ()),
         kind=InboundKind(str(data.get("kind", InboundKind.MESSAGE.value))),
         conversation_channel=str(data.get("conversation_channel", "")),
+        command=str(data.get("command", "")),
+        received_at=datetime.fromisoformat(str(data["received_at"])),
         ack=ack,
         on_undeliverable=on_undeliverable,
         record_id=record_id,

@@ -1,0 +1,128 @@
+"""Hypothesis strategies for every record squidd writes to disk and reads back.
+
+Each strategy builds a whole record with arbitrary valid field values: text with odd
+unicode (anything but lone surrogates and NUL, which every channel's inbox removes, see
+`squidd.text.clean_text`), empty strings, None where a field is optional, tuples of files
+and attachments, datetimes in arbitrary time zones. The round-trip tests
+(tests/store/test_records.py) write them through the real stores and compare whole objects.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from hypothesis import strategies as st
+
+from squidd.core.models import (
+    Attachment,
+    ChannelName,
+    Destination,
+    Inbound,
+    InboundKind,
+    PendingReply,
+    SessionId,
+    SourceId,
+)
+from squidd.core.reply_files import FileRef
+
+__all__ = [
+    "attachments",
+    "datetimes",
+    "destinations",
+    "file_refs",
+    "inbounds",
+    "json_values",
+    "pending_replies",
+    "texts",
+]
+
+_CHARS = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
+
+texts = st.text(_CHARS, max_size=40)
+"""Valid text, the empty string included."""
+
+names = st.from_regex(r"[a-z][a-z0-9_-]{0,11}", fullmatch=True)
+"""A channel's name, as channels are named."""
+
+ints = st.integers(min_value=0, max_value=2**53)
+
+_OFFSETS = st.integers(min_value=-(23 * 60 + 59), max_value=23 * 60 + 59).map(
+    lambda minutes: timezone(timedelta(minutes=minutes))
+)
+
+datetimes = st.datetimes(
+    min_value=datetime(1970, 1, 2), max_value=datetime(9998, 12, 31), timezones=_OFFSETS
+)
+"""Aware datetimes in arbitrary time zones (offsets in minutes, as ISO 8601 writes them)."""
+
+utc_datetimes = datetimes.map(lambda moment: moment.astimezone(UTC))
+
+
+def json_values(max_leaves: int = 8) -> st.SearchStrategy[Any]:
+    """Anything JSON holds: objects, lists, text, numbers, booleans, null."""
+    leaves = st.none() | st.booleans() | ints | st.floats(allow_nan=False) | texts
+    return st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+        max_leaves=max_leaves,
+    )
+
+
+destinations = st.builds(
+    Destination,
+    names.map(ChannelName),
+    texts.filter(lambda t: t != "" and t.strip() == t),
+)
+"""Destinations as `Destination.parse` reads them (a channel name, an address)."""
+
+attachments = st.builds(
+    Attachment,
+    kind=st.sampled_from(["image", "file", "audio", "video"]),
+    name=texts,
+    mime=texts,
+    size=ints,
+    sha256=texts,
+    path=st.none() | texts,
+    note=texts,
+)
+
+file_refs = st.builds(
+    FileRef,
+    path=texts,
+    kind=st.sampled_from(["image", "file"]),
+    mime=texts,
+    size=ints,
+    sha256=texts,
+    name=texts,
+)
+
+pending_replies = st.builds(
+    PendingReply,
+    channel=names.map(ChannelName),
+    target=texts,
+    text=texts,
+    session_id=texts.map(SessionId),
+    subject=texts,
+    files=st.lists(file_refs, max_size=3).map(tuple),
+)
+
+inbounds = st.builds(
+    Inbound,
+    channel=names.map(ChannelName),
+    source_id=texts.map(SourceId),
+    session_id=texts.map(SessionId),
+    sender=texts,
+    text=texts,
+    reply_to=st.none() | destinations,
+    quiet_reply=st.none() | texts,
+    thread_root=st.none() | texts,
+    subject=texts,
+    meta=st.dictionaries(texts, json_values(), max_size=4),
+    received_at=datetimes,
+    attachments=st.lists(attachments, max_size=3).map(tuple),
+    kind=st.sampled_from(list(InboundKind)),
+    conversation_channel=texts,
+    command=texts,
+)
+"""Inbounds as a channel's inbox hands them on (default hooks, no record id)."""
