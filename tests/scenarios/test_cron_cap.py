@@ -1,0 +1,94 @@
+"""Cron jobs against the daily cap: the owner's chat on Matrix, jobs added from the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.servers.synapse.server import SynapseServer, User
+from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix import start_squidd
+from tests.support.scenario import Chat, matrix_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
+
+REFUSAL = "Budget for scheduled jobs is used up for today."
+
+
+async def cron_add(config: Path, name: str, prompt: str, target: str) -> None:
+    """`squidd cron add` for a job due a moment from now (the command takes a moment to
+    start), as the owner types it."""
+    at = (datetime.now(UTC) + timedelta(seconds=4)).isoformat(timespec="seconds")
+    argv = squidd_argv(config, "cron", "add", "--name", name, "--prompt", prompt, "--at", at)
+    done = await anyio.run_process(
+        [*argv, "--target", target], env=daemon_env(), check=False, stderr=subprocess.STDOUT
+    )
+    assert done.returncode == 0, done.stdout.decode()
+
+
+async def test_cron_jobs_over_the_daily_cap_get_no_model_call_and_the_owner_is_told_once(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: Callable[..., Any],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    """Alice owns the bot and allows its scheduled jobs 1000 tokens a day
+    (`limits.cron_daily_tokens`); she is the one to be told (`limits.notify_target`, her
+    chat with the bot). She adds a job from the command line: it runs, its summary (which
+    spent 1100 tokens) arrives in her chat. Then she adds two more, due at the same moment:
+    each gets the fixed refusal in her chat instead of a model call, and she is told about the
+    cap once, not twice."""
+    alice = await make_human("alice")
+    config_path = tmp_path / "config.toml"
+
+    def config(room: str) -> Path:
+        return matrix_config(
+            tmp_path,
+            fake_llm.base_url,
+            synapse,
+            bot,
+            [alice.user_id],
+            cron={"poll_s": 0.5},
+            limits={
+                "cron_daily_tokens": 1000,
+                "notify_target": f"matrix:{room}" if room else "",
+                "refusal_text": REFUSAL,
+            },
+        )
+
+    # The owner's chat exists before the notice target can name it: a first run to join it.
+    first = await start_squidd(squidds, config(""), tmp_path / "squidd-1.log")
+    room = await alice.room_with(bot.user_id)
+    assert await first.stop() == 0
+    assert config(room) == config_path
+    daemon = await start_squidd(squidds, config_path, tmp_path / "squidd-2.log")
+    chat = Chat(alice, bot.user_id, room)
+
+    fake_llm.push(Reply(content="Today's summary: all quiet.", usage=(900, 200, 0)))
+    await cron_add(config_path, "summary", "Summarise the day.", f"matrix:{room}")
+    await chat.wait_text("Today's summary: all quiet.")
+    await cron_add(config_path, "later-1", "Summarise again.", f"matrix:{room}")
+    await cron_add(config_path, "later-2", "And once more.", f"matrix:{room}")
+    await chat.wait_text(REFUSAL, count=2)
+    await chat.wait_text("reached its daily cap")
+    await daemon.wait_event("cron_job_finished", count=3)
+    # Something after, so a second notice would have had its time to arrive.
+    fake_llm.push("Hello Alice.")
+    hello = await alice.send(room, "hello")
+    assert await chat.wait_reply(hello) == "Hello Alice."
+    assert await daemon.stop() == 0
+
+    assert len(fake_llm.chat_requests) == 2  # the first job and "hello"; none for the refused
+    notices = chat.containing("reached its daily cap")
+    assert len(notices) == 1 and "cron_daily_tokens (1100 of 1000)" in notices[0], notices
+    assert len(chat.containing(REFUSAL)) == 2
+    assert daemon.count("turn_refused_daily_cap") == 2
