@@ -5,7 +5,7 @@ process, can reach it), answers `POST /v1/chat/completions` streamed or not, and
 every request. Replies come from a queue of scripted replies, else from a responder
 function, else a default echo. Each reply is a `Reply`: text, tool calls, an HTTP error
 status to return instead, a delay before answering (the model's latency), or the token
-usage to report.
+usage to report, or a `Gate` that holds the stream part way until the test lets it go on.
 """
 
 from __future__ import annotations
@@ -18,6 +18,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+@dataclass
+class Gate:
+    """Holds a streamed reply part way: `reached` is set when the stream gets there; it goes
+    on once the test sets `release` (or after `timeout` seconds, so a failed test ends)."""
+
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    timeout: float = 120.0
 
 
 @dataclass
@@ -35,6 +45,9 @@ class Reply:
     # How the content streams: pieces of this many characters, this many seconds apart.
     piece_chars: int = 7
     piece_delay: float = 0.0
+    # Hold the stream at `gate` once this many content characters went out.
+    gate: Gate | None = None
+    gate_after: int = 0
 
 
 def error_body(reply: Reply) -> dict[str, Any]:
@@ -217,6 +230,9 @@ def _stream_events(reply: Reply, model: str) -> Iterator[bytes]:
             time.sleep(reply.piece_delay)  # a slow model, written piece by piece
         yield _chunk(cid, model, {"content": piece})
         sent += len(piece)
+        if reply.gate is not None and sent - len(piece) < reply.gate_after <= sent:
+            reply.gate.reached.set()
+            reply.gate.release.wait(reply.gate.timeout)
         if reply.cut_after is not None and sent >= reply.cut_after:
             raise _Cut
     for idx, (name, args) in enumerate(reply.tool_calls):

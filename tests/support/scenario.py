@@ -12,7 +12,9 @@ what that person sees of it.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ import httpx2
 from tests.channels.email.mailbox import MailServer, bot_email_section
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
+from tests.support.daemon import daemon_env, squidd_argv
 from tests.support.matrix import Human, Seen
 
 LLM_KEY = "sk-test-scenarios-0001"
@@ -174,3 +177,39 @@ async def log_in(http: httpx2.AsyncClient, key: str) -> str:
     done = await http.post("/login", data={"csrf": csrf_of(form.text), "key": key}, headers=FORM)
     assert done.status_code == 303, done.text
     return csrf_of((await http.get("/")).text)
+
+
+def squidd(config: Path, *args: str) -> str:
+    """Run a `squidd` command as the owner types it; its output (it must succeed)."""
+    done = subprocess.run(
+        squidd_argv(config, *args),
+        env=daemon_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"squidd {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def history(data_dir: Path) -> list[dict[str, Any]]:
+    """Every message in every session history of a data dir."""
+    lines: list[dict[str, Any]] = []
+    for path in sorted((data_dir / "sessions").glob("*.jsonl")):
+        lines.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return lines
+
+
+def handled_ids(data_dir: Path) -> list[str]:
+    """The handled-message record's ids, one per line (a duplicate shows twice)."""
+    path = data_dir / "gateway" / "handled.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def outbox(data_dir: Path) -> list[dict[str, Any]]:
+    """The replies waiting for delivery."""
+    folder = data_dir / "gateway" / "outbox"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
