@@ -19,7 +19,8 @@ from squidd.core.journal import Effect
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import JobStore, Tool
 from squidd.errors import StorageError, ToolError
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments
+from squidd.tools.declared import Declared
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +71,7 @@ class NoArguments(Arguments):
     pass
 
 
-class CronAddTool:
-    name = "cron_add"
-    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
+class CronAddTool(Declared[CronAddArguments], name="cron_add", effect=Effect.SIDE_EFFECT):
     description = (
         "Schedule a prompt to run later, once or repeatedly; the answer is delivered to this "
         "conversation unless 'target' names another ('matrix:!room:server', "
@@ -80,13 +79,12 @@ class CronAddTool:
         "e.g. '0 8 * * 1-5'), 'every' (interval like '30m', '2h', '1d') or 'at' (one ISO "
         "8601 time, e.g. '2026-12-24T18:00'). Times are in 'timezone' (IANA name)."
     )
-    parameters: Mapping[str, Any] = schema_of(CronAddArguments)
 
     def __init__(self, context: CronToolContext) -> None:
         self._ctx = context
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        args = parse(CronAddArguments, arguments)
+        args = self.parse(arguments)
         try:
             job = make_job(
                 args.name,
@@ -106,11 +104,8 @@ class CronAddTool:
         return ToolResult(f"Scheduled. {format_job(job)}")
 
 
-class CronListTool:
-    name = "cron_list"
-    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
+class CronListTool(Declared[NoArguments], name="cron_list", effect=Effect.READ_ONLY):
     description = "List the scheduled jobs: name, schedule, next run, target and prompt."
-    parameters: Mapping[str, Any] = schema_of(NoArguments)
 
     def __init__(self, context: CronToolContext) -> None:
         self._ctx = context
@@ -125,17 +120,14 @@ class CronListTool:
         return ToolResult("\n".join(format_job(job) for job in jobs))
 
 
-class CronRemoveTool:
-    name = "cron_remove"
-    effect = Effect.IDEMPOTENT  # what a second run does, for a resumed turn (core/journal.py)
+class CronRemoveTool(Declared[CronRemoveArguments], name="cron_remove", effect=Effect.IDEMPOTENT):
     description = "Remove a scheduled job by its name."
-    parameters: Mapping[str, Any] = schema_of(CronRemoveArguments)
 
     def __init__(self, context: CronToolContext) -> None:
         self._ctx = context
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        name = parse(CronRemoveArguments, arguments).name
+        name = self.parse(arguments).name
 
         await self._ctx.change(functools.partial(without_job, name=name), "removed")
         return ToolResult(f"Removed job {name!r}.")

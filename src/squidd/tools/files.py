@@ -21,7 +21,7 @@ import stat
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 import structlog
@@ -33,7 +33,8 @@ from squidd.core.models import ToolResult
 from squidd.errors import ToolError
 from squidd.fs import FILE_MODE, make_private_dir
 from squidd.text import clean_text
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments
+from squidd.tools.declared import Declared
 
 log = structlog.get_logger()
 
@@ -165,14 +166,13 @@ def _atomic_replace(jail: WorkspaceJail, real: Path, shown: str, data: bytes) ->
 
 
 _RESULT_READ_CAP = 16 * 1024 * 1024
+A = TypeVar("A", bound=Arguments)
 
 
-class _FileTool:
+class _FileTool(Declared[A]):
     """Shared plumbing: argument errors and refusals become error results for the model."""
 
-    name = ""
     description = ""
-    parameters: Mapping[str, Any] = {}
 
     def __init__(self, workspace: Path, settings: FilesSettings | None = None) -> None:
         self._jail = WorkspaceJail(workspace)
@@ -212,15 +212,12 @@ class ListArguments(Arguments):
     path: str = Field(".", description="default '.'")
 
 
-class ReadFileTool(_FileTool):
-    name = "read_file"
-    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
+class ReadFileTool(_FileTool[ReadArguments], name="read_file", effect=Effect.READ_ONLY):
     description = (
         "Read a UTF-8 text file of the workspace (paths relative to it), a saved long "
         "tool result (tool-results/...) or a received attachment (media/... or its saved "
         "path; read-only). offset and limit, in characters, read a part."
     )
-    parameters: Mapping[str, Any] = schema_of(ReadArguments)
 
     def __init__(
         self,
@@ -238,7 +235,7 @@ class ReadFileTool(_FileTool):
         self._media_dir = media_dir
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
-        args = parse(ReadArguments, arguments)
+        args = self.parse(arguments)
         return partial(self._read, args.path, args.offset, args.limit)
 
     def _read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
@@ -272,17 +269,14 @@ def media_relative(media_dir: Path, path: str) -> str | None:
     return None
 
 
-class WriteFileTool(_FileTool):
-    name = "write_file"
-    effect = Effect.IDEMPOTENT  # what a second run does, for a resumed turn (core/journal.py)
+class WriteFileTool(_FileTool[WriteArguments], name="write_file", effect=Effect.IDEMPOTENT):
     description = (
         "Create or replace a UTF-8 text file in the workspace with the given content. "
         "Missing directories are created."
     )
-    parameters: Mapping[str, Any] = schema_of(WriteArguments)
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
-        args = parse(WriteArguments, arguments)
+        args = self.parse(arguments)
         return partial(self._write, args.path, args.content)
 
     def _write(self, path: str, content: str) -> str:
@@ -299,17 +293,14 @@ class WriteFileTool(_FileTool):
         return f"{'created' if created else 'replaced'} {shown} ({len(data)} bytes)"
 
 
-class EditFileTool(_FileTool):
-    name = "edit_file"
-    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
+class EditFileTool(_FileTool[EditArguments], name="edit_file", effect=Effect.SIDE_EFFECT):
     description = (
         "Replace one exact piece of text in a workspace file. Fails when old_text is not "
         "found or occurs more than once (then include more surrounding text)."
     )
-    parameters: Mapping[str, Any] = schema_of(EditArguments)
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
-        args = parse(EditArguments, arguments)
+        args = self.parse(arguments)
         return partial(self._edit, args.path, args.old_text, args.new_text)
 
     def _edit(self, path: str, old: str, new: str) -> str:
@@ -330,17 +321,14 @@ class EditFileTool(_FileTool):
         return f"edited {shown}"
 
 
-class ListDirTool(_FileTool):
-    name = "list_dir"
-    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
+class ListDirTool(_FileTool[ListArguments], name="list_dir", effect=Effect.READ_ONLY):
     description = (
         "List a directory of the workspace ('.' for its top). Directories end with '/', "
         "symlinks with '@'; files show their size in bytes."
     )
-    parameters: Mapping[str, Any] = schema_of(ListArguments)
 
     def _work(self, arguments: Mapping[str, Any]) -> Callable[[], str]:
-        return partial(self._list, parse(ListArguments, arguments).path)
+        return partial(self._list, self.parse(arguments).path)
 
     def _list(self, path: str) -> str:
         real = self._jail.resolve(path)
@@ -388,7 +376,7 @@ def file_tools(
     *,
     results_dir: Path | None = None,
     media_dir: Path | None = None,
-) -> list[_FileTool]:
+) -> list[_FileTool[Any]]:
     """The four workspace tools; read_file also reads saved tool results in `results_dir`
     and received media in `media_dir` (both read-only)."""
     return [

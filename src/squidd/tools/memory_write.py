@@ -16,7 +16,8 @@ from squidd.core.journal import Effect
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import MemoryStore
 from squidd.errors import StorageError, ToolError
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments
+from squidd.tools.declared import Declared
 
 DEFAULT_MAX_CHARS = 20_000
 
@@ -25,16 +26,15 @@ class MemoryWriteArguments(Arguments):
     content: str = Field(description="The complete new memory document (Markdown).")
 
 
-class MemoryWriteTool:
-    name = "memory_write"
-    effect = Effect.IDEMPOTENT  # what a second run does, for a resumed turn (core/journal.py)
+class MemoryWriteTool(
+    Declared[MemoryWriteArguments], name="memory_write", effect=Effect.IDEMPOTENT
+):
     description = (
         "Update your long-term memory. This is a global document shared across all sessions "
         "and channels: use it to keep user preferences, ongoing projects and key facts. The "
         "content REPLACES the current memory document entirely, so include everything worth "
         "keeping. Keep it concise (about 300 words)."
     )
-    parameters: Mapping[str, Any] = schema_of(MemoryWriteArguments)
 
     def __init__(
         self, storage: MemoryStore, session_id: SessionId, *, max_chars: int = DEFAULT_MAX_CHARS
@@ -44,7 +44,7 @@ class MemoryWriteTool:
         self._max_chars = max_chars
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        content = parse(MemoryWriteArguments, arguments).content
+        content = self.parse(arguments).content
         if len(content) > self._max_chars:
             raise ToolError(
                 f"memory is limited to {self._max_chars} characters and this content has "

@@ -16,7 +16,8 @@ from squidd.core.journal import Effect
 from squidd.core.models import HistoryHit, SessionId, ToolResult
 from squidd.core.ports import MemoryStore
 from squidd.errors import StorageError, ToolError
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments, parse
+from squidd.tools.declared import Declared
 
 
 class SearchArguments(Arguments):
@@ -26,15 +27,12 @@ class SearchArguments(Arguments):
     limit: Annotated[int, Field(ge=1, le=50)] | None = None
 
 
-class SearchHistoryTool:
-    name = "search_history"
-    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
+class SearchHistoryTool(Declared[SearchArguments], name="search_history", effect=Effect.READ_ONLY):
     description = (
         "Search this conversation's full history, including parts already condensed into the "
         "summary, for messages containing all the given words. Returns short snippets, "
         "newest first."
     )
-    parameters: Mapping[str, Any] = schema_of(SearchArguments)
 
     def __init__(self, storage: MemoryStore, session_id: SessionId, *, limit: int = 10) -> None:
         self._storage = storage
@@ -62,15 +60,14 @@ def _query_and_limit(arguments: Mapping[str, Any], most: int) -> tuple[str, int]
     return args.query, min(args.limit or most, most)
 
 
-class SearchAllHistoryTool:
-    name = "search_all_history"
-    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
+class SearchAllHistoryTool(
+    Declared[SearchArguments], name="search_all_history", effect=Effect.READ_ONLY
+):
     description = (
         "Search every conversation's history (all chats, mails, scheduled runs) for messages "
         "containing all the given words. Returns snippets with the conversation and the date, "
         "newest first."
     )
-    parameters: Mapping[str, Any] = SearchHistoryTool.parameters
 
     def __init__(
         self, search: Callable[[str, int], Awaitable[list[HistoryHit]]], *, limit: int = 10

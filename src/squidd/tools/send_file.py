@@ -27,7 +27,8 @@ from squidd.core.models import ToolResult
 from squidd.core.reply_files import FileKind, FileRef, ReplyFiles
 from squidd.errors import ToolError
 from squidd.fs import display_name
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments
+from squidd.tools.declared import Declared
 from squidd.tools.files import WorkspaceJail, media_relative, open_regular
 
 log = structlog.get_logger()
@@ -41,15 +42,12 @@ class SendFileArguments(Arguments):
     name: str = Field("", description="file name shown (default: its own)")
 
 
-class SendFileTool:
-    name = "send_file"
-    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
+class SendFileTool(Declared[SendFileArguments], name="send_file", effect=Effect.SIDE_EFFECT):
     description = (
         "Send a file with your reply: a file of the workspace (relative path) or a "
         "received attachment (media/...). It goes out with your answer (Matrix: as an "
         "image or a file; email: as an attachment). Say in your answer what you sent."
     )
-    parameters: Mapping[str, Any] = schema_of(SendFileArguments)
 
     def __init__(
         self, workspace: Path, media_dir: Path, files: ReplyFiles, *, max_bytes: int
@@ -62,7 +60,7 @@ class SendFileTool:
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
         try:
-            args = parse(SendFileArguments, arguments)
+            args = self.parse(arguments)
             ref = await anyio.to_thread.run_sync(self._describe, args.path, args.name)
             added = self._files.add(ref)
         except (ToolError, ValueError) as exc:

@@ -31,7 +31,8 @@ from squidd.config.tools import ShellSettings
 from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments
+from squidd.tools.declared import Declared
 
 log = structlog.get_logger()
 
@@ -105,12 +106,8 @@ class ShellArguments(Arguments):
     command: str = Field(description="the command line to run")
 
 
-class ShellTool:
+class ShellTool(Declared[ShellArguments], name="shell", effect=Effect.SIDE_EFFECT):
     """Implements `squidd.core.ports.Tool`."""
-
-    name = "shell"
-    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
-    parameters: Mapping[str, Any] = schema_of(ShellArguments)
 
     def __init__(
         self,
@@ -177,7 +174,7 @@ class ShellTool:
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
         try:
-            command = parse(ShellArguments, arguments).command
+            command = self.parse(arguments).command
             argv = self.argv_for(command)
         except ToolError as exc:
             log.info("tool_refused", tool=self.name, reason=str(exc))

@@ -30,7 +30,8 @@ from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
 from squidd.text import clean_text
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments
+from squidd.tools.declared import Declared
 
 log = structlog.get_logger()
 
@@ -250,16 +251,13 @@ class ReadSkillArguments(Arguments):
     )
 
 
-class ReadSkillTool:
-    name = "read_skill"
-    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
+class ReadSkillTool(Declared[ReadSkillArguments], name="read_skill", effect=Effect.READ_ONLY):
     description = "Read the instructions of one of the skills listed in the system prompt."
-    parameters: Mapping[str, Any] = schema_of(ReadSkillArguments)
 
     def __init__(self, catalog: SkillCatalog) -> None:
         self._catalog = catalog
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        name = parse(ReadSkillArguments, arguments).name
+        name = self.parse(arguments).name
         text = await anyio.to_thread.run_sync(self._catalog.read, name)
         return ToolResult(text)

@@ -22,7 +22,8 @@ from squidd.core.journal import Effect
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.ports import ToolPolicy
 from squidd.errors import ToolError
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments
+from squidd.tools.declared import Declared
 
 log = structlog.get_logger()
 
@@ -92,16 +93,13 @@ class SpawnArguments(Arguments):
     wait: bool = Field(True, description="Wait for the report (default true).")
 
 
-class SpawnTool:
-    name = "spawn"
-    effect = Effect.SIDE_EFFECT  # what a second run does, for a resumed turn (core/journal.py)
+class SpawnTool(Declared[SpawnArguments], name="spawn", effect=Effect.SIDE_EFFECT):
     description = (
         "Hand a self-contained task to a sub-agent working in its own conversation with "
         "fewer tools. wait=true (default): wait and get its report as the result. "
         "wait=false: it works in the background and its report is sent to this "
         "conversation when done. Give the task all the context it needs."
     )
-    parameters: Mapping[str, Any] = schema_of(SpawnArguments)
 
     def __init__(
         self,
@@ -119,7 +117,7 @@ class SpawnTool:
         self._max_depth = max_depth
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        args = parse(SpawnArguments, arguments)
+        args = self.parse(arguments)
         task, wait = args.task, args.wait
         depth = depth_of(self._session) + 1
         if depth > self._max_depth:

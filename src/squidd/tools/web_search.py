@@ -35,7 +35,8 @@ from squidd.core.journal import Effect
 from squidd.core.models import ToolResult
 from squidd.errors import ToolError
 from squidd.text import clean_text
-from squidd.tools.arguments import Arguments, parse, schema_of
+from squidd.tools.arguments import Arguments
+from squidd.tools.declared import Declared
 
 log = structlog.get_logger()
 
@@ -150,14 +151,11 @@ class WebSearchArguments(Arguments):
     count: Annotated[int, Field(ge=1, le=20)] | None = None
 
 
-class WebSearchTool:
-    name = "web_search"
-    effect = Effect.READ_ONLY  # what a second run does, for a resumed turn (core/journal.py)
+class WebSearchTool(Declared[WebSearchArguments], name="web_search", effect=Effect.READ_ONLY):
     description = (
         "Search the web. Returns title, URL and a short snippet per result; read a page "
         "with web_fetch when you need more than the snippet."
     )
-    parameters: Mapping[str, Any] = schema_of(WebSearchArguments)
 
     def __init__(
         self,
@@ -175,7 +173,7 @@ class WebSearchTool:
             await self._own_client.aclose()
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
-        args = parse(WebSearchArguments, arguments)
+        args = self.parse(arguments)
         query = args.query
         count = min(args.count or self._settings.max_results, self._settings.max_results)
         try:
