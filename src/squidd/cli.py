@@ -30,6 +30,7 @@ from squidd.commands import (
     mcp,
     parked,
     run,
+    run_marking_new_data_dir,
     skills,
     status,
     usage,
@@ -109,7 +110,7 @@ def _command(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     if begin is not Start.SETTINGS:
         _configure_logging(settings, quiet=begin is Start.INTERACTIVE)
-    return int(args.run(args, settings))
+    return run_marking_new_data_dir(args, settings)
 
 
 def _configure_logging(settings: Settings, *, quiet: bool) -> None:

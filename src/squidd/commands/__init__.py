@@ -17,9 +17,12 @@ import argparse
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["CommandModule", "Commands", "Start"]
+if TYPE_CHECKING:
+    from squidd.config import Settings
+
+__all__ = ["CommandModule", "Commands", "Start", "run_marking_new_data_dir"]
 
 
 class Start(enum.Enum):
@@ -70,3 +73,28 @@ class CommandModule(Protocol):
     """What `squidd.cli`'s table holds: a module that adds its own command."""
 
     def register(self, commands: Commands) -> None: ...
+
+
+def run_marking_new_data_dir(args: argparse.Namespace, settings: Settings) -> int:
+    """Run a command given settings; a data dir that was new before it and exists after it
+    (made by `cron add`, `backup create`, ...) is then marked with the current format
+    (store/format.py), so `run` does not take it for one from before the marker."""
+    import sys
+
+    from squidd import __version__
+    from squidd.errors import StorageError
+    from squidd.store.format import mark_made, read_format
+
+    data_dir = settings.storage.data_dir
+    try:
+        new = read_format(data_dir) is None
+    except StorageError:
+        new = False  # a damaged marker: left for the command (and `run`) to name
+    try:
+        return int(args.run(args, settings))
+    finally:
+        if new:
+            try:
+                mark_made(data_dir, squidd=__version__)
+            except OSError as exc:
+                print(f"squidd: cannot mark {data_dir}: {exc.strerror or exc}", file=sys.stderr)

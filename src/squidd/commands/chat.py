@@ -62,12 +62,16 @@ def register(commands: Commands) -> None:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from squidd import __version__
-    from squidd.store.format import refuse_newer
+    from squidd.store.format import claim_new, refuse_newer
 
     try:
         refuse_newer(settings.storage.data_dir, squidd=__version__)
+        claim_new(settings.storage.data_dir, squidd=__version__)  # marked before it is written
     except SquiddError as exc:  # a newer format, or a marker that cannot be read
         print(f"config: storage.data_dir: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except OSError as exc:
+        print(f"config: storage.data_dir: cannot create it: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
     return chat_command(
         settings, message=args.message, session=args.session, ignore_caps=args.ignore_caps

@@ -45,7 +45,9 @@ def _make_dir(path: Path, created: list[Path]) -> None:
 
 def init_command(config_path: Path | None, *, next_steps: bool = True) -> int:
     """Write a config and a workspace; never overwrite. Exit 0, or 2 on a bad config."""
+    from squidd import __version__
     from squidd.config import load_settings
+    from squidd.store.format import claim_new
 
     target = (config_path or default_config_path()).expanduser()
     created: list[Path] = []
@@ -70,6 +72,8 @@ def init_command(config_path: Path | None, *, next_steps: bool = True) -> int:
 
     workspace = settings.workspace_dir
     try:
+        if claim_new(settings.storage.data_dir, squidd=__version__):
+            created.append(settings.storage.data_dir)
         _make_dir(workspace, created)
         for name in WORKSPACE_FILES:
             path = workspace / name

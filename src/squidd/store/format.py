@@ -3,7 +3,10 @@
 `<data dir>/format.json` says which layout the files follow and which squidd wrote it:
 `{"format": 2, "squidd": "0.1.0"}`. Format 1 is the layout from before the marker existed:
 a data dir with state in it and no marker is format 1. A new (missing or empty) data dir is
-marked with the current format at once.
+marked with the current format at once, by whichever command makes it: `run` here, a command
+that writes (`chat`, `init`) through `claim_new` before it writes, and every other command
+through `mark_made` after it ran (cli.py), so a data dir first made by `cron add` or `backup
+create` is never taken for format 1 later.
 
 On start, a data dir of an older format is migrated forward: first a backup of all of it
 (secrets included: it stays beside the data, `backups/pre-format-<N>-<time>.tar.gz`), then
@@ -36,6 +39,8 @@ __all__ = [
     "CURRENT",
     "MIGRATIONS",
     "DataDirTooNewError",
+    "claim_new",
+    "mark_made",
     "open_data_dir",
     "read_format",
     "refuse_newer",
@@ -100,6 +105,27 @@ def _mark(data_dir: Path, version: int, squidd: str) -> None:
     atomic_write_text(data_dir / MARKER, json.dumps({"format": version, "squidd": squidd}) + "\n")
 
 
+def claim_new(data_dir: Path, *, squidd: str) -> bool:
+    """A new data dir (missing, or holding no state yet) made and marked with the current
+    format now, before this squidd writes into it; True when it was new. OSError when it
+    cannot be made or marked."""
+    if read_format(data_dir) is not None:
+        return False
+    make_private_dir(data_dir)
+    _mark(data_dir, CURRENT, squidd)
+    return True
+
+
+def mark_made(data_dir: Path, *, squidd: str) -> bool:
+    """Mark with the current format a data dir that was new before a command ran and holds
+    no marker now (whatever the command wrote there is of the current format); the caller
+    knows it was new. True when marked; OSError when it cannot be."""
+    if not data_dir.is_dir() or read_text_or_empty(data_dir / MARKER).strip():
+        return False
+    _mark(data_dir, CURRENT, squidd)
+    return True
+
+
 def _written_by(data_dir: Path) -> str:
     try:
         return str(json.loads(read_text_or_empty(data_dir / MARKER))["squidd"])
@@ -124,11 +150,9 @@ def open_data_dir(data_dir: Path, workspace: Path, *, squidd: str) -> list[int]:
 
     Raises DataDirTooNewError (one line) for a newer format, StorageError when the dir
     cannot be read, marked or backed up."""
-    found = read_format(data_dir)
-    if found is None:
-        make_private_dir(data_dir)
-        _mark(data_dir, CURRENT, squidd)
+    if claim_new(data_dir, squidd=squidd):
         return []
+    found = read_format(data_dir) or CURRENT
     if found > CURRENT:
         refuse_newer(data_dir, squidd=squidd)
     steps = [m for m in MIGRATIONS if m.to > found]
