@@ -91,7 +91,8 @@ def open_private(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries durable (a file just created, renamed or removed)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -115,7 +116,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = FILE_MODE) -> Non
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
@@ -148,11 +149,35 @@ def read_bytes_or_empty(path: Path) -> bytes:
 
 @contextlib.contextmanager
 def locked(fd: int, *, shared: bool = False) -> Iterator[None]:
+    """Hold `flock` on the open file `fd` (exclusive, or shared) for the block."""
     fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
     try:
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def lock_file(path: Path, what: str) -> Iterator[None]:
+    """An exclusive lock across processes on the lock file `path` (made 0600, its folder
+    0700), for the block; `what` names the locked thing in a `StorageError`."""
+    try:
+        make_private_dir(path.parent)
+        fd = open_private(path, os.O_RDWR)
+    except OSError as exc:
+        raise StorageError(f"cannot open {what}: {exc.strerror or exc}") from exc
+    try:
+        with locked(fd):
+            yield
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd` (`os.write` may write less than it is given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def append_lines_locked(path: Path, lines: Sequence[str], *, fsync: bool = True) -> None:
@@ -180,10 +205,7 @@ def append_lines_locked(path: Path, lines: Sequence[str], *, fsync: bool = True)
                     reader.seek(size - 1)
                     if reader.read(1) != b"\n":
                         payload = b"\n" + payload
-            view = memoryview(payload)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            write_all(fd, payload)
             if fsync:
                 os.fsync(fd)
     except OSError as exc:

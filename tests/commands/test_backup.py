@@ -58,6 +58,34 @@ def test_create_verify_restore_and_refusals(tmp_path: Path) -> None:
     assert (target / "sessions" / "s.jsonl").read_text() == '{"role":"user","content":"hi"}\n'
 
 
+def test_every_declared_secret_is_left_out_unless_asked_for(tmp_path: Path) -> None:
+    """The Matrix account's token and keys, its cross-signing identity and recovery key,
+    and the API's keys file stay out of a backup made without --include-secrets."""
+    config = config_for(tmp_path)
+    data = tmp_path / "data"
+    secret = {
+        "matrix/credentials.json": '{"access_token": "syt_secret"}',
+        "matrix/store/bot.db": "olm keys",
+        "matrix/identity.json": '{"master": "private"}',
+        "matrix/recovery-key.txt": "EsT0 recovery",
+        "api/keys": "sk-api-key-that-is-secret\n",
+    }
+    for name, text in {**secret, "sessions/s.jsonl": "{}\n", "matrix/sync.json": "{}"}.items():
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text(text)
+    plain, full = tmp_path / "plain.tar.gz", tmp_path / "full.tar.gz"
+    assert squidd(config, "backup", "create", str(plain)).returncode == 0
+    made = squidd(config, "backup", "create", str(full), "--include-secrets")
+    assert made.returncode == 0, made.stderr
+    for archive, kept in ((plain, set()), (full, set(secret))):
+        target = tmp_path / f"restored-{archive.stem}"
+        restored = squidd(config, "backup", "restore", str(archive), "--target", str(target))
+        assert restored.returncode == 0, restored.stderr
+        found = {p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()}
+        assert {"sessions/s.jsonl", "matrix/sync.json"} <= found
+        assert found & set(secret) == kept
+
+
 def test_create_without_a_file_names_it_in_the_backup_dir(tmp_path: Path) -> None:
     config = config_for(tmp_path, backup={"dir": str(tmp_path / "kept")})
     (tmp_path / "data").mkdir()

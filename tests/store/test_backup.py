@@ -47,8 +47,11 @@ def make_data_dir(root: Path) -> Path:
     return data
 
 
+SECRET_FILES = ("matrix/credentials.json", "matrix/identity.json", "matrix/store")
+
+
 def source(data: Path, workspace: Path | None = None) -> Source:
-    return Source(data, workspace or data / "workspace", 2, "0.1.0")
+    return Source(data, workspace or data / "workspace", 2, "0.1.0", SECRET_FILES)
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -162,7 +165,7 @@ def test_restore_never_writes_into_a_folder_that_is_not_empty(tmp_path: Path) ->
 def test_a_backup_of_a_newer_format_is_not_restored(tmp_path: Path) -> None:
     data = make_data_dir(tmp_path)
     archive = tmp_path / "b.tar.gz"
-    create_backup(Source(data, data / "workspace", 3, "9.0"), archive)
+    create_backup(Source(data, data / "workspace", 3, "9.0", ()), archive)
     with pytest.raises(BackupError, match="format 3"):
         restore_backup(archive, tmp_path / "r", max_format=2)
 

@@ -27,7 +27,13 @@ from squidd.gateway.status import daemon_answers, socket_path
 from squidd.store.backup import BackupError, Manifest, Source, create_backup
 from squidd.store.format import CURRENT, open_data_dir, read_format, refuse_newer
 
-__all__ = ["ScheduledBackups", "backup_now", "default_name", "prepare_data_dir"]
+__all__ = [
+    "ScheduledBackups",
+    "backup_now",
+    "default_name",
+    "prepare_data_dir",
+    "secret_files",
+]
 
 log = structlog.get_logger()
 
@@ -40,10 +46,26 @@ def default_name(now: datetime | None = None) -> str:
     return f"{PREFIX}{moment.strftime('%Y%m%dT%H%M%SZ')}{SUFFIX}"
 
 
+def secret_files(settings: Settings) -> tuple[str, ...]:
+    """What holds secrets in the data dir, as each store declares it: the Matrix account's
+    files (its token and keys, its cross-signing identity) and the API's keys file when it
+    lies in the data dir. Imported here, when a backup is made, not at start."""
+    from squidd.channels.matrix.identity.local import SECRET_FILES as IDENTITY
+    from squidd.channels.matrix.state import SECRET_FILES as ACCOUNT
+
+    data_dir = settings.storage.data_dir
+    found = [*ACCOUNT, *IDENTITY]
+    keys = settings.api.keys_path(data_dir)
+    if keys.is_relative_to(data_dir):
+        found.append(keys.relative_to(data_dir).as_posix())
+    return tuple(found)
+
+
 def backup_now(settings: Settings, target: Path, *, secrets: bool) -> Manifest:
     """One archive of the data dir and the workspace at `target` (blocking)."""
     data_dir = settings.storage.data_dir
-    source = Source(data_dir, settings.workspace_dir, read_format(data_dir) or CURRENT, __version__)
+    found = read_format(data_dir) or CURRENT
+    source = Source(data_dir, settings.workspace_dir, found, __version__, secret_files(settings))
     return create_backup(source, target, secrets=secrets)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import asdict, replace
@@ -26,9 +25,8 @@ from squidd.core.approvals import AlwaysRule, Question, QuestionState
 from squidd.errors import StorageError
 from squidd.fs import (
     atomic_write_text,
-    locked,
+    lock_file,
     make_private_dir,
-    open_private,
     read_text_or_empty,
 )
 
@@ -82,14 +80,10 @@ class QuestionFiles:
     def _lock(self) -> Iterator[None]:
         try:
             make_private_dir(self._questions)
-            fd = open_private(self.dir / ".lock", os.O_RDWR)
         except OSError as exc:
             raise StorageError(f"cannot open the approvals: {exc.strerror or exc}") from exc
-        try:
-            with locked(fd):
-                yield
-        finally:
-            os.close(fd)
+        with lock_file(self.dir / ".lock", "the approvals"):
+            yield
 
     def _path(self, question_id: str) -> Path | None:
         return self._questions / f"{question_id}.json" if _ID.fullmatch(question_id) else None

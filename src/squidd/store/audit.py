@@ -30,6 +30,7 @@ from squidd.fs import (
     make_private_dir,
     open_private,
     read_bytes_or_empty,
+    write_all,
 )
 
 log = structlog.get_logger()
@@ -114,9 +115,7 @@ class AuditFile:
                 head = self._settle(fd, self.read_head() or Head(0, GENESIS, 0))
                 line = seal(head.lines + 1, head.hash, fields) + "\n"
                 data = line.encode("ascii")
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, data)
                 os.fsync(fd)
                 record = json.loads(line)
                 self._write_head(Head(head.lines + 1, record["hash"], head.size + len(data)))

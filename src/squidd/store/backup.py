@@ -43,7 +43,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from squidd.errors import SquiddError
-from squidd.fs import FILE_MODE, make_private_dir
+from squidd.fs import FILE_MODE, fsync_dir, make_private_dir
 
 __all__ = [
     "BackupError",
@@ -66,13 +66,6 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 # Top-level folders never archived: a cache rebuilt from the histories, and the backups.
 SKIPPED = frozenset({"index", "backups"})
-# Secrets, kept out unless asked for (relative to the data dir).
-SECRETS = (
-    "matrix/credentials.json",
-    "matrix/identity.json",
-    "matrix/recovery-key.txt",
-    "matrix/store",
-)
 # Files written under another file's lock: copied under that lock, together with it.
 LOCKED_WITH = {"audit/head.json": "audit/calls.jsonl"}
 
@@ -139,22 +132,25 @@ class Source:
     workspace: Path
     data_format: int
     squidd: str
+    secret_files: tuple[str, ...]
+    """Files and folders (relative to the data dir, `/`-separated) that hold secrets, as
+    each store declares them (gathered by gateway/backups.py): kept out unless asked for."""
 
 
 # --- walking ---------------------------------------------------------------------------
 
 
-def _skipped(rel: PurePosixPath, *, secrets: bool) -> bool:
+def _skipped(rel: PurePosixPath, secret_files: tuple[str, ...]) -> bool:
     if rel.parts[0] in SKIPPED or rel.name.endswith((".tmp", PARTIAL)):
         return True
     if str(rel) in LOCKED_WITH:
         return True  # copied with the file whose lock guards it
-    return not secrets and any(
-        rel == PurePosixPath(s) or str(rel).startswith(f"{s}/") for s in SECRETS
-    )
+    return any(rel == PurePosixPath(s) or str(rel).startswith(f"{s}/") for s in secret_files)
 
 
-def _files(root: Path, *, secrets: bool, skip_top: bool) -> Iterator[tuple[PurePosixPath, Path]]:
+def _files(
+    root: Path, *, secret_files: tuple[str, ...], skip_top: bool
+) -> Iterator[tuple[PurePosixPath, Path]]:
     """Regular files under `root` (no symlink followed), sorted, minus what is left out."""
     for current, dirs, names in os.walk(root):
         dirs.sort()
@@ -162,7 +158,7 @@ def _files(root: Path, *, secrets: bool, skip_top: bool) -> Iterator[tuple[PureP
         for name in sorted(names):
             path = base / name
             rel = PurePosixPath(path.relative_to(root).as_posix())
-            if skip_top and _skipped(rel, secrets=secrets):
+            if skip_top and _skipped(rel, secret_files):
                 continue
             if stat.S_ISREG(path.lstat().st_mode):
                 yield rel, path
@@ -254,23 +250,16 @@ def _copy(tar: tarfile.TarFile, prefix: str, rel: PurePosixPath, path: Path) -> 
 # --- create ----------------------------------------------------------------------------
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_archive(raw: IO[bytes], source: Source, *, secrets: bool) -> Manifest:
     entries: list[Entry] = []
     outside = not source.workspace.resolve().is_relative_to(source.data_dir.resolve())
     with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for rel, path in _files(source.data_dir, secrets=secrets, skip_top=True):
+        secret_files = () if secrets else source.secret_files
+        for rel, path in _files(source.data_dir, secret_files=secret_files, skip_top=True):
             with contextlib.suppress(FileNotFoundError):  # removed since the listing
                 entries.extend(_copy(tar, DATA, rel, path))
         if outside and source.workspace.is_dir():
-            for rel, path in _files(source.workspace, secrets=True, skip_top=False):
+            for rel, path in _files(source.workspace, secret_files=(), skip_top=False):
                 with contextlib.suppress(FileNotFoundError):
                     entries.extend(_copy(tar, WORKSPACE, rel, path))
         manifest = Manifest(
@@ -298,7 +287,7 @@ def create_backup(source: Source, target: Path, *, secrets: bool = False) -> Man
             raw.flush()
             os.fsync(raw.fileno())
         os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -416,7 +405,7 @@ def restore_backup(path: Path, target: Path, *, max_format: int) -> Manifest:
         _check(path, manifest, found)
         _settle(staging)
         os.replace(staging, target)  # onto a missing or empty directory only
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -427,4 +416,4 @@ def _settle(staging: Path) -> None:
     """Owner-only, and on disk before the rename makes it the target."""
     os.chmod(staging, 0o700)
     for current, _, _ in os.walk(staging):
-        _fsync_dir(Path(current))
+        fsync_dir(Path(current))

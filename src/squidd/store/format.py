@@ -160,7 +160,7 @@ def open_data_dir(data_dir: Path, workspace: Path, *, squidd: str) -> list[int]:
         return []
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     backup = data_dir / "backups" / f"pre-format-{CURRENT}-{stamp}.tar.gz"
-    source = Source(data_dir, workspace, found, squidd)
+    source = Source(data_dir, workspace, found, squidd, ())  # secrets kept: a local copy
     create_backup(source, backup, secrets=True)
     log.info("data_dir_backed_up", file=str(backup), format=found, reason="before a migration")
     for migration in steps:

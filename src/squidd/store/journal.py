@@ -36,7 +36,7 @@ import structlog
 from squidd.core.journal import RecordedAnswer, Replay
 from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
 from squidd.errors import StorageError
-from squidd.fs import make_private_dir, open_private, safe_name
+from squidd.fs import fsync_dir, make_private_dir, open_private, safe_name, write_all
 from squidd.text import utf8
 
 log = structlog.get_logger()
@@ -81,14 +81,6 @@ def _head(path: Path) -> dict[str, Any]:
         return _decode(path)[2]
     except OSError:
         return {}
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class JournalDir:
@@ -155,14 +147,12 @@ class JournalDir:
                 make_private_dir(path.parent)
             fd = open_private(path, os.O_WRONLY | os.O_APPEND)
             try:
-                view = memoryview(utf8(line))
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, utf8(line))
                 os.fsync(fd)
             finally:
                 os.close(fd)
             if new:
-                _fsync_dir(path.parent)
+                fsync_dir(path.parent)
         except OSError as exc:
             raise StorageError(f"cannot write a turn journal: {exc.strerror or exc}") from exc
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import structlog
 
 from squidd.core.poison import Parked, ParkState
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, locked, make_private_dir, open_private
+from squidd.fs import atomic_write_text, lock_file
 
 __all__ = ["ParkedDir", "ParkedSummary", "UnknownParkedError"]
 
@@ -64,18 +63,8 @@ class ParkedDir:
 
     # --- the synchronous core (the CLI calls these; the daemon through threads) -----------
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        try:
-            make_private_dir(self.dir)
-            fd = open_private(self.dir / ".lock", os.O_RDWR)
-        except OSError as exc:
-            raise StorageError(f"cannot open {self.dir}: {exc.strerror or exc}") from exc
-        try:
-            with locked(fd):
-                yield
-        finally:
-            os.close(fd)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return lock_file(self.dir / ".lock", str(self.dir))
 
     def _path(self, item_id: str) -> Path:
         if not item_id or not set(item_id) <= _ID_CHARS:

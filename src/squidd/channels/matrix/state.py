@@ -39,14 +39,19 @@ class Credentials:
     access_token: str
 
 
+SECRET_FILES = ("matrix/credentials.json", "matrix/store")
+"""This module's files that hold secrets (the access token; the Olm/Megolm keys), relative
+to the data dir: a backup leaves them out unless asked (gateway/backups.py)."""
+
+
 class MatrixFiles:
     """Paths and (de)serialisation of the channel's files; blocking work runs in threads."""
 
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir / "matrix"
-        self.credentials_path = self.root / "credentials.json"
+        self.credentials_path = data_dir / SECRET_FILES[0]
         self.sync_path = self.root / "sync.json"
-        self.store_dir = self.root / "store"
+        self.store_dir = data_dir / SECRET_FILES[1]
 
     async def prepare(self) -> None:
         def make() -> None:

@@ -38,13 +38,18 @@ from squidd.fs import atomic_write_text, make_private_dir, read_text_or_empty, s
 log = structlog.get_logger()
 
 
+SECRET_FILES = ("matrix/identity.json", "matrix/recovery-key.txt")
+"""This module's files that hold secrets (the private cross-signing keys; the recovery
+key), relative to the data dir: a backup leaves them out unless asked."""
+
+
 class IdentityFiles:
     """Paths and (de)serialisation; blocking work runs in threads."""
 
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir / "matrix"
-        self.identity_path = self.root / "identity.json"
-        self.recovery_path = self.root / "recovery-key.txt"
+        self.identity_path = data_dir / SECRET_FILES[0]
+        self.recovery_path = data_dir / SECRET_FILES[1]
         self.pins_path = self.root / "pins.json"
         self.requests_dir = self.root / "trust-requests"
         self.lock_path = self.root / "identity.lock"
