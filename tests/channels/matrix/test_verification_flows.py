@@ -13,7 +13,12 @@ import pytest
 from nio import ToDeviceMessage, ToDeviceResponse
 
 from squidd.channels.matrix.policy import Policy
-from squidd.channels.matrix.verification.flows import MAX_LIVE_FLOWS, Verifications
+from squidd.channels.matrix.verification.flows import Verifications
+from squidd.channels.matrix.verification.limits import (
+    MAX_KEPT_FLOWS,
+    MAX_LIVE_FLOWS,
+    MAX_LIVE_PER_USER,
+)
 from tests.channels.matrix.test_sas import ALICE, BOT, Starter, start_content
 
 pytestmark = pytest.mark.anyio
@@ -211,7 +216,7 @@ async def test_refused_requests(
     assert [f["state"] for f in flows.listing()] == ([] if code == "m.user" else ["cancelled"])
 
 
-async def test_a_flood_of_requests_keeps_a_bounded_number_of_flows(
+async def test_a_flood_of_requests_keeps_a_bounded_number_of_flows_and_answers(
     setup: tuple[Verifications, FakeClient, Clock],
 ) -> None:
     flows, client, _ = setup
@@ -222,10 +227,65 @@ async def test_a_flood_of_requests_keeps_a_bounded_number_of_flows(
         stranger = request(sender="@mallory:example.org")
         stranger.source["content"]["transaction_id"] = f"m-{i}"
         await flows.on_to_device([stranger])
-    assert len(flows.listing()) == MAX_LIVE_FLOWS
+    assert len(flows.listing()) == MAX_LIVE_PER_USER
     kinds = [kind.rsplit(".", 1)[1] for kind, _, _ in client.sent]
-    assert kinds.count("ready") == MAX_LIVE_FLOWS
-    assert kinds.count("cancel") == 200 - MAX_LIVE_FLOWS
+    assert kinds.count("ready") == MAX_LIVE_PER_USER
+    cancels = [content["transaction_id"] for kind, _, content in client.sent if "cancel" in kind]
+    # One cancel for the stranger in the minute, a few for her requests over the limit.
+    assert [c for c in cancels if c.startswith("m-")] == ["m-0"]
+    assert 1 <= len([c for c in cancels if c.startswith("txn-")]) <= 10
+
+
+async def test_many_people_and_strangers_never_grow_the_flows_or_the_answers(
+    setup: tuple[Verifications, FakeClient, Clock],
+) -> None:
+    flows, client, clock = setup
+    people = [f"@p{i}:example.org" for i in range(40)]
+    flows._policy = Policy.build(
+        BOT.user_id, allowed_users=people, allowed_servers=[], allowed_rooms=[], open_rooms=[]
+    )
+    for round_ in range(5):
+        for person in people:
+            incoming = request(sender=person)
+            incoming.source["content"]["transaction_id"] = f"{person}-{round_}"
+            await flows.on_to_device([incoming])
+            cancel = event("cancel", sender=person, code="m.user")
+            cancel.source["content"]["transaction_id"] = f"{person}-{round_}"
+            await flows.on_to_device([cancel])
+        for n in range(1000):
+            await flows.on_to_device([request(sender=f"@s{round_}-{n}:example.org")])
+        clock.now += 1
+    assert len(flows.listing()) <= MAX_KEPT_FLOWS
+    assert flows._answers.remembered() <= 3 * 512
+    refused = [c for k, _, c in client.sent if "cancel" in k and c["code"] == "m.user"]
+    assert len(refused) <= 20  # strangers in one minute, whoever they are
+    assert len([f for f in flows.listing() if f["state"] == "ready"]) <= MAX_LIVE_FLOWS
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        ["mac"],  # a MAC before any start
+        ["start", "mac"],  # a MAC before the keys
+        ["start", "start"],  # a second start
+        ["start", "accept"],  # an accept to the side that accepts
+        ["key"],  # a key before the start
+        ["start", "what"],  # a step the spec does not know
+    ],
+)
+async def test_steps_out_of_order_cancel_with_unexpected_message(
+    setup: tuple[Verifications, FakeClient, Clock], steps: list[str]
+) -> None:
+    flows, client, _ = setup
+    await flows.on_to_device([request()])
+    start = start_content(transaction_id=TXN)
+    del start["m.relates_to"]
+    contents = {"start": start, "mac": {"mac": {}, "keys": "x"}, "key": {"key": "k"}}
+    for step in steps:
+        await flows.on_to_device([event(step, **contents.get(step, {}))])
+    assert client.last()[0] == "m.key.verification.cancel"
+    assert client.last()[1]["code"] == "m.unexpected_message"
+    assert [f["state"] for f in flows.listing()] == ["cancelled"]
 
 
 @pytest.mark.parametrize("offset_min", [-11, +6, None])

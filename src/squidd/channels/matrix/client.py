@@ -9,6 +9,19 @@ M_FORBIDDEN after the bot was kicked, M_TOO_LARGE); 429, 5xx and the network sta
 nio names its device-trust files after the raw user and device ids; `SafeStore` names
 them with `safe_name` when the raw ids are no plain file name (`@../../etc:server` is a
 user id Synapse accepts).
+
+Key verification is squidd's own (`verification/`): `SquiddClient` keeps to-device
+`m.key.verification.*` events from matrix-nio's Olm machine, whose SAS code asserts on
+steps it did not expect (a MAC for a flow it never accepted raised `AssertionError` out of
+`sync` and took the channel down) and queues answers of its own. The hook is the client's
+`_handle_decrypt_to_device`, the one place nio hands a synced to-device event to the Olm
+machine (`Olm.handle_to_device_event`, which dispatches verification events to
+`handle_key_verification`): encrypted events still go through it to be decrypted; the
+verification events skip it and reach squidd unchanged in the sync response's
+`to_device_events`. Filtering the response before nio sees it is not possible (`sync`
+parses and handles it in one call), and turning the Olm machine's method off on the
+instance would hide the choice in a monkeypatch. nio handles no in-room verification
+events (they are plain timeline events to it), so nothing is needed there.
 """
 
 from __future__ import annotations
@@ -23,7 +36,9 @@ from nio import (
     AsyncClient,
     AsyncClientConfig,
     ErrorResponse,
+    KeyVerificationEvent,
     LoginResponse,
+    ToDeviceEvent,
     WhoamiResponse,
 )
 from nio.store import DefaultStore, MatrixStore
@@ -102,6 +117,16 @@ class SafeStore(DefaultStore):  # type: ignore[misc]  # nio is untyped
         self.trust_db = KeyStore(f"{path}.trusted_devices")
         self.blacklist_db = KeyStore(f"{path}.blacklisted_devices")
         self.ignore_db = KeyStore(f"{path}.ignored_devices")
+
+
+class SquiddClient(AsyncClient):  # type: ignore[misc]  # nio is untyped
+    """nio's client without nio's key verification: see the module's docstring."""
+
+    def _handle_decrypt_to_device(self, to_device_event: ToDeviceEvent) -> ToDeviceEvent | None:
+        if isinstance(to_device_event, KeyVerificationEvent):
+            return None  # squidd's verification/ reads it from the sync response
+        decrypted: ToDeviceEvent | None = super()._handle_decrypt_to_device(to_device_event)
+        return decrypted
 
 
 def client_config(settings: MatrixSettings, store_name: str = "") -> AsyncClientConfig:
@@ -199,7 +224,7 @@ async def open_client(settings: MatrixSettings, files: MatrixFiles) -> AsyncClie
     """A logged-in client with its encryption store loaded (when e2ee is on)."""
     creds = await resolve_credentials(settings, files)
     store_name = MatrixFiles.store_name(creds.user_id, creds.device_id) if settings.e2ee else ""
-    client = AsyncClient(
+    client = SquiddClient(
         settings.homeserver,
         creds.user_id,
         device_id=creds.device_id,

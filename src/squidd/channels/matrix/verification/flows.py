@@ -10,34 +10,50 @@ marks the person's device verified and hands their master key, if the MAC covere
 `cancel` (`m.mismatched_sas`). A flow lives 10 minutes at most (the spec's timeout).
 
 In a room the flow's id is the request event's id and every later event refers to it
-(`m.reference`); to-device it is the request's `transaction_id`. Events of unknown flows,
-of other devices or out of order are ignored or cancel the flow, never crash the loop.
+(`m.reference`); to-device it is the request's `transaction_id`.
+
+Anyone can send these events, in any order and any shape, and matrix-nio never sees them
+(`client.SquiddClient`). Each is checked here before it is acted on: a step out of order
+(a key before the start, a MAC before the keys, a second start or MAC, an `accept` to the
+side that accepts) cancels its flow with `m.unexpected_message`; methods, hashes or MACs
+we do not speak with `m.unknown_method`; a malformed step with `m.invalid_message`; a wrong
+MAC with `m.key_mismatch`; a step of an unknown to-device flow from an allowed person with
+`m.unknown_transaction`; a request from anyone else with `m.user`. Events from another
+user than the flow's, steps of finished flows and unknown in-room flows are ignored. How
+many flows are kept and how many unasked-for events are answered is bounded (`limits`).
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
-from nio import AsyncClient, ToDeviceError, ToDeviceMessage
+from nio import AsyncClient
 
-from squidd.channels.matrix.ids import RoomId
 from squidd.channels.matrix.policy import Policy
-from squidd.channels.matrix.send import send_event
+from squidd.channels.matrix.verification.flow import (
+    FINISHED,
+    LIFETIME_S,
+    PREFIX,
+    REQUEST,
+    Flow,
+    is_room_verification,
+    stale,
+)
+from squidd.channels.matrix.verification.limits import (
+    MAX_KEPT_FLOWS,
+    MAX_LIVE_FLOWS,
+    MAX_LIVE_PER_USER,
+    Answers,
+)
 from squidd.channels.matrix.verification.sas import SAS_V1, Party, SasError, SasExchange
+from squidd.channels.matrix.verification.wire import Wire
 from squidd.errors import SquiddError
 
 log = structlog.get_logger()
-
-PREFIX = "m.key.verification."
-REQUEST = PREFIX + "request"
-LIFETIME_S = 600.0  # the spec: a request older than 10 minutes is void
-MAX_LIVE_FLOWS = 16
-FUTURE_SLACK_MS = 5 * 60 * 1000
+__all__ = ["Flow", "Identity", "Verifications", "is_room_verification"]
 
 
 class Identity(Protocol):
@@ -50,35 +66,6 @@ class Identity(Protocol):
     async def verified(self, user_id: str, master_key: str) -> None: ...
 
 
-@dataclass(slots=True)
-class Flow:
-    id: str
-    user_id: str
-    device_id: str
-    room_id: str | None
-    created: float
-    state: str = "requested"  # ready, started, keys, confirmed, done, cancelled
-    exchange: SasExchange | None = None
-    their_mac: Mapping[str, Any] | None = None
-    confirmed: bool = False
-    verified_keys: list[str] = field(default_factory=list)
-    cancel_code: str = ""
-
-    def view(self, now: float) -> dict[str, Any]:
-        shown = self.exchange is not None and self.exchange.keys_exchanged
-        return {
-            "id": self.id,
-            "user_id": self.user_id,
-            "device_id": self.device_id,
-            "room_id": self.room_id,
-            "state": self.state,
-            "emoji": self.exchange.emoji() if shown and self.exchange else None,
-            "decimals": list(self.exchange.decimals()) if shown and self.exchange else None,
-            "age_s": round(now - self.created, 1),
-            "cancel_code": self.cancel_code or None,
-        }
-
-
 class Verifications:
     """Every verification flow of the bot's device; one per channel, bound to each client."""
 
@@ -89,18 +76,29 @@ class Verifications:
         identity: Identity | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._device_trust = device_trust
         self._identity = identity
         self._monotonic = monotonic
         self._flows: dict[str, Flow] = {}
-        self._client: AsyncClient | None = None
+        self._answers = Answers()
+        self._wire = Wire(device_trust)
         self._policy: Policy | None = None
-        # The connection's trust pass, re-applied before an in-room event is encrypted.
-        self.apply_trust: Callable[[], None] | None = None
+
+    @property
+    def apply_trust(self) -> Callable[[], None] | None:
+        """The connection's trust pass, re-applied before an in-room event is encrypted."""
+        return self._wire.apply_trust
+
+    @apply_trust.setter
+    def apply_trust(self, trust: Callable[[], None] | None) -> None:
+        self._wire.apply_trust = trust
+
+    @property
+    def _client(self) -> AsyncClient | None:
+        return self._wire.client
 
     def attach(self, client: AsyncClient, policy: Policy, identity: Identity | None) -> None:
         """The connection's client, policy and (once known) identity from now on."""
-        self._client, self._policy = client, policy
+        self._wire.client, self._policy = client, policy
         if identity is not None:
             self._identity = identity
 
@@ -108,25 +106,24 @@ class Verifications:
 
     async def on_to_device(self, events: list[Any]) -> None:
         """The verification events of a sync's to-device list."""
-        await self.expire()
+        await self._guarded_expire()
         for event in events:
             source = getattr(event, "source", None)
-            if not isinstance(source, Mapping) or not str(source.get("type", "")).startswith(
-                PREFIX
-            ):
+            if not isinstance(source, Mapping):
                 continue
-            content = source.get("content")
-            if not isinstance(content, Mapping):
+            kind = source.get("type")
+            if not isinstance(kind, str) or not kind.startswith(PREFIX):
+                continue
+            content, sender = source.get("content"), source.get("sender")
+            if not isinstance(content, Mapping) or not isinstance(sender, str):
                 continue
             flow_id = content.get("transaction_id")
             if not isinstance(flow_id, str) or not flow_id:
                 continue
-            kind = str(source["type"])
-            if kind == REQUEST and _stale(content.get("timestamp")):
+            if kind == REQUEST and stale(content.get("timestamp")):
                 log.info("matrix_verification_ignored", type=kind, reason="stale request")
                 continue
-            await self._guarded(kind, str(source.get("sender", "")), flow_id, content, None)
-        self._prune_nio_queue()
+            await self._guarded(kind, sender, flow_id, content, None)
 
     async def take(self, room_id: str, event: Any) -> bool:
         """Handle a room event (nio's, decrypted) if it is a verification step; True if so."""
@@ -138,33 +135,48 @@ class Verifications:
 
     async def on_room_event(self, room_id: str, source: Mapping[str, Any]) -> None:
         """An in-room verification event (`is_room_verification(source)` said so)."""
-        content = source.get("content")
-        if not isinstance(content, Mapping):
+        content, sender = source.get("content"), source.get("sender")
+        if not isinstance(content, Mapping) or not isinstance(sender, str):
             return
-        sender = str(source.get("sender", ""))
         if self._client is None or sender == self._client.user_id:
             return  # our own events come back in the timeline
+        await self._guarded_expire()
         if content.get("msgtype") == REQUEST:
-            if content.get("to") != self._client.user_id or _stale(source.get("origin_server_ts")):
+            event_id = source.get("event_id")
+            if content.get("to") != self._client.user_id or stale(source.get("origin_server_ts")):
                 return
-            await self._guarded(REQUEST, sender, str(source.get("event_id", "")), content, room_id)
+            if isinstance(event_id, str) and event_id:
+                await self._guarded(REQUEST, sender, event_id, content, room_id)
             return
         relates = content.get("m.relates_to")
         flow_id = relates.get("event_id") if isinstance(relates, Mapping) else None
-        if isinstance(flow_id, str) and flow_id in self._flows:
-            await self._guarded(str(source.get("type")), sender, flow_id, content, room_id)
+        flow = self._flows.get(flow_id) if isinstance(flow_id, str) else None
+        kind = source.get("type")
+        if flow is not None and flow.room_id == room_id and isinstance(kind, str):
+            await self._guarded(kind, sender, flow.id, content, room_id)
 
     async def _guarded(
         self, kind: str, sender: str, flow_id: str, content: Mapping[str, Any], room: str | None
     ) -> None:
         try:
-            await self._handle(kind, sender, flow_id, content, room)
-        except SasError as exc:
-            flow = self._flows.get(flow_id)
-            if flow is not None:
-                await self._cancel(flow, exc.code, exc.reason)
-        except Exception:  # one odd event must not stop the sync loop
+            try:
+                await self._handle(kind, sender, flow_id, content, room)
+            except SasError as exc:
+                flow = self._flows.get(flow_id)
+                if flow is not None and flow.state not in FINISHED:
+                    await self._cancel(flow, exc.code, exc.reason)
+        except SquiddError as exc:  # the homeserver out of reach: the flow times out
+            log.warning("matrix_verification_step_failed", flow=flow_id, reason=str(exc))
+        except Exception:  # a defect of ours; one odd event must not stop the sync loop
             log.exception("matrix_verification_failed", flow=flow_id, sender=sender)
+
+    async def _guarded_expire(self) -> None:
+        try:
+            await self.expire()
+        except SquiddError as exc:
+            log.warning("matrix_verification_step_failed", reason=str(exc))
+        except Exception:
+            log.exception("matrix_verification_failed")
 
     async def _handle(
         self, kind: str, sender: str, flow_id: str, content: Mapping[str, Any], room: str | None
@@ -178,11 +190,12 @@ class Verifications:
         if flow is None and room is None and step not in ("cancel", "done"):
             await self._unknown(sender, flow_id)
             return
-        if flow is None or flow.user_id != sender or flow.state in ("done", "cancelled"):
+        if flow is None or flow.user_id != sender or flow.state in FINISHED:
             log.debug("matrix_verification_ignored", type=kind, flow=flow_id)
             return
         if step == "cancel":
-            flow.state, flow.cancel_code = "cancelled", str(content.get("code", ""))
+            code = content.get("code")
+            flow.state, flow.cancel_code = "cancelled", code if isinstance(code, str) else "?"
             log.info(
                 "matrix_verification_cancelled", flow=flow.id, by=sender, code=flow.cancel_code
             )
@@ -191,17 +204,22 @@ class Verifications:
         elif step == "key":
             await self._key(flow, content)
         elif step == "mac":
+            if flow.state not in ("keys", "confirmed") or flow.their_mac is not None:
+                raise SasError("m.unexpected_message", "a MAC before the keys, or a second one")
             flow.their_mac = content
             await self._finish(flow)
         elif step == "done":
             log.debug("matrix_verification_their_done", flow=flow.id)
-        elif step not in ("ready", "accept"):
+        elif step != "ready":  # `accept` too: the bot never starts, so it accepts nothing
             raise SasError("m.unexpected_message", f"unexpected {kind}")
 
     async def _unknown(self, sender: str, flow_id: str) -> None:
         """A to-device step of a flow we do not know (e.g. begun before a restart): tell an
         allowed person's devices, so their client stops waiting."""
         if self._policy is None or not self._policy.user_allowed(sender):
+            return
+        if not self._answers.unknown_flow(sender, self._monotonic()):
+            log.debug("matrix_verification_ignored", flow=flow_id, reason="answered enough")
             return
         log.info("matrix_verification_unknown", flow=flow_id, user=sender)
         flow = Flow(flow_id, sender, "*", None, self._monotonic())
@@ -213,44 +231,61 @@ class Verifications:
         device = content.get("from_device")
         if not isinstance(device, str) or not device or flow_id in self._flows:
             return None
-        flow = Flow(flow_id, sender, device, room, self._monotonic())
+        now = self._monotonic()
+        flow = Flow(flow_id, sender, device, room, now)
         # Refused flows are not kept: anyone can send requests to the bot's device.
         if self._policy is None or not self._policy.user_allowed(sender):
-            log.info("matrix_verification_refused", user=sender, reason="not an allowed user")
-            await self._cancel(flow, "m.user", "squidd verifies only the people it serves")
+            if self._answers.stranger(sender, now):
+                log.info("matrix_verification_refused", user=sender, reason="not an allowed user")
+                await self._cancel(flow, "m.user", "squidd verifies only the people it serves")
             return None
-        live = [f for f in self._flows.values() if f.state not in ("done", "cancelled")]
-        if len(live) >= MAX_LIVE_FLOWS:
+        live = [f for f in self._flows.values() if f.state not in FINISHED]
+        if len(live) >= MAX_LIVE_FLOWS or [f.user_id for f in live].count(sender) >= (
+            MAX_LIVE_PER_USER
+        ):
             log.warning("matrix_verification_refused", user=sender, reason="too many at once")
-            await self._cancel(flow, "m.user", "too many verifications at once; try later")
+            if self._answers.unknown_flow(sender, now):
+                await self._cancel(flow, "m.user", "too many verifications at once; try later")
             return None
-        self._flows[flow_id] = flow
+        self._keep(flow)
         methods = content.get("methods", [SAS_V1])  # a bare start (legacy) names its method
-        if content.get("method", SAS_V1) != SAS_V1 or SAS_V1 not in (methods or []):
+        if content.get("method", SAS_V1) != SAS_V1 or not (
+            isinstance(methods, list) and SAS_V1 in methods
+        ):
             await self._cancel(flow, "m.unknown_method", "squidd verifies with emoji (SAS) only")
             return None
         log.info("matrix_verification_requested", flow=flow_id, user=sender, device=device)
-        await self._query_device(sender, device)
+        await self._wire.query_device(sender, device)
         if "methods" in content:  # a request gets `ready`; a bare start goes on at once
-            await self._send(
-                flow, "ready", {"from_device": self._own.device_id, "methods": [SAS_V1]}
+            await self._wire.send(
+                flow, "ready", {"from_device": self._wire.own.device_id, "methods": [SAS_V1]}
             )
         flow.state = "ready"
         return flow
+
+    def _keep(self, flow: Flow) -> None:
+        """Keep `flow`, dropping the oldest finished flows beyond `MAX_KEPT_FLOWS`."""
+        finished = [f for f in self._flows.values() if f.state in FINISHED]
+        finished.sort(key=lambda f: f.created)
+        while len(self._flows) >= MAX_KEPT_FLOWS and finished:
+            del self._flows[finished.pop(0).id]
+        self._flows[flow.id] = flow
 
     async def _start(self, flow: Flow, content: Mapping[str, Any]) -> None:
         if flow.state != "ready" or content.get("from_device") != flow.device_id:
             raise SasError("m.unexpected_message", "start out of order or from another device")
         start = dict(content)
-        flow.exchange = SasExchange(self._own, Party(flow.user_id, flow.device_id), flow.id, start)
+        flow.exchange = SasExchange(
+            self._wire.own, Party(flow.user_id, flow.device_id), flow.id, start
+        )
         flow.state = "started"
-        await self._send(flow, "accept", flow.exchange.accept_content())
+        await self._wire.send(flow, "accept", flow.exchange.accept_content())
 
     async def _key(self, flow: Flow, content: Mapping[str, Any]) -> None:
         if flow.exchange is None or flow.state != "started":
             raise SasError("m.unexpected_message", "key before start")
         ours = flow.exchange.receive_key(content)
-        await self._send(flow, "key", ours)
+        await self._wire.send(flow, "key", ours)
         flow.state = "keys"
         log.info(
             "matrix_verification_waiting",
@@ -289,11 +324,11 @@ class Verifications:
         if flow.exchange is None:
             raise SasError("m.unexpected_message", "no exchange to confirm")
         flow.confirmed = True
-        keys = {f"ed25519:{self._own.device_id}": self._own_device_key()}
+        keys = {f"ed25519:{self._wire.own.device_id}": self._wire.own_device_key()}
         master = self._identity.own_master_key() if self._identity else None
         if master:
             keys[f"ed25519:{master}"] = master
-        await self._send(flow, "mac", flow.exchange.mac_content(keys))
+        await self._wire.send(flow, "mac", flow.exchange.mac_content(keys))
         flow.state = "confirmed"
         await self._finish(flow)
 
@@ -303,14 +338,14 @@ class Verifications:
             return
         known = await self._their_keys(flow)
         flow.verified_keys = flow.exchange.check_mac(flow.their_mac, known)
-        await self._send(flow, "done", {})
+        await self._wire.send(flow, "done", {})
         flow.state = "done"
         await self._trust(flow, known)
 
     async def _trust(self, flow: Flow, known: Mapping[str, str]) -> None:
-        device = self._device(flow.user_id, flow.device_id)
+        device = self._wire.device(flow.user_id, flow.device_id)
         if device is not None and f"ed25519:{flow.device_id}" in flow.verified_keys:
-            self._bound().verify_device(device)
+            self._wire.bound().verify_device(device)
         masters = [known[k] for k in flow.verified_keys if k != f"ed25519:{flow.device_id}"]
         if masters and self._identity is not None:
             await self._identity.verified(flow.user_id, masters[0])
@@ -328,45 +363,13 @@ class Verifications:
             if now - flow.created < LIFETIME_S:
                 continue
             del self._flows[flow.id]
-            if flow.state not in ("done", "cancelled"):
+            if flow.state not in FINISHED:
                 await self._cancel(flow, "m.timeout", "the verification took too long")
 
-    # --- keys and sending ------------------------------------------------------------------
-
-    def _bound(self) -> AsyncClient:
-        if self._client is None:
-            raise SasError("m.unexpected_message", "the bot is not connected")
-        return self._client
-
-    @property
-    def _own(self) -> Party:
-        client = self._bound()
-        return Party(client.user_id, client.device_id)
-
-    def _own_device_key(self) -> str:
-        olm = self._bound().olm
-        if olm is None:
-            raise SasError("m.unknown_method", "encryption is off: no device key to verify")
-        return str(olm.account.identity_keys["ed25519"])
-
-    def _device(self, user_id: str, device_id: str) -> Any | None:
-        client = self._client
-        if client is None or client.olm is None:
-            return None
-        devices = client.device_store.active_user_devices(user_id)
-        return next((d for d in devices if d.id == device_id), None)
-
-    async def _query_device(self, user_id: str, device_id: str) -> None:
-        client = self._client
-        if client is None or client.olm is None or self._device(user_id, device_id) is not None:
-            return
-        client.olm.users_for_key_query.add(user_id)
-        await client.keys_query()
-
     async def _their_keys(self, flow: Flow) -> dict[str, str]:
-        await self._query_device(flow.user_id, flow.device_id)
+        await self._wire.query_device(flow.user_id, flow.device_id)
         known: dict[str, str] = {}
-        device = self._device(flow.user_id, flow.device_id)
+        device = self._wire.device(flow.user_id, flow.device_id)
         if device is not None:
             known[f"ed25519:{flow.device_id}"] = device.ed25519
         master = await self._identity.master_key_of(flow.user_id) if self._identity else None
@@ -377,59 +380,4 @@ class Verifications:
     async def _cancel(self, flow: Flow, code: str, reason: str) -> None:
         flow.state, flow.cancel_code = "cancelled", code
         log.info("matrix_verification_cancel_sent", flow=flow.id, user=flow.user_id, code=code)
-        await self._send(flow, "cancel", {"code": code, "reason": reason})
-
-    async def _send(self, flow: Flow, step: str, content: dict[str, Any]) -> None:
-        client = self._client
-        if client is None:
-            return
-        kind = PREFIX + step
-        if flow.room_id is None:
-            body = {**content, "transaction_id": flow.id}
-            message = ToDeviceMessage(kind, flow.user_id, flow.device_id, body)
-            response = await client.to_device(message, tx_id=uuid.uuid4().hex)
-            if isinstance(response, ToDeviceError):
-                log.warning("matrix_verification_send_failed", step=step, reason=response.message)
-            return
-        body = {**content, "m.relates_to": {"rel_type": "m.reference", "event_id": flow.id}}
-        try:
-            await send_event(
-                client,
-                RoomId(flow.room_id),
-                kind,
-                body,
-                tx_id=f"squidd-verify-{uuid.uuid4().hex}",
-                device_trust=self._device_trust,
-                apply_trust=self.apply_trust,
-            )
-        except SquiddError as exc:
-            log.warning("matrix_verification_send_failed", step=step, reason=str(exc))
-
-    def _prune_nio_queue(self) -> None:
-        """matrix-nio queues its own answers to verification events (never sent by us)."""
-        olm = self._client.olm if self._client else None
-        if olm is not None:
-            olm.outgoing_to_device_messages[:] = [
-                m for m in olm.outgoing_to_device_messages if not m.type.startswith(PREFIX)
-            ]
-
-
-def is_room_verification(source: Mapping[str, Any]) -> bool:
-    """A room event that belongs to a verification: the request message or a later step."""
-    kind = str(source.get("type", ""))
-    if kind.startswith(PREFIX):
-        return True
-    content = source.get("content")
-    return (
-        kind == "m.room.message"
-        and isinstance(content, Mapping)
-        and (content.get("msgtype") == REQUEST)
-    )
-
-
-def _stale(sent: Any) -> bool:
-    """A request sent (ms since the epoch) more than 10 minutes ago or 5 in the future."""
-    if not isinstance(sent, int):
-        return True
-    now_ms = int(time.time() * 1000)
-    return now_ms - sent > LIFETIME_S * 1000 or sent - now_ms > FUTURE_SLACK_MS
+        await self._wire.send(flow, "cancel", {"code": code, "reason": reason})
