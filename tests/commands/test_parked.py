@@ -13,7 +13,7 @@ import structlog
 
 from squidd.cli import main
 from squidd.commands.status import format_status
-from squidd.core.models import PendingReply, SessionId
+from squidd.core.models import ChannelName, Inbound, PendingReply, SessionId, SourceId
 from squidd.core.poison import Parked, ParkState
 from squidd.store.parked import ParkedDir
 
@@ -44,7 +44,7 @@ def _item(n: int, *, inbound: bool = True) -> Parked:
         reason=f"UnicodeEncodeError: surrogates not allowed {n}",
         error="UnicodeEncodeError",
         attempts=3,
-        inbound={"channel": "email", "source_id": f"<m{n}@x>", "session_id": "a"}
+        inbound=Inbound(ChannelName("email"), SourceId(f"<m{n}@x>"), SessionId("a"), "a", "hi")
         if inbound
         else None,
         reply=PendingReply("email", "alice@x", "hi", SessionId("alice@x")),

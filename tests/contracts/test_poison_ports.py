@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from squidd.core.models import PendingReply, SessionId
+from squidd.core.models import ChannelName, Inbound, PendingReply, SessionId, SourceId
 from squidd.core.poison import Parked, ParkState
 from squidd.store.attempts import AttemptsDir
 from squidd.store.parked import ParkedDir
@@ -51,7 +51,7 @@ ITEM = Parked(
     reason="ValueError: bad",
     error="ValueError",
     attempts=3,
-    inbound={"channel": "email", "source_id": "<1@x>", "session_id": "a@x"},
+    inbound=Inbound(ChannelName("email"), SourceId("<1@x>"), SessionId("a@x"), "a@x", "hi"),
     reply=PendingReply("email", "a@x", "hello", SessionId("a@x")),
 )
 

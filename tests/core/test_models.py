@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-
 from squidd.core.models import (
     Attachment,
     Destination,
     Inbound,
     InboundKind,
-    PendingReply,
     SessionId,
 )
-from squidd.core.reply_files import FileRef
 
 
 def test_destination_defaults_to_the_sender_on_the_same_channel() -> None:
@@ -36,35 +32,6 @@ def test_a_channel_message_is_a_message_and_runs_under_its_own_channel() -> None
     assert message.turn_channel == "subagent_report"  # a channel's name decides nothing
     run = Inbound("x", "matrix:1", SessionId("s"), "", "t", conversation_channel="matrix")
     assert run.turn_channel == "matrix"
-
-
-def test_pending_reply_reads_entries_without_a_subject() -> None:
-    reply = PendingReply.from_dict(
-        {"channel": "email", "target": "a@x.org", "text": "t", "session_id": "s"}
-    )
-    assert reply.subject == ""
-    assert reply.files == ()
-    assert PendingReply.from_dict(reply.to_dict()) == reply
-
-
-def test_pending_reply_round_trips_its_files_and_refuses_a_bad_kind() -> None:
-    ref = FileRef("/w/a.png", "image", "image/png", 3, "00" * 32, "a.png")
-    reply = PendingReply("matrix", "!r:x", "t", SessionId("s"), files=(ref,))
-    data = reply.to_dict()
-    assert data["files"] == [
-        {
-            "path": "/w/a.png",
-            "kind": "image",
-            "mime": "image/png",
-            "size": 3,
-            "sha256": "00" * 32,
-            "name": "a.png",
-        }
-    ]
-    assert PendingReply.from_dict(data) == reply
-    data["files"][0]["kind"] = "blob"
-    with pytest.raises(ValueError, match="unknown file kind"):
-        PendingReply.from_dict(data)
 
 
 def test_cleaned_makes_every_routing_field_valid_text() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from squidd.core.backoff import Backoff
 from squidd.core.models import Inbound, PendingReply, SessionId
-from squidd.core.poison import Parked, ParkState, PoisonGuard, inbound_record, parked_id
+from squidd.core.poison import Parked, ParkState, PoisonGuard, parked_id
 from squidd.core.router import Router
 from squidd.core.supervisor import ChildHealth
 from squidd.gateway.parked import ParkedRetries, record_id
@@ -35,7 +35,7 @@ def parked(*, reply: bool = True) -> Parked:
         reason="ValueError: bad",
         error="ValueError",
         attempts=3,
-        inbound=inbound_record(inbound),
+        inbound=inbound,
         reply=PendingReply("c", "u", "kept reply", SessionId("s")) if reply else None,
     )
 

@@ -3,16 +3,19 @@ an operator's change does, what a second parking keeps."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from squidd.core.models import PendingReply, SessionId
+from squidd.core.models import ChannelName, Inbound, PendingReply, SessionId, SourceId
 from squidd.core.poison import Parked, ParkState
 from squidd.store.attempts import AttemptsDir
 from squidd.store.parked import ParkedDir, UnknownParkedError
 
 pytestmark = pytest.mark.anyio
+
+SENT = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
 def item(n: int, **changes: object) -> Parked:
@@ -25,7 +28,14 @@ def item(n: int, **changes: object) -> Parked:
         reason=f"ValueError: bad {n}",
         error="ValueError",
         attempts=3,
-        inbound={"channel": "email", "source_id": f"<m{n}@x>", "session_id": "alice@x"},
+        inbound=Inbound(
+            ChannelName("email"),
+            SourceId(f"<m{n}@x>"),
+            SessionId("alice@x"),
+            "alice@x",
+            "hi",
+            received_at=SENT,
+        ),
         reply=PendingReply("email", "alice@x", f"reply {n}", SessionId("alice@x")),
     )
     return base.with_state(base.state, **changes)

@@ -24,6 +24,7 @@ from squidd.core.models import (
     SessionId,
     SourceId,
 )
+from squidd.core.poison import Parked, ParkState
 from squidd.core.reply_files import FileRef
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "file_refs",
     "inbounds",
     "json_values",
+    "parked_items",
     "pending_replies",
     "texts",
 ]
@@ -126,3 +128,20 @@ inbounds = st.builds(
     command=texts,
 )
 """Inbounds as a channel's inbox hands them on (default hooks, no record id)."""
+
+parked_items = st.builds(
+    Parked,
+    id=st.from_regex(r"[0-9a-f]{12}", fullmatch=True),
+    loop=texts,
+    channel=texts,
+    source_id=texts,
+    session_id=texts,
+    reason=texts,
+    error=texts,
+    attempts=ints,
+    parked_at=datetimes,
+    inbound=st.none() | inbounds,
+    reply=st.none() | pending_replies,
+    state=st.sampled_from(list(ParkState)),
+    retries=ints,
+)

@@ -21,7 +21,7 @@ from squidd.core.llm_events import TextDelta as TextDelta
 from squidd.core.llm_events import ToolCall as ToolCall
 from squidd.core.llm_events import ToolCallsReady as ToolCallsReady
 from squidd.core.llm_events import Usage as Usage
-from squidd.core.reply_files import FileRef, files_from
+from squidd.core.reply_files import FileRef
 from squidd.text import clean_text
 
 SessionId = NewType("SessionId", str)
@@ -379,24 +379,3 @@ class PendingReply:
     session_id: SessionId
     subject: str = ""
     files: tuple[FileRef, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "channel": self.channel,
-            "target": self.target,
-            "text": self.text,
-            "session_id": self.session_id,
-            "subject": self.subject,
-            "files": [f.to_dict() for f in self.files],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PendingReply:
-        return cls(
-            channel=ChannelName(str(data["channel"])),
-            target=str(data["target"]),
-            text=str(data["text"]),
-            session_id=SessionId(str(data["session_id"])),
-            subject=str(data.get("subject") or ""),
-            files=files_from(data.get("files")),  # absent in entries written before files
-        )

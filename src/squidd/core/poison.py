@@ -22,8 +22,6 @@ channel's queue of undecrypted events use `PoisonGuard`; only the keys differ.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -32,16 +30,8 @@ from typing import Any, Protocol
 import structlog
 
 from squidd.core.models import (
-    AckHook,
-    Attachment,
-    ChannelName,
-    Destination,
     Inbound,
-    InboundKind,
     PendingReply,
-    SessionId,
-    SourceId,
-    UndeliverableHook,
     utcnow,
 )
 from squidd.errors import TransientError
@@ -54,8 +44,6 @@ __all__ = [
     "Parked",
     "PoisonGuard",
     "describe",
-    "inbound_from_record",
-    "inbound_record",
     "is_passing",
     "parked_id",
 ]
@@ -91,62 +79,6 @@ def parked_id(channel: str, source_id: str) -> str:
     return digest.hexdigest()[:12]
 
 
-def inbound_record(inbound: Inbound) -> dict[str, Any]:
-    """What a parked item keeps of an inbound to run it again: every field but the hooks
-    (the source was told already), `meta` as JSON (tuples become lists)."""
-    return {
-        "channel": inbound.channel,
-        "source_id": inbound.source_id,
-        "session_id": inbound.session_id,
-        "sender": inbound.sender,
-        "text": inbound.text,
-        "reply_to": None if inbound.reply_to is None else str(inbound.reply_to),
-        "quiet_reply": inbound.quiet_reply,
-        "thread_root": inbound.thread_root,
-        "subject": inbound.subject,
-        "meta": json.loads(json.dumps(dict(inbound.meta), default=str)),
-        "attachments": [a.to_dict() for a in inbound.attachments],
-        "kind": inbound.kind.value,
-        "conversation_channel": inbound.conversation_channel,
-        "received_at": inbound.received_at.isoformat(),
-        "command": inbound.command,
-    }
-
-
-def inbound_from_record(
-    data: Mapping[str, Any],
-    *,
-    record_id: str,
-    ack: AckHook,
-    on_undeliverable: UndeliverableHook,
-) -> Inbound:
-    """The inbound `inbound_record` kept, recorded under `record_id` this time."""
-    reply_to = data.get("reply_to")
-    thread_root = data.get("thread_root")
-    quiet = data.get("quiet_reply")
-    meta = data.get("meta") or {}
-    return Inbound(
-        channel=ChannelName(str(data["channel"])),
-        source_id=SourceId(str(data["source_id"])),
-        session_id=SessionId(str(data["session_id"])),
-        sender=str(data.get("sender", "")),
-        text=str(data.get("text", "")),
-        reply_to=None if reply_to is None else Destination.parse(str(reply_to)),
-        quiet_reply=None if quiet is None else str(quiet),
-        thread_root=None if thread_root is None else str(thread_root),
-        subject=str(data.get("subject", "")),
-        meta=dict(meta) if isinstance(meta, Mapping) else {},
-        attachments=tuple(Attachment.from_dict(a) for a in data.get("attachments") or ()),
-        kind=InboundKind(str(data.get("kind", InboundKind.MESSAGE.value))),
-        conversation_channel=str(data.get("conversation_channel", "")),
-        command=str(data.get("command", "")),
-        received_at=datetime.fromisoformat(str(data["received_at"])),
-        ack=ack,
-        on_undeliverable=on_undeliverable,
-        record_id=record_id,
-    )
-
-
 class ParkState(StrEnum):
     PARKED = "parked"
     RETRY = "retry"
@@ -160,8 +92,8 @@ class Parked:
     """One parked input, as the dead-letter folder keeps it.
 
     `loop` names the loop that parked it ("message": the router; "undecrypted": the Matrix
-    queue of events waiting for their keys). `inbound` holds what is needed to run it
-    again (the router's `Inbound` without its hooks) and `reply` the reply that could not
+    queue of events waiting for their keys). `inbound` is the message to run again (kept
+    on disk without its hooks: a retry gives its own) and `reply` the reply that could not
     be delivered, if there was one. `retries` counts the operator's retries so far.
     """
 
@@ -174,7 +106,7 @@ class Parked:
     error: str
     attempts: int
     parked_at: datetime = field(default_factory=utcnow)
-    inbound: Mapping[str, Any] | None = None
+    inbound: Inbound | None = None
     reply: PendingReply | None = None
     state: ParkState = ParkState.PARKED
     retries: int = 0
@@ -185,45 +117,6 @@ class Parked:
 
     def with_state(self, state: ParkState, **changes: Any) -> Parked:
         return replace(self, state=state, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "loop": self.loop,
-            "channel": self.channel,
-            "source_id": self.source_id,
-            "session_id": self.session_id,
-            "reason": self.reason,
-            "error": self.error,
-            "attempts": self.attempts,
-            "parked_at": self.parked_at.isoformat(),
-            "inbound": None if self.inbound is None else dict(self.inbound),
-            "reply": None if self.reply is None else self.reply.to_dict(),
-            "state": self.state.value,
-            "retries": self.retries,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Parked:
-        inbound = data.get("inbound")
-        if inbound is not None and not isinstance(inbound, Mapping):
-            raise TypeError("inbound must be an object")
-        reply = data.get("reply")
-        return cls(
-            id=str(data["id"]),
-            loop=str(data["loop"]),
-            channel=str(data["channel"]),
-            source_id=str(data["source_id"]),
-            session_id=str(data.get("session_id", "")),
-            reason=str(data.get("reason", "")),
-            error=str(data.get("error", "")),
-            attempts=int(data.get("attempts", 0)),
-            parked_at=datetime.fromisoformat(str(data["parked_at"])),
-            inbound=inbound,
-            reply=None if reply is None else PendingReply.from_dict(reply),
-            state=ParkState(str(data.get("state", ParkState.PARKED.value))),
-            retries=int(data.get("retries", 0)),
-        )
 
 
 class AttemptLog(Protocol):

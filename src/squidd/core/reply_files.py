@@ -8,9 +8,8 @@ resends the same reply (same references, same transaction ids), not a second one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 FileKind = Literal["image", "file"]
 
@@ -28,39 +27,6 @@ class FileRef:
     size: int
     sha256: str
     name: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "kind": self.kind,
-            "mime": self.mime,
-            "size": self.size,
-            "sha256": self.sha256,
-            "name": self.name,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FileRef:
-        kind = data.get("kind")
-        if kind not in ("image", "file"):
-            raise ValueError(f"unknown file kind: {kind!r}")
-        return cls(
-            path=str(data["path"]),
-            kind=kind,
-            mime=str(data.get("mime") or "application/octet-stream"),
-            size=int(data.get("size", 0)),
-            sha256=str(data.get("sha256", "")),
-            name=str(data.get("name", "")),
-        )
-
-
-def files_from(data: object) -> tuple[FileRef, ...]:
-    """The `files` of a stored reply; absent (older entries) is none."""
-    if data is None:
-        return ()
-    if not isinstance(data, list):
-        raise TypeError("files must be a list")
-    return tuple(FileRef.from_dict(item) for item in data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ from squidd.core.intake import (
     run_or_apologise,
 )
 from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
-from squidd.core.poison import Parked, PoisonGuard, describe, inbound_record, is_passing, parked_id
+from squidd.core.poison import Parked, PoisonGuard, describe, is_passing, parked_id
 from squidd.core.ports import Channel, HandledLog, Outbox
 from squidd.core.reply_files import Reply
 from squidd.core.supervisor import ChildHealth
@@ -296,7 +296,7 @@ class Router:
             reason=reason,
             error=error,
             attempts=attempts,
-            inbound=inbound_record(inbound),
+            inbound=inbound,
             reply=reply,
         )
         await self._stored(lambda: self._poison.park(item))

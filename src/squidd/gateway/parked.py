@@ -18,12 +18,14 @@ new reason.
 
 from __future__ import annotations
 
+import dataclasses
+
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
 from squidd.core.models import ChannelName, SourceId
-from squidd.core.poison import Parked, ParkState, inbound_from_record
+from squidd.core.poison import Parked, ParkState
 from squidd.core.ports import Outbox
 from squidd.core.router import Router
 from squidd.errors import StorageError
@@ -111,7 +113,7 @@ class ParkedRetries:
                 return
             log.warning("parked_retry_failed", parked_id=item.id, retry=item.retries)
 
-        inbound = inbound_from_record(
+        inbound = dataclasses.replace(
             item.inbound, record_id=record, ack=delivered, on_undeliverable=failed
         )
         log.info("parked_retry_started", parked_id=item.id, retry=item.retries)

@@ -25,6 +25,7 @@ import structlog
 
 from squidd.core.models import PendingReply
 from squidd.store.json_dir import JsonDir
+from squidd.store.records import PENDING_REPLY
 
 log = structlog.get_logger(__name__)
 
@@ -34,7 +35,7 @@ class OutboxDir:
 
     def __init__(self, data_dir: Path, *, crash_after_put: bool = False) -> None:
         self._records = JsonDir(
-            data_dir / "gateway" / "outbox", kind="pending_reply", decode=PendingReply.from_dict
+            data_dir / "gateway" / "outbox", kind="pending_reply", decode=PENDING_REPLY.load
         )
         self._present: set[str] | None = None  # file names of the entries, once listed
         self._listing = anyio.Lock()
@@ -56,7 +57,7 @@ class OutboxDir:
         return await self._records.get(channel, source_id)
 
     async def put(self, channel: str, source_id: str, reply: PendingReply) -> None:
-        data = {**reply.to_dict(), "source_channel": channel, "source_id": source_id}
+        data = {**PENDING_REPLY.dump(reply), "source_channel": channel, "source_id": source_id}
         present = await self._names()
         await self._records.put(channel, source_id, data)
         present.add(self._name(channel, source_id))

@@ -14,10 +14,10 @@ exclusive lock on `parked/.lock`, so the two processes never lose each other's c
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import anyio
 import structlog
@@ -25,12 +25,22 @@ import structlog
 from squidd.core.poison import Parked, ParkState
 from squidd.errors import StorageError
 from squidd.fs import atomic_write_text, lock_file
+from squidd.store.records import INBOUND, PENDING_REPLY, Codec
 
-__all__ = ["ParkedDir", "ParkedSummary", "UnknownParkedError"]
+__all__ = ["PARKED", "ParkedDir", "ParkedSummary", "UnknownParkedError"]
 
 log = structlog.get_logger()
 
 _ID_CHARS = frozenset("0123456789abcdef")
+
+PARKED: Codec[Parked] = Codec(
+    Parked,
+    fields={
+        "inbound": Optional[INBOUND.stored],  # noqa: UP045 - a runtime type, made here
+        "reply": Optional[PENDING_REPLY.stored],  # noqa: UP045
+    },
+)
+"""A parked item's file: every field; its message without the hooks (see `INBOUND`)."""
 
 
 class UnknownParkedError(LookupError):
@@ -73,15 +83,14 @@ class ParkedDir:
 
     def _read(self, path: Path) -> Parked:
         try:
-            return Parked.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            return PARKED.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StorageError(f"cannot read {path}: not a parked item") from exc
 
     def _write(self, item: Parked) -> None:
-        text = json.dumps(item.to_dict(), ensure_ascii=False, indent=1)
-        atomic_write_text(self._path(item.id), text)
+        atomic_write_text(self._path(item.id), PARKED.dumps(item, indent=1))
 
     def get_sync(self, item_id: str) -> Parked:
         try:

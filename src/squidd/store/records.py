@@ -1,0 +1,134 @@
+"""Records serialised from their fields: one pydantic model per stored dataclass, made here.
+
+The dataclasses the stores keep stay plain in `core/` (no pydantic there); a `Codec` derives
+their on-disk form from the dataclass's own fields, so a field added to one is stored and
+read back with no second list of fields to forget (a parked message once lost its
+`command` that way). The JSON object has one key per field, named as the field; reading
+ignores keys it does not know and gives a missing one the field's default, so what an
+older squidd wrote still loads.
+
+Two things a codec says explicitly:
+* `not_stored`: fields never written, each with the reason (a hook is a callable: the code
+  that hands the record on gives it again). Reading gives them their defaults.
+* `fields`: a field's stored type where its JSON form is not pydantic's own for the type
+  (a `Destination` is kept as its text `channel:target`, as it always was; a nested record
+  as its own codec's form).
+
+A record that is not one (a wrong type, a missing required field) raises
+`pydantic.ValidationError`, a `ValueError`, which the stores turn into a `StorageError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from collections.abc import Mapping
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, create_model
+
+from squidd.core.models import Destination, Inbound, PendingReply
+
+__all__ = ["INBOUND", "PENDING_REPLY", "Codec", "StoredDestination"]
+
+T = TypeVar("T")
+
+
+class _Stored(BaseModel):
+    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+
+
+class Codec(Generic[T]):
+    """The stored form of the dataclass `cls`, derived from its fields."""
+
+    def __init__(
+        self,
+        cls: type[T],
+        *,
+        not_stored: Mapping[str, str] | None = None,
+        fields: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.cls = cls
+        self.not_stored = dict(not_stored or {})
+        overrides = dict(fields or {})
+        hints = typing.get_type_hints(cls, include_extras=True)
+        spec: dict[str, Any] = {}
+        every = dataclasses.fields(cls)  # type: ignore[arg-type]
+        for field in every:
+            if field.name in self.not_stored:
+                continue
+            kind = overrides.pop(field.name, hints[field.name])
+            if field.default is not dataclasses.MISSING:
+                spec[field.name] = (kind, field.default)
+            elif field.default_factory is not dataclasses.MISSING:
+                spec[field.name] = (kind, Field(default_factory=field.default_factory))
+            else:
+                spec[field.name] = (kind, ...)
+        unknown = set(overrides) | (set(self.not_stored) - {f.name for f in every})
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
+        self.names = tuple(spec)
+        self._model: type[BaseModel] = create_model(
+            f"Stored{cls.__name__}", __base__=_Stored, **spec
+        )
+
+    def dump(self, record: T) -> dict[str, Any]:
+        """The record as a JSON object (plain dicts, lists, text, numbers)."""
+        values = {name: getattr(record, name) for name in self.names}
+        return self._model.model_construct(**values).model_dump(mode="json")
+
+    def load(self, data: object) -> T:
+        """The record `dump` made (or an older squidd wrote); ValueError when it is not one."""
+        stored = self._model.model_validate(data)
+        return self.cls(**{name: getattr(stored, name) for name in self.names})
+
+    def dumps(self, record: T, *, indent: int | None = None) -> str:
+        separators = None if indent is not None else (",", ":")
+        return json.dumps(
+            self.dump(record), ensure_ascii=False, indent=indent, separators=separators
+        )
+
+    def loads(self, text: str) -> T:
+        return self.load(json.loads(text))
+
+    @property
+    def stored(self) -> Any:
+        """This record as a field of another record, in this codec's form."""
+        return Annotated[
+            self.cls,
+            PlainValidator(
+                lambda value: value if isinstance(value, self.cls) else self.load(value)
+            ),
+            PlainSerializer(self.dump),
+        ]
+
+
+def _destination(value: object) -> Destination | None:
+    if value is None or isinstance(value, Destination):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("a destination is a text `channel:target`")  # noqa: TRY004 - pydantic reports ValueError
+    return Destination.parse(value)
+
+
+StoredDestination = Annotated[
+    Destination | None,
+    PlainValidator(_destination),
+    PlainSerializer(lambda value: None if value is None else str(value)),
+]
+"""A `Destination` kept as its text, `channel:target` (None: none)."""
+
+INBOUND: Codec[Inbound] = Codec(
+    Inbound,
+    not_stored={
+        "ack": "a hook: the source is told by whoever hands the message on again",
+        "on_undeliverable": "a hook, like `ack`",
+        "record_id": "the router's record of one run: a message sent again gets its own",
+    },
+    fields={"reply_to": StoredDestination},
+)
+"""A message as a parked item keeps it, to run it again."""
+
+PENDING_REPLY: Codec[PendingReply] = Codec(PendingReply)
+"""A finished reply not yet delivered (the outbox; a parked item's reply)."""
