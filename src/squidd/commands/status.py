@@ -126,6 +126,7 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
             lines.append(
                 f"  {job['name']:<16} {job.get('next_run') or '-'}  {job['schedule']}  -> {target}"
             )
+    lines.extend(unattended_lines(data.get("unattended_denied"), now))
     usage = data.get("usage_today")
     if usage:
         cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
@@ -155,6 +156,20 @@ def parked_lines(parked: dict[str, Any] | None) -> list[str]:
         f"parked: {count} (see `squidd parked list`); newest {parked.get('newest_id')} "
         f"at {parked.get('newest_at')}: {reason}"
     ]
+
+
+def unattended_lines(denied: list[dict[str, Any]] | None, now: datetime) -> list[str]:
+    """Cron and heartbeat runs whose tool calls were denied: no one was there to approve."""
+    if not denied:
+        return []
+    lines = ["tool calls denied in cron and heartbeat runs (they need an approval, no one to ask):"]
+    for job in denied:
+        lines.append(
+            f"  {job.get('session')}: {', '.join(job.get('tools') or [])} denied "
+            f"{job.get('denied', 0)} time(s), last {_ago(job.get('last'), now)}"
+        )
+        lines.append(f"    fix: {job.get('fix', '')}")
+    return lines
 
 
 def _identity_lines(identity: dict[str, Any] | None) -> list[str]:

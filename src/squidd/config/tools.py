@@ -170,12 +170,25 @@ class ApprovalSettings(Section):
     """`[tools.approval]`: the tools whose calls wait for a person's yes (core/approvals.py).
 
     `approvers` may answer (Matrix ids, mail addresses; empty: whoever the channel lets in);
-    with no answer within `timeout_s` the call is denied.
+    with no answer within `timeout_s` the call is denied. A cron job's or the heartbeat's run
+    has no one to ask: such a call is denied, unless `unattended` allows that tool for it.
     """
 
     tools: list[str] = Field(default_factory=lambda: ["shell"])
     approvers: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=300.0, gt=0, le=7 * 86_400)
+    # Per scheduled session, "cron:<job name>" or "heartbeat", the tools its runs call
+    # without a question (no one is there to answer one): `"cron:backup" = ["shell"]`.
+    unattended: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("unattended")
+    @classmethod
+    def _scheduled_sessions(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for session in value:
+            name = session.removeprefix("cron:")
+            if session != "heartbeat" and (name == session or not name.strip()):
+                raise ValueError(f"{session!r}: a key is cron:<job name> or heartbeat")
+        return value
 
 
 class AuditSettings(Section):

@@ -92,6 +92,7 @@ class Daemon:
             {**health.to_dict(), "kind": self._kind(name), **self._details(name)}
             for name, health in self.supervisor.children.items()
         ]
+        unattended = self.runtime.unattended
         return {
             "version": __version__,
             "pid": os.getpid(),
@@ -109,6 +110,7 @@ class Daemon:
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
+            "unattended_denied": unattended.snapshot() if unattended else [],
             "heartbeat": (
                 self.heartbeat.next_beat.isoformat()
                 if self.heartbeat and self.heartbeat.next_beat

@@ -23,6 +23,7 @@ from squidd.core.models import HistoryHit
 from squidd.core.ports import PromptSource, ToolPolicy
 from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
+from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
 from squidd.llm.openai import OpenAILLM
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.log import SecretRedactor
@@ -67,6 +68,7 @@ class Runtime:
     policy: ToolPolicy | None = None
     journal: JournalDir | None = None
     approvals: Approvals | None = None
+    unattended: UnattendedAsker | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
     async def aclose(self) -> None:
@@ -192,16 +194,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         effects={name: Effect(value) for name, value in settings.tools.effects.items()},
         max_age=timedelta(hours=settings.gateway.journal_max_age_hours),
     )
-    approval = settings.tools.approval
-    approvals = Approvals(
-        ApprovalRules(
-            tools=tuple(approval.tools),
-            approvers=frozenset(approval.approvers),
-            timeout_s=approval.timeout_s,
-        ),
-        QuestionFiles(data_dir),
-        {},
-    )
+    approvals, unattended = _approvals(settings)
     agent = AgentLoop(
         llm=llm,
         memory=memory,
@@ -237,5 +230,23 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         policy=policy,
         journal=journal,
         approvals=approvals,
+        unattended=unattended,
         extra={"transcriber": transcriber} if transcriber else {},
     )
+
+
+def _approvals(settings: Settings) -> tuple[Approvals, UnattendedAsker]:
+    """The approval gate; cron and heartbeat runs have no one to ask: their questions are
+    answered by the returned asker (allowed per job by the settings, else denied)."""
+    approval = settings.tools.approval
+    unattended = UnattendedAsker(approval.unattended)
+    approvals = Approvals(
+        ApprovalRules(
+            tools=tuple(approval.tools),
+            approvers=frozenset(approval.approvers),
+            timeout_s=approval.timeout_s,
+        ),
+        QuestionFiles(settings.storage.data_dir),
+        dict.fromkeys(UNATTENDED_CHANNELS, unattended),
+    )
+    return approvals, unattended

@@ -127,15 +127,19 @@ class QuestionFiles:
             self._write(decided)
             return decided
 
-    def waiting_sync(self) -> list[Question]:
+    def questions_sync(self) -> list[Question]:
+        """Every question kept, waiting or decided, oldest first."""
         found: list[Question] = []
         if not self._questions.is_dir():
             return found
         for path in sorted(self._questions.glob("*.json")):
             question = self._read(path.stem)
-            if question is not None and question.waiting:
+            if question is not None:
                 found.append(question)
         return sorted(found, key=lambda q: q.asked_at)
+
+    def waiting_sync(self) -> list[Question]:
+        return [question for question in self.questions_sync() if question.waiting]
 
     def _all_rules(self) -> list[dict[str, Any]]:
         text = read_text_or_empty(self._rules)

@@ -69,6 +69,20 @@ def table(rows: list[list[str]], head: list[str]) -> str:
     return f"<table><tr>{top}</tr>{body}</table>"
 
 
+def _denied(jobs: list[dict[str, Any]]) -> str:
+    rows = [
+        [
+            esc(job.get("session", "")),
+            esc(", ".join(job.get("tools") or [])),
+            esc(job.get("denied", 0)),
+            esc(job.get("last") or ""),
+            esc(job.get("fix", "")),
+        ]
+        for job in jobs
+    ]
+    return table(rows, ["job", "tools", "denied", "last", "fix"])
+
+
 def plain(value: Any) -> str:
     """A nested snapshot value as escaped text."""
     if isinstance(value, dict | list):
@@ -205,6 +219,8 @@ class Dashboard:
             "<h2>Pending approvals</h2>" + await self._approvals(login),
             "<h2>Cron jobs</h2>" + await self._jobs(login),
             "<h2>Next runs</h2>" + plain(snap["cron"]),
+            "<h2>Denied in cron and heartbeat runs (no one to approve)</h2>"
+            + _denied(snap.get("unattended_denied") or []),
             "<h2>Heartbeat</h2>" + plain(snap["heartbeat"] or "off"),
             "<h2>Usage today</h2>" + plain(snap["usage_today"]),
             "<h2>Caps</h2>" + plain(snap["limits"]),

@@ -14,10 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from squidd.config import Settings
+from squidd.core.cron import JobListError
+from squidd.core.models import SessionId
+from squidd.errors import StorageError
 from squidd.gateway.doctor import Check
 from squidd.gateway.status import ask, socket_path
+from squidd.gateway.unattended import denied_on_disk, fix_for, scheduled_sessions
+from squidd.store.approvals import QuestionFiles
+from squidd.store.cron_jobs import JobsFile
+from squidd.tools.policy import ConfiguredToolPolicy, configured_tools
 
-__all__ = ["MIN_FREE_BYTES", "daemon_checks", "disk_checks", "systemd_check"]
+__all__ = [
+    "MIN_FREE_BYTES",
+    "daemon_checks",
+    "disk_checks",
+    "systemd_check",
+    "unattended_check",
+]
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
 UNIT_PATHS = (
@@ -162,4 +175,46 @@ def systemd_check() -> Check | None:
         f"{unit}: {state}",
         f"`systemctl {flag}enable --now squidd`, then "
         f"`journalctl {flag}-u squidd` if it does not stay up",
+    )
+
+
+def unattended_check(settings: Settings) -> Check:
+    """The cron jobs (and the heartbeat) whose tools need an approval no one can give in
+    their runs: offered them by the policy, or denied them already (gateway/unattended.py)."""
+    name = "cron and heartbeat approvals"
+    data = settings.storage.data_dir
+    approval = settings.tools.approval
+    try:
+        jobs = [job.name for job in JobsFile(data).load_sync()] if settings.cron.enabled else []
+        questions = QuestionFiles(data).questions_sync()
+    except (StorageError, JobListError, OSError) as exc:
+        return Check.skip(name, f"cannot read the cron jobs or the approvals: {exc}")
+    policy = ConfiguredToolPolicy.from_settings(settings.tools)
+    offered = set(configured_tools(settings.tools))
+    tools: dict[str, set[str]] = {}
+    said: list[str] = []
+    for channel, session in scheduled_sessions(jobs, settings.heartbeat.enabled):
+        allowed = approval.unattended.get(session, [])
+        will = [
+            tool
+            for tool in approval.tools
+            if tool in offered
+            and tool not in allowed
+            and policy.allows(tool, channel, SessionId(session))
+        ]
+        if will:
+            tools.setdefault(session, set()).update(will)
+            said.append(f"{session}: {', '.join(will)} will be denied")
+    for session, denied in denied_on_disk(questions, approval.unattended).items():
+        tools.setdefault(session, set()).update(q.tool for q in denied)
+        said.append(
+            f"{session}: {', '.join(sorted({q.tool for q in denied}))} denied "
+            f"{len(denied)} time(s), last {denied[-1].asked_at:%Y-%m-%d %H:%M} UTC"
+        )
+    if not said:
+        return Check.ok(name, "no cron job or heartbeat has a tool that needs an approval")
+    return Check.fail(
+        name,
+        "no one is there to approve a tool call in these runs: " + "; ".join(said),
+        "; ".join(fix_for(session, found) for session, found in sorted(tools.items())),
     )

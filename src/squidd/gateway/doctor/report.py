@@ -9,7 +9,12 @@ import anyio
 
 from squidd.config import Settings
 from squidd.gateway.doctor import Check
-from squidd.gateway.doctor.local import daemon_checks, disk_checks, systemd_check
+from squidd.gateway.doctor.local import (
+    daemon_checks,
+    disk_checks,
+    systemd_check,
+    unattended_check,
+)
 from squidd.gateway.doctor.services import email_checks, llm_checks, matrix_checks, mcp_checks
 
 __all__ = ["render_json", "render_text", "run_checks"]
@@ -24,6 +29,7 @@ async def run_checks(settings: Settings, *, llm_call: bool, errlog: TextIO) -> l
     unit = await anyio.to_thread.run_sync(systemd_check)
     if unit is not None:
         checks.append(unit)
+    checks.append(await anyio.to_thread.run_sync(unattended_check, settings))
     checks.extend(await llm_checks(settings, call=llm_call))
     checks.extend(await matrix_checks(settings, status))
     checks.extend(await email_checks(settings))
