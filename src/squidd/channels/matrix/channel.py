@@ -181,6 +181,11 @@ class MatrixChannel:
         reply_to = outbound.in_reply_to
         key = turn_key(reply_to.channel, reply_to.source_id) if reply_to is not None else None
         record = await self._streams.get(key) if key is not None else None
+        if record is not None and outbound.reactions:
+            # A question (an approval prompt) is a message of its own: the streamed message
+            # stays the answer's, finished by the reply that comes once it is decided (a
+            # second final edit of it would reuse the first one's transaction ids).
+            record = None
         if key is not None and record is not None and record.room_id == outbound.target:
             try:
                 await send_final_edit(

@@ -1,0 +1,80 @@
+"""An approval answered the ways a person answers it: on Matrix (default debounce, answers
+streaming) with a plain "yes", a ✅ on the question, or `/approve <id>`; by mail with a
+reply "yes"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from squidd.store.audit import AuditFile
+from tests.servers.synapse.server import SynapseServer, User
+from tests.support.daemon import DaemonProcess
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix import start_squidd
+from tests.support.scenario import Chat, matrix_config, ran, react
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+# Both longer than `matrix.stream_first_chars`: each streams into the chat as it is written.
+BEFORE = " ".join(["I will look at the logs first; that needs a shell command."] * 5)
+AFTER = "\n\n".join(f"Finding {i}: the logs are rotated and nothing is lost." for i in range(8))
+SHELL = Reply(content=BEFORE, tool_calls=[("shell", {"command": "echo ran >> ran.txt"})])
+
+
+@pytest.mark.matrix
+HELD_YES = pytest.mark.xfail(
+    strict=True,
+    reason="a plain 'yes' is held by the burst stage with the default debounce; the question "
+    "times out",
+)
+
+
+@pytest.mark.parametrize(
+    "answer", [pytest.param("yes", marks=HELD_YES), "reaction", "command"]
+)
+async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
+    answer: str,
+    synapse: SynapseServer,
+    bot: User,
+    make_human: Callable[..., Any],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    """Alice asks her bot, in their direct chat, to check the logs. The answer streams in,
+    then the bot asks before running a shell command. She answers as she likes — a plain
+    "yes", a ✅ on the question, or `/approve <id>` — and does not wait for anything else
+    (the bot's usual 1.5 s wait for more messages is on). The command runs once, the rest
+    of the answer streams in and shows whole; her answer is not a turn of its own."""
+    fake_llm.push(SHELL, AFTER)
+    alice = await make_human("alice")
+    config = matrix_config(tmp_path, fake_llm.base_url, synapse, bot, [alice.user_id])
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    room = await alice.room_with(bot.user_id)
+    chat = Chat(alice, bot.user_id, room)
+    asked = await alice.send(room, "please check the logs")
+    await alice.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
+    prompt, question = chat.question(asked)
+    assert ran(tmp_path) == 0
+    if answer == "yes":
+        await alice.send(room, "yes")
+    elif answer == "reaction":
+        await react(alice, room, prompt.event.event_id, "✅")
+    else:
+        await alice.send(room, f"/approve {question}")
+    await alice.wait_for(lambda: AFTER in chat.texts(), "the whole answer", 60)
+    fake_llm.push("Glad to help.")
+    thanks = await alice.send(room, "thanks")
+    assert await chat.wait_reply(thanks) == "Glad to help."
+    assert await daemon.stop() == 0
+
+    assert ran(tmp_path) == 1
+    assert chat.texts().count(AFTER) == 1
+    assert len(chat.containing("Approval needed")) == 1
+    assert len(fake_llm.chat_requests) == 3  # the question's answer was never a turn
+    records = AuditFile(tmp_path / "data").records()
+    assert [(r["decision"], r["by"]) for r in records] == [("approved", alice.user_id)]
