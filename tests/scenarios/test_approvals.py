@@ -25,7 +25,6 @@ AFTER = "\n\n".join(f"Finding {i}: the logs are rotated and nothing is lost." fo
 SHELL = Reply(content=BEFORE, tool_calls=[("shell", {"command": "echo ran >> ran.txt"})])
 
 
-@pytest.mark.matrix
 HELD_YES = pytest.mark.xfail(
     strict=True,
     reason="a plain 'yes' is held by the burst stage with the default debounce; the question "
@@ -33,9 +32,8 @@ HELD_YES = pytest.mark.xfail(
 )
 
 
-@pytest.mark.parametrize(
-    "answer", [pytest.param("yes", marks=HELD_YES), "reaction", "command"]
-)
+@pytest.mark.matrix
+@pytest.mark.parametrize("answer", [pytest.param("yes", marks=HELD_YES), "reaction", "command"])
 async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
     answer: str,
     synapse: SynapseServer,
@@ -59,6 +57,8 @@ async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
     asked = await alice.send(room, "please check the logs")
     await alice.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
     prompt, question = chat.question(asked)
+    [(streaming, shown)] = [m for m in chat.replies(asked) if m[0] is not prompt]
+    assert shown.startswith("I will look at the logs first")
     assert ran(tmp_path) == 0
     if answer == "yes":
         await alice.send(room, "yes")
@@ -74,6 +74,8 @@ async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
 
     assert ran(tmp_path) == 1
     assert chat.texts().count(AFTER) == 1
+    finished = [m.event.event_id for m, text in chat.replies(asked) if text == AFTER]
+    assert finished == [streaming.event.event_id]  # the streamed message, finished
     assert len(chat.containing("Approval needed")) == 1
     assert len(fake_llm.chat_requests) == 3  # the question's answer was never a turn
     records = AuditFile(tmp_path / "data").records()
