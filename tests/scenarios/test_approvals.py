@@ -11,13 +11,33 @@ from typing import Any
 import pytest
 
 from squidd.store.audit import AuditFile
+from tests.channels.email.mailbox import (
+    DOMAIN,
+    MailServer,
+    find,
+    inject,
+    make_mail,
+    replies_to,
+    wait_for,
+)
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.matrix import start_squidd
-from tests.support.scenario import Chat, matrix_config, ran, react
+from tests.support.scenario import (
+    APPROVAL_RE,
+    Chat,
+    answer_mail,
+    email_config,
+    mail_text,
+    matrix_config,
+    ran,
+    react,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ALICE = f"alice@{DOMAIN}"
 
 # Both longer than `matrix.stream_first_chars`: each streams into the chat as it is written.
 BEFORE = " ".join(["I will look at the logs first; that needs a shell command."] * 5)
@@ -80,3 +100,39 @@ async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
     assert len(fake_llm.chat_requests) == 3  # the question's answer was never a turn
     records = AuditFile(tmp_path / "data").records()
     assert [(r["decision"], r["by"]) for r in records] == [("approved", alice.user_id)]
+
+
+@pytest.mark.mail
+async def test_an_approval_by_mail_answered_with_a_reply_yes(
+    mail_server: MailServer, mail_bot: str, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Alice mails her bot to check the logs. Its reply is the question, naming the exact
+    command. She answers it from her mail client — "Yes", above the quoted question — and
+    the command runs once; the answer arrives as a reply to her first mail, and her "Yes"
+    is taken (seen) without an answer of its own."""
+    fake_llm.push(SHELL, AFTER)
+    config = email_config(tmp_path, fake_llm.base_url, mail_server, mail_bot, ALICE)
+    daemon = DaemonProcess(config, tmp_path / "squidd.log")
+    try:
+        await daemon.wait_event("email_connected")
+        first = make_mail(to=mail_bot, subject="logs", body="please check the logs")
+        asked = str(first["Message-ID"])
+        await inject(mail_server, first, to=mail_bot, sender=ALICE)
+        [prompt] = await wait_for(mail_server, ALICE, replies_to(asked), timeout=60)
+        found = APPROVAL_RE.search(mail_text(prompt.message))
+        assert found is not None and found.group(2) == "echo ran >> ran.txt"
+        assert ran(tmp_path) == 0
+        yes = answer_mail(prompt.message, mail_bot, "Yes")
+        await inject(mail_server, yes, to=mail_bot, sender=ALICE)
+        replies = await wait_for(mail_server, ALICE, replies_to(asked), count=2, timeout=60)
+        assert AFTER in mail_text(replies[1].message)
+        await daemon.wait_event("email_acknowledged", count=2)
+        assert await daemon.stop() == 0
+    finally:
+        daemon.kill()
+    assert ran(tmp_path) == 1
+    assert "\\Seen" in (await find(mail_server, mail_bot, str(yes["Message-ID"]))).flags
+    assert not await wait_for(mail_server, ALICE, replies_to(str(yes["Message-ID"])), count=0)
+    assert len(fake_llm.chat_requests) == 2
+    records = AuditFile(tmp_path / "data").records()
+    assert [(r["decision"], r["by"]) for r in records] == [("approved", ALICE)]

@@ -16,12 +16,13 @@ import json
 import re
 import subprocess
 from dataclasses import dataclass
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from tests.channels.email.mailbox import MailServer, bot_email_section
+from tests.channels.email.mailbox import MailServer, bot_email_section, make_mail
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
 from tests.support.daemon import daemon_env, squidd_argv
@@ -213,3 +214,21 @@ def outbox(data_dir: Path) -> list[dict[str, Any]]:
     """The replies waiting for delivery."""
     folder = data_dir / "gateway" / "outbox"
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+def mail_text(message: EmailMessage) -> str:
+    """The plain text of a mail, its line ends as in Python (not the wire's CRLF)."""
+    part = message.get_body(preferencelist=("plain",))
+    assert part is not None
+    return str(part.get_content()).replace("\r\n", "\n")
+
+
+def answer_mail(asked: EmailMessage, to: str, answer: str) -> EmailMessage:
+    """A reply to `asked` as a mail client writes it: `answer` above the quoted mail."""
+    quoted = "\n".join(f"> {line}" for line in mail_text(asked).splitlines())
+    return make_mail(
+        to=to,
+        subject=f"Re: {str(asked['Subject']).removeprefix('Re: ')}",
+        body=f"{answer}\n\nOn Monday the bot wrote:\n{quoted}\n",
+        headers={"In-Reply-To": str(asked["Message-ID"]), "References": str(asked["Message-ID"])},
+    )
