@@ -151,7 +151,21 @@ async def test_the_operators_no_cancels_on_her_side_and_nothing_is_verified(
     assert daemon.count("matrix_verification_done") == daemon.count("matrix_user_signed") == 0
 
 
-async def test_a_daemon_killed_mid_verification_tells_her_client_and_a_new_one_completes(
+async def sas_done(alice: ElementClient, bot: User, config: Path, device: str) -> None:
+    """A verification from her request to both sides done, the operator saying yes."""
+    again = await alice.request_verification(bot.user_id, device_id=device)
+    await alice.wait_verification(flow_id=again["flow_id"], phase="Ready")
+    await alice.start_sas(again["flow_id"])
+    await alice.wait_verification(flow_id=again["flow_id"], sas=True)
+    assert (await squidd_cli(config, "matrix", "verify", "--yes")).returncode == 0
+    await alice.confirm_sas(again["flow_id"])
+    await alice.wait_verification(flow_id=again["flow_id"], phase="Done")
+    assert (await alice.wait_user_verified(bot.user_id))["verified"]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
+async def test_a_verification_cut_by_a_restart_is_cancelled_for_her_and_a_new_one_completes(
+    stop: int,
     synapse: SynapseServer,
     bot: User,
     make_element: MakeElement,
@@ -170,18 +184,44 @@ async def test_a_daemon_killed_mid_verification_tells_her_client_and_a_new_one_c
     await alice.start_sas(flow["flow_id"])
     await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
 
-    await first.stop(signal.SIGKILL)  # the flow lived only in that process
+    await first.stop(stop)  # the exchange's secret dies with that process
     second = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
-    await alice.confirm_sas(flow["flow_id"])  # her MAC reaches a daemon that knows no flow
+    # Her client is told at once, without a step of hers, and the DM says why.
     cancelled = await alice.wait_verification(flow_id=flow["flow_id"], phase="Cancelled")
-    assert cancelled["cancel_code"] == "m.unknown_transaction", cancelled
-    assert second.count("matrix_verification_unknown") >= 1
+    assert cancelled["cancel_code"] == "m.user", cancelled
+    assert cancelled["cancelled_by"] == bot.user_id, cancelled
+    [notice] = await alice.wait_messages(bot.user_id, room)
+    assert "interrupted by a restart" in notice["body"] and "start it again" in notice["body"]
+    assert second.count("matrix_verification_restored") == 1
 
-    again = await alice.request_verification(bot.user_id, device_id=device)
-    await alice.wait_verification(flow_id=again["flow_id"], phase="Ready")
-    await alice.start_sas(again["flow_id"])
-    await alice.wait_verification(flow_id=again["flow_id"], sas=True)
+    await sas_done(alice, bot, config, device)
+    assert second.count("child_crashed") == 0
+
+
+async def test_a_request_answered_before_a_restart_goes_on_after_it(
+    synapse: SynapseServer,
+    bot: User,
+    make_element: MakeElement,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice: ElementClient = await make_element("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    room = await alice.create_dm(bot.user_id)
+    await alice.wait_joined(room, bot.user_id)
+    device = await bot_device(alice, bot)
+    flow = await alice.request_verification(bot.user_id, device_id=device)
+    await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
+
+    await first.stop(signal.SIGKILL)  # nothing secret yet: the flow can go on
+    second = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
+    await alice.start_sas(flow["flow_id"])
+    await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
     assert (await squidd_cli(config, "matrix", "verify", "--yes")).returncode == 0
-    await alice.confirm_sas(again["flow_id"])
-    await alice.wait_verification(flow_id=again["flow_id"], phase="Done")
+    await alice.confirm_sas(flow["flow_id"])
+    done = await alice.wait_verification(flow_id=flow["flow_id"], phase="Done")
+    assert done["cancel_code"] is None, done
     assert (await alice.wait_user_verified(bot.user_id))["verified"]
+    assert second.count("matrix_verification_restored") == 1

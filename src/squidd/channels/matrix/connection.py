@@ -146,6 +146,7 @@ class Connection:
         self._policy = await self._build_policy()
         self._carried.verifications.attach(self.client, self._policy, None)
         self._carried.verifications.apply_trust = self.apply_trust
+        await self._carried.verifications.restore(self._files.root)
         since = await self._files.load_sync_token(self._user_id)
         # Full state on every start: nio keeps no room state across restarts, and the
         # members and encryption status of every room are needed to answer correctly.
@@ -194,6 +195,7 @@ class Connection:
             own = await self.identity.ensure_own()
             identity = SigningIdentity(self.identity.api, own)
             self._carried.verifications.attach(self.client, self.policy, identity)
+        await self._carried.verifications.end_interrupted()  # a restart cut them
         log.info(
             "matrix_connected",
             user=self._user_id,

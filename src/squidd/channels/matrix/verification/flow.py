@@ -2,7 +2,8 @@
 
 A flow's id is the request's `transaction_id` (to-device) or the request event's id (in
 a room); `state` goes requested → ready → started → keys → confirmed → done, or to
-cancelled from any of them.
+cancelled from any of them; "interrupted" is a flow a restart cut after its start (see
+`kept`), ignored until it is cancelled.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from squidd.channels.matrix.verification.kept import KeptFlow
 from squidd.channels.matrix.verification.sas import SasExchange
 
 PREFIX = "m.key.verification."
 REQUEST = PREFIX + "request"
 LIFETIME_S = 600.0  # the spec: a request older than 10 minutes is void
 FINISHED = ("done", "cancelled")
+IDLE = (*FINISHED, "interrupted")  # steps of these flows are ignored
 FUTURE_SLACK_MS = 5 * 60 * 1000
 
 
@@ -34,6 +37,12 @@ class Flow:
     confirmed: bool = False
     verified_keys: list[str] = field(default_factory=list)
     cancel_code: str = ""
+    started_at: float = field(default_factory=time.time)  # the wall clock, for `kept`
+
+    def kept(self) -> KeptFlow:
+        return KeptFlow(
+            self.id, self.user_id, self.device_id, self.room_id, self.state, self.started_at
+        )
 
     def view(self, now: float) -> dict[str, Any]:
         shown = self.exchange is not None and self.exchange.keys_exchanged

@@ -7,7 +7,9 @@ daemon (`squidd matrix verify`, over the status socket: `listing`, `confirm`). O
 operator confirms, the bot sends its MAC; when the person's MAC checks out it sends `done`,
 marks the person's device verified and hands their master key, if the MAC covered it, to
 `Identity.verified` (which signs it with the bot's user-signing key). A mismatch is a
-`cancel` (`m.mismatched_sas`). A flow lives 10 minutes at most (the spec's timeout).
+`cancel` (`m.mismatched_sas`). A flow lives 10 minutes at most (the spec's timeout); the
+flows in progress are kept on disk (`kept`): after a restart a `ready` one goes on, one
+cut after its start is cancelled and the person told in her DM (`end_interrupted`).
 
 In a room the flow's id is the request event's id and every later event refers to it
 (`m.reference`); to-device it is the request's `transaction_id`.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -35,6 +38,7 @@ from nio import AsyncClient
 from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.verification.flow import (
     FINISHED,
+    IDLE,
     LIFETIME_S,
     PREFIX,
     REQUEST,
@@ -42,6 +46,7 @@ from squidd.channels.matrix.verification.flow import (
     is_room_verification,
     stale,
 )
+from squidd.channels.matrix.verification.kept import FILE_NAME, RESUMABLE, FlowFile
 from squidd.channels.matrix.verification.limits import (
     MAX_KEPT_FLOWS,
     MAX_LIVE_FLOWS,
@@ -50,9 +55,14 @@ from squidd.channels.matrix.verification.limits import (
 )
 from squidd.channels.matrix.verification.sas import SAS_V1, Party, SasError, SasExchange
 from squidd.channels.matrix.verification.wire import Wire
-from squidd.errors import SquiddError
+from squidd.errors import SquiddError, StorageError
 
 log = structlog.get_logger()
+RESTARTED = "squidd restarted during the verification"
+RESTARTED_NOTICE = (
+    "Our verification was interrupted by a restart of squidd and has been cancelled. "
+    "Please start it again."
+)
 __all__ = ["Flow", "Identity", "Verifications", "is_room_verification"]
 
 
@@ -75,9 +85,12 @@ class Verifications:
         device_trust: str = "allowlisted",
         identity: Identity | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._identity = identity
         self._monotonic = monotonic
+        self._wall = wall
+        self._file: FlowFile | None = None
         self._flows: dict[str, Flow] = {}
         self._answers = Answers()
         self._wire = Wire(device_trust)
@@ -101,6 +114,44 @@ class Verifications:
         self._wire.client, self._policy = client, policy
         if identity is not None:
             self._identity = identity
+
+    # --- across a restart (kept) ------------------------------------------------------------
+
+    async def restore(self, folder: Path) -> None:
+        """Once per run, before the first sync: take up the flows a previous run left in
+        `folder`. A `ready` one goes on; one cut after its start waits for `end_interrupted`."""
+        if self._file is not None:
+            return
+        self._file = FlowFile(folder / FILE_NAME)
+        now = self._monotonic()
+        for record in await self._file.load():
+            age = max(0.0, self._wall() - record.started_at)
+            if age >= LIFETIME_S or record.id in self._flows:
+                continue  # her client gave up on it long ago
+            state = "ready" if record.state in RESUMABLE else "interrupted"
+            flow = Flow(record.id, record.user_id, record.device_id, record.room_id, now - age)
+            flow.state, flow.started_at = state, record.started_at
+            self._flows[flow.id] = flow
+            log.info("matrix_verification_restored", flow=flow.id, user=flow.user_id, state=state)
+        await self._save()
+
+    async def end_interrupted(self) -> None:
+        """After the first sync: cancel each flow a restart cut, and say so in her DM."""
+        for flow in [f for f in self._flows.values() if f.state == "interrupted"]:
+            try:
+                await self._cancel(flow, "m.user", RESTARTED + "; please start again")
+                await self._wire.tell(flow, RESTARTED_NOTICE)
+            except SquiddError as exc:
+                log.warning("matrix_verification_step_failed", flow=flow.id, reason=str(exc))
+        await self._save()
+
+    async def _save(self) -> None:
+        if self._file is None:
+            return
+        try:
+            await self._file.save(f.kept() for f in self._flows.values() if f.state not in FINISHED)
+        except StorageError as exc:
+            log.warning("matrix_verification_not_kept", reason=str(exc))
 
     # --- input -----------------------------------------------------------------------------
 
@@ -169,6 +220,7 @@ class Verifications:
             log.warning("matrix_verification_step_failed", flow=flow_id, reason=str(exc))
         except Exception:  # a defect of ours; one odd event must not stop the sync loop
             log.exception("matrix_verification_failed", flow=flow_id, sender=sender)
+        await self._save()
 
     async def _guarded_expire(self) -> None:
         try:
@@ -177,6 +229,7 @@ class Verifications:
             log.warning("matrix_verification_step_failed", reason=str(exc))
         except Exception:
             log.exception("matrix_verification_failed")
+        await self._save()
 
     async def _handle(
         self, kind: str, sender: str, flow_id: str, content: Mapping[str, Any], room: str | None
@@ -190,7 +243,7 @@ class Verifications:
         if flow is None and room is None and step not in ("cancel", "done"):
             await self._unknown(sender, flow_id)
             return
-        if flow is None or flow.user_id != sender or flow.state in FINISHED:
+        if flow is None or flow.user_id != sender or flow.state in IDLE:
             log.debug("matrix_verification_ignored", type=kind, flow=flow_id)
             return
         if step == "cancel":
@@ -302,7 +355,13 @@ class Verifications:
 
     async def confirm(self, flow_id: str | None, *, match: bool) -> dict[str, Any]:
         """The operator compared the emoji: `match` sends our MAC, else cancels."""
-        await self.expire()
+        await self._guarded_expire()
+        try:
+            return await self._confirm(flow_id, match=match)
+        finally:
+            await self._save()
+
+    async def _confirm(self, flow_id: str | None, *, match: bool) -> dict[str, Any]:
         waiting = [f for f in self._flows.values() if f.state == "keys" and not f.confirmed]
         if flow_id:
             waiting = [f for f in waiting if f.id == flow_id or f.user_id == flow_id]

@@ -6,6 +6,7 @@ through `send.send_event`, encrypted like any reply). A homeserver out of reach 
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +62,34 @@ class Wire:
             return
         client.olm.users_for_key_query.add(user_id)
         await call("querying a device's keys", client.keys_query())
+
+    def direct_room(self, user_id: str) -> str | None:
+        """A room of only the bot and `user_id` (their DM), if the client knows one."""
+        client = self.client
+        rooms = getattr(client, "rooms", None) or {}
+        if client is None:
+            return None
+        pair = {client.user_id, user_id}
+        return next((rid for rid, room in rooms.items() if set(room.users) == pair), None)
+
+    async def tell(self, flow: Flow, text: str) -> None:
+        """A notice to the person of `flow`: in its room, else in her DM with the bot."""
+        client = self.client
+        room = flow.room_id or self.direct_room(flow.user_id)
+        if client is None or room is None:
+            log.info("matrix_verification_not_told", user=flow.user_id, reason="no direct chat")
+            return
+        # One transaction id per flow: told twice (a crash in between), it shows once.
+        digest = hashlib.sha256(f"{flow.id}\0{flow.user_id}".encode()).hexdigest()[:32]
+        await send_event(
+            client,
+            RoomId(room),
+            "m.room.message",
+            {"msgtype": "m.notice", "body": text},
+            tx_id=f"squidd-verify-told-{digest}",
+            device_trust=self._device_trust,
+            apply_trust=self.apply_trust,
+        )
 
     async def send(self, flow: Flow, step: str, content: dict[str, Any]) -> None:
         client = self.client
