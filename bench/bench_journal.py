@@ -33,7 +33,7 @@ from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 from tests.support.prompt import StaticPrompt
 
-from squidd.core.agent import AgentLoop
+from squidd.core.agent import AgentLoop, TurnServices
 from squidd.core.journal import Effect
 from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolResult
@@ -93,10 +93,12 @@ async def measure(turns: int, *, tools: bool, journal: bool) -> tuple[float, flo
         journals = JournalDir(data)
         loop = AgentLoop(
             llm=llm,
-            memory=MemoryManager(store, llm, consolidation_threshold=10_000),
-            registry=ToolRegistry([Lookup()]),
-            prompt=StaticPrompt("You are a benchmark."),
-            recording=TurnRecording(journals) if journal else None,
+            services=TurnServices(
+                memory=MemoryManager(store, llm, consolidation_threshold=10_000),
+                registry=ToolRegistry([Lookup()]),
+                prompt=StaticPrompt("You are a benchmark."),
+                recording=TurnRecording(journals) if journal else None,
+            ),
         )
 
         async def turn(i: int) -> None:

@@ -32,7 +32,7 @@ from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 from tests.support.prompt import StaticPrompt
 
-from squidd.core.agent import AgentLoop
+from squidd.core.agent import AgentLoop, TurnServices
 from squidd.core.budget import PromptBudget
 from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolResult
@@ -133,11 +133,13 @@ async def measure(turns: int, window: int, seed: int) -> dict[str, float]:
         memory = MemoryManager(store, llm=llm, budget=budget)
         loop = AgentLoop(
             llm=llm,
-            memory=memory,
-            registry=ToolRegistry([FetchTool(rng), ReadFileTool(data / "ws")]),
-            prompt=StaticPrompt("You are squidd, a personal assistant. " * 10),
-            results=results,
-            max_result_chars=16_000,
+            services=TurnServices(
+                memory=memory,
+                registry=ToolRegistry([FetchTool(rng), ReadFileTool(data / "ws")]),
+                prompt=StaticPrompt("You are squidd, a personal assistant. " * 10),
+                results=results,
+                max_result_chars=16_000,
+            ),
         )
         for turn in range(1, turns + 1):
             provider.turn = turn

@@ -19,6 +19,7 @@ from squidd.core.tools import ToolRegistry
 from squidd.errors import LLMError, ToolError
 from squidd.store.jsonl import JsonlStore
 from squidd.tools.memory_write import MemoryWriteTool
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -59,7 +60,7 @@ def make_loop(
 ) -> tuple[AgentLoop, MemoryStore, MockLLM]:
     llm, mock = scripted_llm(*replies)
     memory = MemoryManager(store, llm, consolidation_threshold=100)
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=memory,
         registry=registry or ToolRegistry(),
@@ -181,7 +182,7 @@ async def test_history_is_sent_on_the_next_turn(memory_store: MemoryStore) -> No
 async def test_failed_turn_keeps_the_user_message(memory_store: MemoryStore) -> None:
     store = memory_store
     llm, _ = scripted_llm(Reply(status=503), Reply(status=503), max_retries=1)
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(store, llm),
         registry=ToolRegistry(),
@@ -280,7 +281,7 @@ async def test_a_turn_reads_the_history_window_once(tmp_path: Path) -> None:
     (a turn's cost is that window; reading it twice doubled it)."""
     store = CountingStore(tmp_path)
     llm, mock = scripted_llm("first answer", "second answer", "third answer")
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(store, llm, consolidation_threshold=100),
         registry=ToolRegistry(),

@@ -10,13 +10,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from squidd.core.agent import AgentLoop
 from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.tools import ToolRegistry
 from squidd.store.jsonl import JsonlStore
 from squidd.store.tool_results import ToolResultFiles
 from squidd.tools.files import ReadFileTool
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -51,7 +51,7 @@ async def test_a_200kB_result_never_reaches_the_model_whole(tmp_path: Path) -> N
         return Reply(tool_calls=[("read_file", {"path": name, "offset": 16000, "limit": 100})])
 
     llm, mock = scripted_llm(Reply(tool_calls=[("dump", {})]), read_on, "done")
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(JsonlStore(data, workspace_dir=workspace)),
         registry=ToolRegistry([DumpTool(), reader]),

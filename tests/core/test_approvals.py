@@ -33,6 +33,7 @@ from squidd.store.approvals import QuestionFiles
 from squidd.store.audit import AuditFile
 from squidd.store.jsonl import JsonlStore
 from squidd.tools.shell import ShellTool
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -85,7 +86,7 @@ class Setup:
     def loop(self, *replies: Reply | str | Callable[..., Reply]) -> AgentLoop:
         llm, _ = scripted_llm(*replies)
         shell = ShellTool(self.workspace, ShellSettings(enabled=True))
-        return AgentLoop(
+        return agent_loop(
             llm=llm,
             memory=MemoryManager(JsonlStore(self.data, workspace_dir=self.workspace)),
             registry=ToolRegistry([shell]),

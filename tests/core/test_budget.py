@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from squidd.core.agent import AgentLoop
 from squidd.core.budget import PromptBudget, fit_history
 from squidd.core.estimator import TokenEstimator, messages_chars
 from squidd.core.memory import CONSOLIDATION_WARNING, MemoryManager
 from squidd.core.models import Message, SessionId, ToolCall
 from squidd.core.tools import ToolRegistry
 from squidd.store.jsonl import JsonlStore
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -107,7 +107,7 @@ async def test_the_estimate_converges_to_the_reported_usage_within_5_calls(
 
     llm, _ = scripted_llm(*[provider] * 7)
     memory = MemoryManager(store_at(tmp_path), budget=PromptBudget(context_window=128_000))
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm, memory=memory, registry=ToolRegistry(), prompt=StaticPrompt("system " * 50)
     )
     errors = []
@@ -131,7 +131,7 @@ async def test_context_length_exceeded_is_recovered_in_the_same_turn(tmp_path: P
         "here is my answer",
     )
     memory = MemoryManager(store, llm=llm, budget=PromptBudget(context_window=128_000))
-    loop = AgentLoop(llm=llm, memory=memory, registry=ToolRegistry(), prompt=StaticPrompt("s"))
+    loop = agent_loop(llm=llm, memory=memory, registry=ToolRegistry(), prompt=StaticPrompt("s"))
     assert await loop.run(SESSION, "and now?", "matrix") == "here is my answer"
     first, _, retry = mock.requests
     assert len(retry["messages"]) < len(first["messages"])
@@ -147,7 +147,7 @@ async def test_a_second_overflow_in_the_same_turn_is_an_error(tmp_path: Path) ->
     overflow = Reply(status=400, error_code="context_length_exceeded")
     llm, _ = scripted_llm(overflow, overflow)
     memory = MemoryManager(store_at(tmp_path), budget=PromptBudget(context_window=128_000))
-    loop = AgentLoop(llm=llm, memory=memory, registry=ToolRegistry(), prompt=StaticPrompt("s"))
+    loop = agent_loop(llm=llm, memory=memory, registry=ToolRegistry(), prompt=StaticPrompt("s"))
     with pytest.raises(LLMContextOverflowError):
         await loop.run(SESSION, "hello", "matrix")
 
@@ -162,7 +162,7 @@ async def test_extra_prompt_parts_have_their_own_cap(tmp_path: Path) -> None:
     memory = MemoryManager(
         store_at(tmp_path), budget=PromptBudget(context_window=128_000, extra_tokens=100)
     )
-    loop = AgentLoop(llm=llm, memory=memory, registry=ToolRegistry(), prompt=StaticPrompt("s"))
+    loop = agent_loop(llm=llm, memory=memory, registry=ToolRegistry(), prompt=StaticPrompt("s"))
     index = "<skills>" + "<skill name='x'/>" * 500 + "</skills>"
     await loop.run(SESSION, "hi", "matrix", extra_parts=[index])
     system = mock.requests[0]["messages"][0]["content"]

@@ -16,6 +16,7 @@ from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolCall, ToolResult
 from squidd.core.tools import ToolRegistry
 from squidd.store.jsonl import JsonlStore
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -44,7 +45,7 @@ class CountTool:
 def _loop(tmp_path: Path, *replies: Reply | str, **kw: Any) -> tuple[AgentLoop, Any, CountTool]:
     llm, mock = scripted_llm(*replies)
     tool = CountTool()
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(JsonlStore(tmp_path, workspace_dir=tmp_path / "ws")),
         registry=ToolRegistry([tool]),

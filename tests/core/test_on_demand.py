@@ -14,6 +14,7 @@ from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolResult
 from squidd.core.tools import ToolRegistry
 from squidd.store.jsonl import JsonlStore
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -48,7 +49,7 @@ def names(body: dict[str, Any]) -> list[str]:
 def _loop(tmp_path: Path, *replies: Reply | str, **kw: Any) -> tuple[AgentLoop, Any, list[Named]]:
     llm, mock = scripted_llm(*replies)
     tools = [Named("read_file", "Read a file."), Named("cron_add", "Add a scheduled job. More.")]
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(JsonlStore(tmp_path, workspace_dir=tmp_path / "ws")),
         registry=ToolRegistry(tools),

@@ -25,6 +25,7 @@ from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
 from squidd.store.journal import JournalDir
 from squidd.store.jsonl import JsonlStore
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -70,7 +71,7 @@ def daemon(
     llm, _ = scripted_llm(mock=mock)
     store = JsonlStore(data)
     journal = JournalDir(data)
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(store, llm, consolidation_threshold=100),
         registry=ToolRegistry(tools),

@@ -18,6 +18,7 @@ from squidd.core.tools import ToolRegistry
 from squidd.core.usage import Price, group, totals
 from squidd.store.jsonl import JsonlStore
 from squidd.store.usage import UsageLedger
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -53,7 +54,7 @@ async def test_ledger_sums_match_the_scripted_usage_exactly(tmp_path: Path) -> N
     ledger = UsageLedger(tmp_path)
     store = JsonlStore(tmp_path / "data", workspace_dir=tmp_path / "ws")
     memory = MemoryManager(store, llm=llm, usage=ledger)
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=memory,
         registry=ToolRegistry([PingTool()]),
@@ -83,7 +84,7 @@ async def test_a_provider_without_usage_breaks_nothing(tmp_path: Path) -> None:
     llm, _ = scripted_llm(Reply(content="hi"))
     ledger = UsageLedger(tmp_path)
     store = JsonlStore(tmp_path / "data", workspace_dir=tmp_path / "ws")
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(store),
         registry=ToolRegistry(),
@@ -167,7 +168,7 @@ def ping_then_answer(tmp_path: Path, ledger: UsageLedger) -> AgentLoop:
         Reply(tool_calls=[("ping", {})], usage=(10, 1, 0)), Reply(content="ok", usage=(20, 2, 0))
     )
     store = JsonlStore(tmp_path / "data", workspace_dir=tmp_path / "ws")
-    return AgentLoop(
+    return agent_loop(
         llm=llm,
         memory=MemoryManager(store),
         registry=ToolRegistry([PingTool()]),

@@ -15,7 +15,6 @@ import pytest
 import structlog
 
 from squidd.cli import main
-from squidd.core.agent import AgentLoop
 from squidd.core.audit import Auditor, ChainBroken, Decision, arguments_hash
 from squidd.core.memory import MemoryManager
 from squidd.core.models import SessionId, ToolCall, ToolResult
@@ -23,6 +22,7 @@ from squidd.core.tools import ToolRegistry
 from squidd.log import SecretRedactor
 from squidd.store.audit import AuditFile
 from squidd.store.jsonl import JsonlStore
+from tests.support.agent import agent_loop
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -68,7 +68,7 @@ async def test_one_line_per_call_through_a_turn(tmp_path: Path) -> None:
         Reply(tool_calls=[("echo", {"text": f"key sk-{SECRET} and {SECRET}"})]),
         "done",
     )
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(JsonlStore(data, workspace_dir=tmp_path)),
         registry=ToolRegistry([tool]),

@@ -13,73 +13,26 @@ escapes the loop.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
-from squidd.core.approvals import Approvals
-from squidd.core.audit import Auditor
-from squidd.core.memory import MemoryManager
 from squidd.core.models import Attachment, SessionId
-from squidd.core.ports import AttachmentReader, LLMPort, PromptSource, ResultStore, Tool, ToolPolicy
-from squidd.core.resume import TurnRecording
+from squidd.core.ports import LLMPort, Tool
 from squidd.core.tool_calls import DEFAULT_MAX_RESULT_CHARS
-from squidd.core.tools import ToolRegistry
-from squidd.core.turns import OnEvent, TurnInput, TurnLimits, TurnSteps
-from squidd.core.usage import UsageSink
+from squidd.core.turn_services import TurnLimits, TurnServices
+from squidd.core.turns import OnEvent, TurnInput, TurnSteps
 from squidd.errors import LLMContextOverflowError
 
-__all__ = ["DEFAULT_MAX_RESULT_CHARS", "AgentLoop", "OnEvent"]
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "AgentLoop", "OnEvent", "TurnLimits", "TurnServices"]
 
 
 class AgentLoop:
-    def __init__(
-        self,
-        *,
-        llm: LLMPort,
-        memory: MemoryManager,
-        registry: ToolRegistry,
-        prompt: PromptSource,
-        max_tool_rounds: int = 20,
-        max_repeated_tool_calls: int = 3,
-        max_turn_seconds: float = 600.0,
-        monotonic: Callable[[], float] = time.monotonic,
-        on_demand: Sequence[str] = (),
-        policy: ToolPolicy | None = None,
-        usage: UsageSink | None = None,
-        results: ResultStore | None = None,
-        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-        attachments: AttachmentReader | None = None,
-        prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None,
-        recording: TurnRecording | None = None,
-        auditor: Auditor | None = None,
-        approvals: Approvals | None = None,
-    ) -> None:
-        # `prompt_parts` gives the system prompt parts of every turn that have their own
-        # cap (the skills index); they come before a run's own `extra_parts`. `recording`:
-        # the journal turns with a `turn_id` record in and resume from (core/journal.py).
+    """Runs turns with `llm` (a run may name another model client) over `services`, the
+    collaborators every turn shares (core/turn_services.py)."""
+
+    def __init__(self, *, llm: LLMPort, services: TurnServices) -> None:
         self._llm = llm
-        self._memory = memory
-        self._steps = TurnSteps(
-            memory=memory,
-            registry=registry,
-            prompt=prompt,
-            limits=TurnLimits(
-                max_tool_rounds=max_tool_rounds,
-                max_repeated_tool_calls=max_repeated_tool_calls,
-                max_turn_seconds=max_turn_seconds,
-                monotonic=monotonic,
-            ),
-            prompt_parts=prompt_parts,
-            attachments=attachments,
-            policy=policy,
-            on_demand=on_demand,
-            usage=usage,
-            results=results,
-            max_result_chars=max_result_chars,
-            recording=recording,
-            auditor=auditor,
-            approvals=approvals,
-        )
+        self._memory = services.memory
+        self._steps = TurnSteps(services)
 
     async def run(
         self,

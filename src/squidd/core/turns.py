@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from squidd.core.approvals import Approvals, Verdict
-from squidd.core.audit import Auditor, Decision
+from squidd.core.approvals import Verdict
+from squidd.core.audit import Decision
 from squidd.core.budget import fit_request
 from squidd.core.estimator import messages_chars, tools_chars
 from squidd.core.journal import (
@@ -39,7 +39,6 @@ from squidd.core.journal import (
     Replay,
 )
 from squidd.core.loop_guard import LoopGuard
-from squidd.core.memory import MemoryManager
 from squidd.core.models import (
     Attachment,
     HistoryWindow,
@@ -54,17 +53,13 @@ from squidd.core.models import (
     utcnow,
 )
 from squidd.core.ports import (
-    AttachmentReader,
     LLMPort,
-    PromptSource,
-    ResultStore,
     Tool,
-    ToolPolicy,
 )
-from squidd.core.resume import TurnRecording, load_replay, recorded_result
+from squidd.core.resume import load_replay, recorded_result
 from squidd.core.tool_calls import cap_result, dispatch, offer, tools_for
-from squidd.core.tools import ToolRegistry
-from squidd.core.usage import UsageSink, record_usage
+from squidd.core.turn_services import TurnServices
+from squidd.core.usage import record_usage
 
 log = structlog.get_logger()
 
@@ -90,14 +85,6 @@ class TurnInput:
     purpose: str | None = None
     extra_parts: Sequence[str] = ()
     attachments: Sequence[Attachment] = ()
-
-
-@dataclass(frozen=True)
-class TurnLimits:
-    max_tool_rounds: int
-    max_repeated_tool_calls: int
-    max_turn_seconds: float
-    monotonic: Callable[[], float]
 
 
 @dataclass
@@ -146,51 +133,21 @@ class Turn:
 class TurnSteps:
     """The named steps of a turn, over the collaborators every turn shares."""
 
-    def __init__(
-        self,
-        *,
-        memory: MemoryManager,
-        registry: ToolRegistry,
-        prompt: PromptSource,
-        limits: TurnLimits,
-        prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None,
-        attachments: AttachmentReader | None = None,
-        policy: ToolPolicy | None = None,
-        on_demand: Sequence[str] = (),
-        usage: UsageSink | None = None,
-        results: ResultStore | None = None,
-        max_result_chars: int,
-        recording: TurnRecording | None = None,
-        auditor: Auditor | None = None,
-        approvals: Approvals | None = None,
-    ) -> None:
-        self._memory = memory
-        self._auditor = auditor
-        self._approvals = approvals
-        self._registry = registry
-        self._prompt = prompt
-        self._limits = limits
-        self._prompt_parts = prompt_parts
-        self._attachments = attachments
-        self._policy = policy
-        self._on_demand = tuple(on_demand)
-        self._usage = usage
-        self._results = results
-        self._max_result_chars = max_result_chars
-        self._recording = recording
+    def __init__(self, services: TurnServices) -> None:
+        self._services = services
 
     def previous_reply(self, ask: TurnInput, window: HistoryWindow) -> str | None:
         """The reply of a finished turn for the same inbound (a redelivery), if any."""
         if ask.turn_id is None:
             return None
-        previous = self._memory.finished_reply(window, ask.turn_id)
+        previous = self._services.memory.finished_reply(window, ask.turn_id)
         if previous is not None:
             log.info("turn_reused", session=ask.session, channel=ask.channel, turn=ask.turn_id)
         return previous
 
     async def prepare(self, ask: TurnInput, window: HistoryWindow) -> Turn:
         """Tools, context and attachments: the turn ready for its first round."""
-        limits = self._limits
+        limits = self._services.limits
         guard = LoopGuard(
             # A sub-agent's step cap may lower the limit for its turn, never raise it.
             max_rounds=min(ask.max_tool_rounds or limits.max_tool_rounds, limits.max_tool_rounds),
@@ -200,15 +157,19 @@ class TurnSteps:
         )
         turn = Turn(ask=ask, guard=guard, started=time.monotonic())
         turn.tools = tools_for(
-            self._registry, self._policy, ask.session, ask.channel, ask.extra_tools
+            self._services.registry,
+            self._services.policy,
+            ask.session,
+            ask.channel,
+            ask.extra_tools,
         )
-        turn.definitions = offer(turn.tools, self._on_demand)
-        turn.reserved = self._memory.estimator.tokens(tools_chars(turn.definitions))
-        turn.base_prompt = await self._prompt.system_prompt()
+        turn.definitions = offer(turn.tools, self._services.on_demand)
+        turn.reserved = self._services.memory.estimator.tokens(tools_chars(turn.definitions))
+        turn.base_prompt = await self._services.prompt.system_prompt()
         turn.extra_parts = ask.extra_parts
-        if self._prompt_parts is not None:
-            turn.extra_parts = [*await self._prompt_parts(), *ask.extra_parts]
-        turn.context = await self._memory.build_messages(
+        if self._services.prompt_parts is not None:
+            turn.extra_parts = [*await self._services.prompt_parts(), *ask.extra_parts]
+        turn.context = await self._services.memory.build_messages(
             ask.session,
             turn.base_prompt,
             ask.user_message,
@@ -217,8 +178,8 @@ class TurnSteps:
             extra_parts=turn.extra_parts,
         )
         kept_text = ask.user_message
-        if ask.attachments and self._attachments is not None:
-            read = await self._attachments.read(ask.attachments)
+        if ask.attachments and self._services.attachments is not None:
+            read = await self._services.attachments.read(ask.attachments)
             kept_text = "\n\n".join(t for t in (ask.user_message, read.kept) if t)
             full_text = "\n\n".join(t for t in (ask.user_message, read.text) if t)
             turn.asked = Message(role="user", content=full_text, images=read.images)
@@ -232,7 +193,7 @@ class TurnSteps:
                 attachments=tuple(ask.attachments),
             )
         )
-        resumed = await load_replay(self._recording, ask.turn_id)
+        resumed = await load_replay(self._services.recording, ask.turn_id)
         if resumed is not None:
             turn.key, turn.replay = resumed.key, resumed.replay
             turn.reply = resumed.reply if resumed.reply is not None else turn.reply
@@ -248,7 +209,7 @@ class TurnSteps:
         if recorded is not None:  # asked and answered before the cut: not asked again
             text, calls = recorded.text, recorded.calls
         else:
-            memory = self._memory
+            memory = self._services.memory
             request = fit_request(
                 turn.context,
                 turn.messages[1:],
@@ -267,8 +228,8 @@ class TurnSteps:
         if not calls or turn.stopped is not None:
             turn.reply = text.strip()
             return
-        if recorded is None and self._recording is not None and turn.key is not None:
-            await self._recording.journal.answer(turn.key, turn.session, text, calls)
+        if recorded is None and self._services.recording is not None and turn.key is not None:
+            await self._services.recording.journal.answer(turn.key, turn.session, text, calls)
         ts = recorded.ts if recorded is not None else now_iso()
         turn.messages.append(
             Message(role="assistant", content=text or None, tool_calls=calls, ts=ts)
@@ -286,13 +247,19 @@ class TurnSteps:
         that needs approval (core/approvals.py) is asked about first; refused, it does not
         run and the model is told why."""
         content = await recorded_result(
-            self._recording, turn.key, turn.replay, call, turn.tools.get(call.name)
+            self._services.recording, turn.key, turn.replay, call, turn.tools.get(call.name)
         )
         if content is None:
-            journal = self._recording.journal if self._recording and turn.key else None
+            journal = (
+                self._services.recording.journal if self._services.recording and turn.key else None
+            )
             verdict = Verdict(True, Decision.ALLOWED)
-            if self._approvals is not None and call.name in turn.tools:  # else not run anyway
-                verdict = await self._approvals.gate(turn.session, turn.ask.channel, turn.key, call)
+            if (
+                self._services.approvals is not None and call.name in turn.tools
+            ):  # else not run anyway
+                verdict = await self._services.approvals.gate(
+                    turn.session, turn.ask.channel, turn.key, call
+                )
             if verdict.run:
                 if journal is not None and turn.key is not None:
                     await journal.started(turn.key, call)
@@ -312,7 +279,11 @@ class TurnSteps:
         error = result.content if result.is_error else None
         await self._audit(turn, call, verdict, time.monotonic() - started, result.content, error)
         content = await cap_result(
-            self._results, self._max_result_chars, turn.session, call, result.content
+            self._services.results,
+            self._services.max_result_chars,
+            turn.session,
+            call,
+            result.content,
         )
         return f"Error: {content}" if result.is_error else content
 
@@ -325,9 +296,9 @@ class TurnSteps:
         result: str,
         error: str | None,
     ) -> None:
-        if self._auditor is None:
+        if self._services.auditor is None:
             return
-        await self._auditor.record(
+        await self._services.auditor.record(
             turn.session,
             turn.ask.channel,
             call,
@@ -342,13 +313,13 @@ class TurnSteps:
         """After the model refused the request as too long: rebuild the context tight
         (consolidate or trim) for one more try of the same round. False when the turn has
         had its retry or no budget is configured (the overflow is then the turn's error)."""
-        budget = self._memory.budget
+        budget = self._services.memory.budget
         if turn.retried or budget is None:
             return False
         turn.retried = True
-        self._memory.estimator.overflowed(turn.request_chars, budget.context_window)
+        self._services.memory.estimator.overflowed(turn.request_chars, budget.context_window)
         log.warning("context_overflow_retry", session=turn.session, chars=turn.request_chars)
-        turn.context = await self._memory.build_messages(
+        turn.context = await self._services.memory.build_messages(
             turn.session,
             turn.base_prompt,
             turn.ask.user_message,
@@ -369,7 +340,7 @@ class TurnSteps:
         if not reply:
             reply = "(I have no answer to that.)"
         turn.messages.append(Message(role="assistant", content=reply, ts=now_iso()))
-        await self._memory.persist_turn(turn.session, turn.messages)
+        await self._services.memory.persist_turn(turn.session, turn.messages)
         log.info(
             "turn_finished",
             session=turn.session,
@@ -382,7 +353,7 @@ class TurnSteps:
 
     async def fail(self, turn: Turn, exc: Exception) -> None:
         """The turn broke: its user message is kept in the history, so nothing is lost."""
-        await self._memory.persist_turn(turn.session, turn.messages[:1])
+        await self._services.memory.persist_turn(turn.session, turn.messages[:1])
         log.warning(
             "turn_failed",
             session=turn.session,
@@ -406,8 +377,8 @@ class TurnSteps:
                 calls = event.calls
             elif isinstance(event, Usage):
                 # The provider's count calibrates the estimate for the next requests.
-                self._memory.estimator.observe(event.model, chars, event.prompt_tokens)
-                await record_usage(self._usage, turn.session, turn.purpose, event)
+                self._services.memory.estimator.observe(event.model, chars, event.prompt_tokens)
+                await record_usage(self._services.usage, turn.session, turn.purpose, event)
                 continue
             else:  # StreamRestart: what streamed so far is void
                 parts.clear()

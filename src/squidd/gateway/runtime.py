@@ -23,6 +23,7 @@ from squidd.core.models import HistoryHit
 from squidd.core.ports import PromptSource, ToolPolicy
 from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
+from squidd.core.turn_services import TurnLimits, TurnServices
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
 from squidd.llm.openai import OpenAILLM
 from squidd.llm.transcription import WhisperTranscriber
@@ -195,14 +196,15 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         max_age=timedelta(hours=settings.gateway.journal_max_age_hours),
     )
     approvals, unattended = _approvals(settings)
-    agent = AgentLoop(
-        llm=llm,
+    services = TurnServices(
         memory=memory,
         registry=registry,
         prompt=prompt,
-        max_tool_rounds=settings.agents.max_tool_rounds,
-        max_repeated_tool_calls=settings.agents.max_repeated_tool_calls,
-        max_turn_seconds=settings.agents.max_turn_seconds,
+        limits=TurnLimits(
+            max_tool_rounds=settings.agents.max_tool_rounds,
+            max_repeated_tool_calls=settings.agents.max_repeated_tool_calls,
+            max_turn_seconds=settings.agents.max_turn_seconds,
+        ),
         on_demand=settings.tools.on_demand,
         policy=policy,
         usage=usage,
@@ -216,6 +218,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         auditor=Auditor(AuditFile(data_dir), SecretRedactor(known_secrets(settings)).scrub),
         approvals=approvals,
     )
+    agent = AgentLoop(llm=llm, services=services)
     return Runtime(
         settings=settings,
         store=store,

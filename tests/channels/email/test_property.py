@@ -28,7 +28,6 @@ from squidd.channels.email.inbound import make_inbound, prompt_text
 from squidd.channels.email.policy import Gate
 from squidd.channels.email.send import send_reply
 from squidd.config.email import EmailSettings
-from squidd.core.agent import AgentLoop
 from squidd.core.backoff import Backoff
 from squidd.core.memory import MemoryManager
 from squidd.core.models import Inbound, Outbound
@@ -37,6 +36,7 @@ from squidd.core.supervisor import ChildHealth
 from squidd.core.tools import ToolRegistry
 from squidd.store.jsonl import JsonlStore
 from tests.core.test_router import Records
+from tests.support.agent import agent_loop
 from tests.support.doubles import memory_poison
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
@@ -131,7 +131,7 @@ def inbound_of(raw: bytes) -> Inbound | None:
 async def round_trip(raw: bytes, data: Path) -> None:
     llm, mock = scripted_llm(mock=MockLLM())
     mock.script = [echo, echo]
-    loop = AgentLoop(
+    loop = agent_loop(
         llm=llm,
         memory=MemoryManager(JsonlStore(data), llm, consolidation_threshold=100),
         registry=ToolRegistry(),
