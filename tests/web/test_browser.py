@@ -1,8 +1,9 @@
 """The dashboard in a real browser: headless Chromium from Debian's packages (installed by
 tests/servers/chromium/prepare), driven over the DevTools protocol. Without a key it sees
 only the login form; it logs in with a key, sees the channels, pauses and removes a cron
-job and approves a pending shell call, which then runs once. Screenshots of each step are saved
-under test-artifacts/dashboard/."""
+job and approves a pending shell call, which then runs once. Each page is read once it has
+loaded (the harness waits for the browser's navigation events, never for a time).
+Screenshots of each step are saved under test-artifacts/dashboard/."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import anyio
 import pytest
 
 from squidd.core.cron import make_job
@@ -68,33 +68,25 @@ async def browser(tmp_path: Path) -> AsyncIterator[Browser]:
 async def test_log_in_see_channels_remove_a_job_and_approve_a_shell_call(
     api: ApiDaemon, browser: Browser, fake_llm: FakeLLM
 ) -> None:
-    await browser.goto(f"{api.url}/")
-    text = await browser.wait_text("API key")
-    assert "Channels" not in text
+    text = await browser.goto(f"{api.url}/")
+    assert "API key" in text and "Channels" not in text
     await browser.screenshot(ARTIFACTS / "1-login.png")
 
-    await browser.evaluate(
+    text = await browser.navigating(
         f"document.querySelector('input[name=key]').value = {api.key!r};"
         "document.querySelector('form').submit()"
     )
-    text = await browser.wait_text("Channels")
     assert "api\tconnected" in text and "spool\tconnected" in text, text
     assert "water-plants" in text
     await browser.screenshot(ARTIFACTS / "2-overview.png")
 
-    await browser.evaluate(
-        "document.querySelector('form[action=\"/cron/water-plants/pause\"] button').click()"
-    )
-    await browser.wait_text("Resume")
+    text = await browser.navigating(_click('form[action="/cron/water-plants/pause"] button'))
+    assert "Resume" in text and "paused" in text, text
     [paused] = JobsFile(api.tmp / "data").load_sync()
-    assert paused.paused and "paused" in await browser.text()
+    assert paused.paused
     await browser.screenshot(ARTIFACTS / "2b-paused.png")
-    await browser.evaluate(
-        "document.querySelector('form[action=\"/cron/water-plants/remove\"] button').click()"
-    )
-    with anyio.fail_after(60):
-        while "water-plants" in await browser.text():  # noqa: ASYNC110 - the page, polled
-            await anyio.sleep(0.1)
+    text = await browser.navigating(_click('form[action="/cron/water-plants/remove"] button'))
+    assert "water-plants" not in text, text
     assert JobsFile(api.tmp / "data").load_sync() == []
 
     fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), "done")
@@ -102,16 +94,19 @@ async def test_log_in_see_channels_remove_a_job_and_approve_a_shell_call(
         api.tmp / "data" / "spool" / "in" / "m1.json",
         {"session": "side", "sender": "tester", "text": "run it"},
     )
-    with anyio.fail_after(60):
-        while "Run shell: echo ran >> ran.txt?" not in await browser.text():
-            await anyio.sleep(0.2)
-            await browser.goto(f"{api.url}/")
+    await api.runs[-1].wait_event("approval_asked")  # the question is on disk, waiting
+    text = await browser.goto(f"{api.url}/")
+    assert "Run shell: echo ran >> ran.txt?" in text, text
     await browser.screenshot(ARTIFACTS / "3-approval.png")
-    await browser.evaluate("document.querySelector('form[action$=\"/yes\"] button').click()")
+    text = await browser.navigating(_click('form[action$="/yes"] button'))
+    assert "Pending approvals" in text
     marker = api.tmp / "ws" / "ran.txt"
     wait_until(marker.exists, "the approved command run")
-    await browser.wait_text("Pending approvals")
     await browser.screenshot(ARTIFACTS / "4-approved.png")
     out = api.tmp / "data" / "spool" / "out"
     wait_until(lambda: any("done" in p.read_text() for p in out.glob("m1.*.json")), "the reply")
     assert marker.read_text() == "ran\n"
+
+
+def _click(selector: str) -> str:
+    return f"document.querySelector({selector!r}).click()"

@@ -217,8 +217,9 @@ class Dashboard:
             ),
             "<h2>Turns</h2>" + plain(snap["turns"]),
             "<h2>Pending approvals</h2>" + await self._approvals(login),
+            # Each job with its next run, read from the jobs file: right after a change made
+            # here, the scheduler may not have reloaded it yet.
             "<h2>Cron jobs</h2>" + await self._jobs(login),
-            "<h2>Next runs</h2>" + plain(snap["cron"]),
             "<h2>Denied in cron and heartbeat runs (no one to approve)</h2>"
             + _denied(snap.get("unattended_denied") or []),
             "<h2>Heartbeat</h2>" + plain(snap["heartbeat"] or "off"),

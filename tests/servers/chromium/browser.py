@@ -1,6 +1,10 @@
 """Headless Chromium (Debian's package) driven over the Chrome DevTools protocol: its
 websocket, aiohttp's client, a handful of commands (navigate, evaluate, screenshot).
 
+A page is read only once it has loaded: `goto` and `navigating` (a click that submits a
+form) wait for the Page domain's events, the main frame's new document committed
+(`Page.frameNavigated`) and then its `Page.loadEventFired`, never for a time.
+
 The browser runs with its own profile in a temporary folder, on a DevTools port it picks
 itself (`--remote-debugging-port=0`, read back from `DevToolsActivePort`), and is stopped by
 its own PID.
@@ -26,6 +30,13 @@ def chromium() -> str | None:
     return shutil.which("chromium")
 
 
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+
+
 class Browser:
     def __init__(self, profile: Path) -> None:
         self._profile = profile
@@ -33,6 +44,7 @@ class Browser:
         self._http: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._ids = itertools.count(1)
+        self._events: list[dict[str, Any]] = []  # the page's events, in order
 
     async def start(self) -> None:
         binary = chromium()
@@ -54,21 +66,30 @@ class Browser:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        # Chromium writes its port, then its browser path, into this file once it listens:
+        # a foreign process's state, polled; both lines there, the port is whole.
         active = self._profile / "DevToolsActivePort"
         with anyio.fail_after(WAIT_S):
-            while not active.exists() or not active.read_text().strip():  # noqa: ASYNC110
-                await anyio.sleep(0.1)
-        port = int(active.read_text().splitlines()[0])
+            while len(_lines(active)) < 2:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        port = int(_lines(active)[0])
         self._http = aiohttp.ClientSession()
-        with anyio.fail_after(WAIT_S):
-            while True:
-                async with self._http.get(f"http://127.0.0.1:{port}/json/list") as response:
-                    targets = await response.json()
-                pages = [t for t in targets if t.get("type") == "page"]
-                if pages:
-                    break
-                await anyio.sleep(0.1)
-        self._ws = await self._http.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0)
+        # A page of our own (PUT /json/new answers with it): nothing to wait for.
+        async with self._http.put(f"http://127.0.0.1:{port}/json/new?about:blank") as response:
+            page = await response.json()
+        self._ws = await self._http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0)
+        await self.send("Page.enable")  # its navigation events come from now on
+
+    async def _message(self) -> dict[str, Any]:
+        """The next message from the page: an answer (`id`) or an event (`method`, kept)."""
+        assert self._ws is not None
+        received = await self._ws.receive()
+        if received.type is not aiohttp.WSMsgType.TEXT:
+            raise AssertionError(f"the DevTools connection ended: {received.type.name}")
+        message: dict[str, Any] = json.loads(received.data)
+        if "method" in message:
+            self._events.append(message)
+        return message
 
     async def send(self, method: str, **params: Any) -> dict[str, Any]:
         assert self._ws is not None
@@ -76,12 +97,29 @@ class Browser:
         await self._ws.send_str(json.dumps({"id": command_id, "method": method, "params": params}))
         with anyio.fail_after(WAIT_S):
             while True:
-                message = json.loads((await self._ws.receive()).data)
+                message = await self._message()
                 if message.get("id") == command_id:
                     if "error" in message:
                         raise AssertionError(f"{method}: {message['error']}")
                     result: dict[str, Any] = message.get("result", {})
                     return result
+
+    async def _loaded(self, since: int) -> None:
+        """Until the page's main frame, after event number `since`, has committed a new
+        document and fired its load event (the DevTools Page domain's events)."""
+        committed = False
+        seen = since
+        with anyio.fail_after(WAIT_S):
+            while True:
+                while seen < len(self._events):
+                    event = self._events[seen]
+                    seen += 1
+                    frame = event.get("params", {}).get("frame", {})
+                    if event["method"] == "Page.frameNavigated" and not frame.get("parentId"):
+                        committed = True
+                    elif event["method"] == "Page.loadEventFired" and committed:
+                        return
+                await self._message()
 
     async def evaluate(self, expression: str) -> Any:
         result = await self.send("Runtime.evaluate", expression=expression, returnByValue=True)
@@ -90,23 +128,20 @@ class Browser:
     async def text(self) -> str:
         return str(await self.evaluate("document.body ? document.body.innerText : ''"))
 
-    async def wait_text(self, needle: str) -> str:
-        text = ""
-        with anyio.move_on_after(WAIT_S):
-            while True:
-                ready = await self.evaluate("document.readyState")
-                text = await self.text()
-                if ready == "complete" and needle in text:
-                    return text
-                await anyio.sleep(0.1)
-        href = await self.evaluate("location.href")
-        raise AssertionError(f"no {needle!r} on {href}: {text[:2000]}")
+    async def navigating(self, expression: str) -> str:
+        """Evaluate `expression` (a click that submits a form), wait for the page it leads
+        to, loaded; that page's text. The page is never read while it changes."""
+        since = len(self._events)
+        await self.evaluate(expression)
+        await self._loaded(since)
+        return await self.text()
 
-    async def goto(self, url: str) -> None:
+    async def goto(self, url: str) -> str:
+        """Open `url`; the loaded page's text."""
+        since = len(self._events)
         await self.send("Page.navigate", url=url)
-        with anyio.fail_after(WAIT_S):
-            while await self.evaluate("document.readyState") != "complete":  # noqa: ASYNC110
-                await anyio.sleep(0.05)
+        await self._loaded(since)
+        return await self.text()
 
     async def screenshot(self, path: Path) -> None:
         result = await self.send("Page.captureScreenshot", format="png")
