@@ -395,6 +395,8 @@ def measure_stream(quick: bool) -> list[Row]:
     rows: list[Row] = []
     for r in bs.measure():
         shape = f"{r.chars:,} chars over {r.seconds:.0f} s"
+        if r.spent_before:
+            shape += f" after {r.spent_before} events"
         rows.append(Row(f"streaming {shape}: edits", r.edits, "edits", "<= 40", r.edits <= 40))
         rows.append(
             Row(

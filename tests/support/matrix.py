@@ -112,6 +112,7 @@ def bot_settings(synapse: SynapseServer, bot: User, **overrides: Any) -> MatrixS
         "reconnect_initial_delay_s": 0.2,
         "reconnect_max_delay_s": 1.0,
         "sync_timeout_s": 5.0,
+        **synapse.bot_rate,
     }
     values.update(overrides)
     return MatrixSettings(**values)

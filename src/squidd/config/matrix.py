@@ -104,6 +104,13 @@ class MatrixSettings(Section):
     """Most edits while an answer streams; then only the final one."""
     stream_max_chars: int = Field(default=4_000, ge=100, le=8_000)
     """Longer partial text waits for the final edit."""
+    rate_per_second: float = Field(default=0.2, ge=0, le=1_000)
+    """Events per second the homeserver lets the bot send after its burst (messages, edits,
+    reactions, redactions: Synapse's `rc_message.per_second`, 0.2 by default); 0: no limit
+    kept (a homeserver that does not limit the bot)."""
+    rate_burst: int = Field(default=10, ge=1, le=10_000)
+    """Events the bot may send at once before `rate_per_second` applies (Synapse's
+    `rc_message.burst_count`)."""
     max_text_chars: int = Field(default=20_000, gt=0)
     """Most characters of one message the model sees; the rest is cut and the model is told
     so (a huge message would otherwise ride along in every request of the room)."""

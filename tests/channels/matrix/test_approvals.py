@@ -58,6 +58,7 @@ def config_for(
             "allowed_users": humans,
             "open_rooms": [room],
             "sync_timeout_s": 5,
+            **synapse.bot_rate,
         },
         **{
             "tools.shell": {"enabled": True},

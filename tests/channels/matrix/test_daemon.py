@@ -56,6 +56,7 @@ def write_config(
             "reconnect_initial_delay_s": 0.2,
             "reconnect_max_delay_s": 1.0,
             "debounce_ms": 0,  # these tests count one answer per message
+            **synapse.bot_rate,
         },
     )
 

@@ -100,6 +100,7 @@ async def test_a_restart_mid_download_answers_the_file_once(
             "password": bot.password,
             "allowed_users": [alice.user_id],
             "sync_timeout_s": 5,
+            **synapse.bot_rate,
             "reconnect_initial_delay_s": 0.2,
             "reconnect_max_delay_s": 1.0,
         },

@@ -233,6 +233,12 @@ class SynapseServer:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def bot_rate(self) -> dict[str, float]:
+        """The `[matrix]` rate keys that match this server's `rc_message`: the bot's defaults
+        for stock limits, no budget for the raised ones."""
+        return {} if self.stock_limits else {"rate_per_second": 0}
+
+    @property
     def pid_file(self) -> Path:
         return self.data_dir / "synapse.pid"
 

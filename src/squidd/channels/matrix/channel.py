@@ -26,6 +26,7 @@ from squidd.channels.matrix.connection import Carried, Connection
 from squidd.channels.matrix.events import CHANNEL, event_id_or_none, member_count
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.marks import ReactionKeys, StatusReactions
+from squidd.channels.matrix.rate import Priority, RateBudget, bind
 from squidd.channels.matrix.render import message_content
 from squidd.channels.matrix.send import relate, send_event, send_final_edit, send_reply
 from squidd.channels.matrix.state import MatrixFiles
@@ -78,6 +79,7 @@ class MatrixChannel:
             media=media,
             max_download_bytes=max_download_bytes,
             verifications=Verifications(device_trust=settings.device_trust),
+            budget=RateBudget(settings.rate_per_second, settings.rate_burst),
         )
 
     @property
@@ -92,6 +94,7 @@ class MatrixChannel:
         except TokenRejectedError as exc:
             inbox.report(ChannelState.FAILED, str(exc))
             raise
+        bind(client, self._carried.budget)  # every send of this account spends from it
         # A thread's first message brings its root's text along (threads.py).
         inbox = ThreadRootInbox(inbox, client, client.user_id)
         connection = Connection(
@@ -161,6 +164,7 @@ class MatrixChannel:
                 tx_id=tx_id,
                 device_trust=settings.device_trust,
                 apply_trust=self._trust,
+                priority=Priority.EDIT,  # gives way: a skipped edit's text goes out later
             )
 
         return ReplyStream(

@@ -51,6 +51,7 @@ from squidd.channels.matrix.identity.gate import IdentityGate, Remembered
 from squidd.channels.matrix.ids import EventId, RoomId, SyncToken
 from squidd.channels.matrix.invites import answer_invites
 from squidd.channels.matrix.policy import Policy
+from squidd.channels.matrix.rate import RateBudget
 from squidd.channels.matrix.reactions import is_answer_reaction as answer
 from squidd.channels.matrix.reactions import read_reaction
 from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
@@ -85,6 +86,8 @@ class Carried:
     media: MediaSink | None = None
     max_download_bytes: int = 0
     identity: Remembered = field(default_factory=Remembered)
+    budget: RateBudget = field(default_factory=RateBudget)
+    """The account's rate budget: what was spent before a reconnect still counts."""
 
     def remember(self, event_id: EventId) -> bool:
         """Record an event id; False if it was seen before in this run."""

@@ -3,6 +3,7 @@
 An invite is answered the first time a sync shows it; a failed join is tried again on the
 next sync. Leaving or joining a room forgets its invite, so a later invite to the same room
 is answered afresh. The ids of answered invites outlive a reconnect (the channel keeps them).
+A join or a decline is a membership event: it spends from the account's rate budget.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from nio import AsyncClient, ErrorResponse, InviteMemberEvent, JoinResponse, Syn
 
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.policy import Policy
+from squidd.channels.matrix.rate import Priority, budget_for
 from squidd.text import clean_text
 
 log = structlog.get_logger()
@@ -39,7 +41,8 @@ async def answer_invites(
         valid = bool(inviter) and clean_text(inviter) == inviter
         inviter = clean_text(inviter)
         if valid and policy.invite_accepted(inviter):
-            joined = await call("joining a room", client.join(room_id))
+            async with budget_for(client).spend(Priority.REPLY):  # a join is an event too
+                joined = await call("joining a room", client.join(room_id))
             if isinstance(joined, JoinResponse):
                 log.info("matrix_invite_accepted", room=room_id, inviter=inviter)
             else:
@@ -49,6 +52,7 @@ async def answer_invites(
                 )
         else:
             log.info("matrix_invite_declined", room=room_id, inviter=inviter or "unknown")
-            left = await call("declining an invite", client.room_leave(room_id))
+            async with budget_for(client).spend(Priority.REPLY):
+                left = await call("declining an invite", client.room_leave(room_id))
             if isinstance(left, ErrorResponse):
                 log.warning("matrix_decline_failed", room=room_id, reason=left.message)

@@ -13,6 +13,11 @@ one (refused, parked). The keys and the switch are settings
 (`matrix.status_reactions`, `matrix.reaction_*`, `matrix.read_receipts`). The requests run
 in order on `run`'s task, off the sync loop; a message's state lives in memory until it is
 settled (after a restart a 👀 placed before it stays beside the final mark).
+
+Reactions and redactions spend from the account's rate budget (`rate.py`) behind replies.
+A 👀 still waiting for a token when its message's ✅ or ❌ is queued is left out (the final
+mark alone says more, and no redaction is needed); the read receipt is not rate-limited and
+always goes out.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from nio import AsyncClient, ErrorResponse
 
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.ids import EventId, RoomId
+from squidd.channels.matrix.rate import Priority, budget_for
 from squidd.channels.matrix.send import send_event
 from squidd.errors import SquiddError
 
@@ -57,6 +63,7 @@ async def react(
             tx_id=f"squidd-{uuid.uuid4().hex}",
             device_trust=device_trust,
             apply_trust=apply_trust,
+            priority=Priority.REACTION,
         )
     except SquiddError as exc:
         log.debug("matrix_reaction_failed", room=room_id, reason=str(exc))
@@ -66,7 +73,8 @@ async def react(
 
 async def unreact(client: AsyncClient, room_id: RoomId, reaction_id: EventId) -> bool:
     """Redact a reaction sent before; False if the homeserver did not take it."""
-    return await _quietly("redaction", room_id, client.room_redact(room_id, reaction_id))
+    async with budget_for(client).spend(Priority.REACTION):  # a redaction is an event too
+        return await _quietly("redaction", room_id, client.room_redact(room_id, reaction_id))
 
 
 async def read_receipt(client: AsyncClient, room_id: RoomId, event_id: EventId) -> bool:
@@ -117,6 +125,8 @@ class StatusReactions:
         self._answered: set[EventId] = set()
         self._order: dict[RoomId, list[EventId]] = {}  # messages taken and not yet settled
         self._wakeup = anyio.Event()
+        self._waiting: tuple[EventId, anyio.CancelScope] | None = None  # a 👀 short of a token
+        self.skipped = 0
         self.apply_trust: Callable[[], None] | None = None
         """Whose devices a reaction in an encrypted room is encrypted for (the policy's)."""
 
@@ -151,7 +161,14 @@ class StatusReactions:
 
     def _push(self, step: Step, room_id: RoomId, event_id: EventId) -> None:
         self._queue.append((step, room_id, event_id))
+        waiting = self._waiting
+        if step != "taken" and waiting is not None and waiting[0] == event_id:
+            waiting[1].cancel()  # its 👀 would come and go at once: left out
         self._wakeup.set()
+
+    def _superseded(self, event_id: EventId) -> bool:
+        """Its final mark is queued already (the reply went out before its 👀 could)."""
+        return any(step != "taken" and queued == event_id for step, _, queued in self._queue)
 
     async def run(self, client: AsyncClient) -> None:
         """Send the queued marks in order while connected (what is left waits for the next
@@ -171,7 +188,7 @@ class StatusReactions:
             if self._receipts:
                 await read_receipt(client, room_id, event_id)
             if self._enabled:
-                self._placed[event_id] = await self._react(client, room_id, event_id, "taken")
+                self._placed[event_id] = await self._take_mark(client, room_id, event_id)
             return
         placed = self._placed.pop(event_id, None)
         if not self._enabled:
@@ -179,6 +196,22 @@ class StatusReactions:
         if placed is not None:
             await unreact(client, room_id, placed)
         await self._react(client, room_id, event_id, step)
+
+    async def _take_mark(
+        self, client: AsyncClient, room_id: RoomId, event_id: EventId
+    ) -> EventId | None:
+        """👀 once the rate budget has a token for it, unless the message's final mark came
+        first: then 👀 is left out (and with it the redaction it would need)."""
+        with anyio.CancelScope() as scope:
+            self._waiting = (event_id, scope)
+            if not self._superseded(event_id):
+                await budget_for(client).ready(Priority.REACTION)
+        self._waiting = None
+        if scope.cancel_called or self._superseded(event_id):
+            self.skipped += 1
+            log.debug("matrix_status_reaction_skipped", room=room_id, reason="answered first")
+            return None
+        return await self._react(client, room_id, event_id, "taken")
 
     async def _react(
         self, client: AsyncClient, room_id: RoomId, event_id: EventId, step: Step

@@ -7,7 +7,9 @@ replying to the piece before it. Transaction ids are stable for the same reply t
 message, so a retried send is not doubled. The reply's files follow its text as media
 events (`upload`), each with a transaction id of the same kind. Errors leave as squidd's
 types: a refusal is classified by `client.send_refusal`; a device that appeared between the
-trust pass and the send is marked and the send retried once.
+trust pass and the send is marked and the send retried once. Each event spends a token of
+the account's rate budget (`rate.py`): replies first, reactions after, edits only when
+affordable at once.
 
 In an encrypted room the room key is shared here, before nio's own `room_send` would: nio
 counts a share as done even when its to-device requests failed (it gathers them and drops
@@ -32,6 +34,7 @@ from squidd.channels.matrix.client import send_refusal
 from squidd.channels.matrix.errors import CAUGHT, NETWORK_ERRORS, describe, send_error
 from squidd.channels.matrix.events import CHANNEL, event_id_or_none
 from squidd.channels.matrix.ids import EventId, RoomId
+from squidd.channels.matrix.rate import Priority, budget_for
 from squidd.channels.matrix.render import (
     MAX_CONTENT_BYTES,
     content_size,
@@ -165,9 +168,11 @@ async def send_event(
     tx_id: str,
     device_trust: str,
     apply_trust: Callable[[], None] | None,
+    priority: Priority = Priority.REPLY,
 ) -> str:
     """Send one room event of any type the way a reply's pieces go (trust pass, checked key
-    share, one retry for a device that appeared); return its event id."""
+    share, one retry for a device that appeared, a token of the account's rate budget at
+    `priority`: an edit raises `rate.Unaffordable` rather than wait); return its event id."""
     return await _room_send(
         client,
         room_id,
@@ -176,6 +181,7 @@ async def send_event(
         device_trust=device_trust,
         apply_trust=apply_trust,
         event_type=event_type,
+        priority=priority,
     )
 
 
@@ -198,6 +204,7 @@ async def _offer_reactions(
             device_trust=settings.device_trust,
             apply_trust=apply_trust,
             event_type="m.reaction",
+            priority=Priority.REACTION,
         )
 
 
@@ -210,16 +217,19 @@ async def _room_send(
     device_trust: str,
     apply_trust: Callable[[], None] | None,
     event_type: str = "m.room.message",
+    priority: Priority = Priority.REPLY,
 ) -> str:
     ignore_unverified = device_trust == "all"
+    budget = budget_for(client)
     for attempt in (1, 2):
         if apply_trust is not None:
             apply_trust()
         try:
             await _share_room_key(client, room_id, ignore_unverified=ignore_unverified)
-            response = await _send_one(
-                client, room_id, event_type, content, tx_id, ignore_unverified=ignore_unverified
-            )
+            async with budget.spend(priority):
+                response = await _send_one(
+                    client, room_id, event_type, content, tx_id, ignore_unverified=ignore_unverified
+                )
         except OlmUnverifiedDeviceError as exc:
             # A device appeared between our trust pass and the send: mark it, retry.
             if attempt == 2:

@@ -13,6 +13,9 @@ a new message instead.
 
 Every event has a transaction id derived from the turn key and the step (`first`, `edit-N`,
 `final-N`), so a send retried after a timeout or a crash is deduplicated by the homeserver.
+The first chunk and the edits are paid from the account's rate budget (`rate.py`) at the
+lowest priority: one it cannot afford now is skipped (`Unaffordable`), and a later one, or
+the final edit, carries its text; the pacer alone keeps a lone stream within the limit.
 The streamed message's event id is kept on disk (`StreamRecords`, one small file per turn)
 as soon as it is known: after a crash the resumed turn edits the same message, and the
 reply delivered from the outbox becomes its final edit. A partial edit that fails stops the
@@ -31,6 +34,7 @@ from typing import Any
 import anyio
 import structlog
 
+from squidd.channels.matrix.rate import Unaffordable
 from squidd.config.matrix import MatrixSettings
 from squidd.fs import atomic_write_text, make_private_dir, read_text_or_empty, safe_name
 
@@ -158,6 +162,7 @@ class ReplyStream:
         self._loaded = False
         self._stopped = False
         self._shown = ""
+        self.skipped = 0
 
     async def text(self, so_far: str) -> None:
         if self._stopped or not so_far.strip() or so_far == self._shown:
@@ -180,6 +185,10 @@ class ReplyStream:
                 await self._send_edit(edit_content(content, self._event_id), tx_id)
             self._pacer.sent(first=first)
             self._shown = so_far
+        except Unaffordable:
+            # The account's rate budget keeps its tokens for replies and reactions: this text
+            # goes out with a later edit, or with the final one.
+            self.skipped += 1
         except Exception as exc:  # noqa: BLE001 - never the turn's failure
             # The reply still goes out whole when the turn ends (`final_edit` or a message).
             self._stopped = True
