@@ -15,12 +15,15 @@ from pathlib import Path
 import anyio
 import pytest
 from pydantic import ValidationError
+from structlog.testing import capture_logs
 
 from squidd.config.tools import ApprovalSettings
+from squidd.core.approvals import Question
 from squidd.core.cron import CronJob, make_job
 from squidd.gateway.doctor import Outcome
 from squidd.gateway.doctor.local import unattended_check
 from squidd.gateway.status import ask
+from squidd.gateway.unattended import UnattendedAsker
 from squidd.store.audit import AuditFile
 from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon
@@ -164,3 +167,26 @@ def test_doctor_names_the_jobs_whose_tools_will_be_denied(tmp_path: Path) -> Non
     refused = {**tools, "policy": {"default_deny": ["shell"]}}
     settings = make_settings(tmp_path / "data", "http://127.0.0.1:9/v1", tools=refused)
     assert unattended_check(settings).outcome is Outcome.OK  # not offered: nothing to deny
+
+
+async def test_the_heartbeat_is_warned_about_once_and_counted() -> None:
+    asker = UnattendedAsker({"heartbeat": ["web_fetch"]})
+    asked = datetime.now(UTC)
+    calls = [("shell", "a"), ("shell", "b"), ("web_fetch", "c")]
+    with capture_logs() as logs:
+        answers = [
+            await asker.ask(
+                Question(n, "heartbeat", "heartbeat", tool, "{}", "0" * 64, asked, asked)
+            )
+            for tool, n in calls
+        ]
+    assert [(a.choice.value, a.by) for a in answers] == [
+        ("no", "nobody"),
+        ("no", "nobody"),
+        ("once", "tools.approval.unattended"),
+    ]
+    warnings = [e for e in logs if e["event"] == "approval_denied_unattended"]
+    assert len(warnings) == 1 and warnings[0]["log_level"] == "warning"
+    [denied] = asker.snapshot()
+    assert denied["session"] == "heartbeat" and denied["denied"] == 2
+    assert denied["tools"] == ["shell"]
