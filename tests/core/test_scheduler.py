@@ -13,6 +13,7 @@ from squidd.core.cron import CronJob, make_job
 from squidd.core.ports import JobStore
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildHealth
+from squidd.store.cron_jobs import JOB
 from tests.support.clock import FakeClock
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -80,4 +81,4 @@ async def test_a_paused_job_does_not_fire_and_keeps_its_schedule(job_store: JobS
     assert fired == ["running"]
     stored = {job.name: job for job in await job_store.load()}
     assert stored["paused"].paused and stored["paused"].next_run == NOW
-    assert CronJob.from_dict(stored["paused"].to_dict()).paused
+    assert JOB.load(JOB.dump(stored["paused"])).paused

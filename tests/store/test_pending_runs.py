@@ -42,7 +42,17 @@ async def test_put_writes_the_layout_older_versions_read(tmp_path: Path) -> None
     await PendingRunsDir(tmp_path).put(RUN)
     (path,) = runs_dir(tmp_path).iterdir()
     assert path.name == OLD_NAME
-    assert json.loads(path.read_text(encoding="utf-8")) == RUN.to_dict()
+    assert json.loads(path.read_text(encoding="utf-8")) == {
+        "kind": "cron",
+        "channel": "cron",  # what versions before `kind` read
+        "source_id": SOURCE,
+        "session_id": "cron:nightly",
+        "text": "check the backups",
+        "target": "",
+        "quiet_reply": "NOTHING",
+        "subject": "",
+        "conversation_channel": "",
+    }
 
 
 async def test_no_directory_means_no_runs(tmp_path: Path) -> None:

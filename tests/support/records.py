@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from squidd.core.cron import CronJob
 from squidd.core.models import (
     Attachment,
     ChannelName,
@@ -26,9 +27,11 @@ from squidd.core.models import (
 )
 from squidd.core.poison import Parked, ParkState
 from squidd.core.reply_files import FileRef
+from squidd.core.runs import RUN_KINDS, PendingRun
 
 __all__ = [
     "attachments",
+    "cron_jobs",
     "datetimes",
     "destinations",
     "file_refs",
@@ -36,7 +39,9 @@ __all__ = [
     "json_values",
     "parked_items",
     "pending_replies",
+    "pending_runs",
     "texts",
+    "usage_calls",
 ]
 
 _CHARS = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
@@ -145,3 +150,42 @@ parked_items = st.builds(
     state=st.sampled_from(list(ParkState)),
     retries=ints,
 )
+
+pending_runs = st.builds(
+    PendingRun,
+    kind=st.sampled_from(sorted(RUN_KINDS)),
+    source_id=texts,
+    session_id=texts,
+    text=texts,
+    target=texts,
+    quiet_reply=st.none() | texts,
+    subject=texts,
+    conversation_channel=texts,
+)
+
+cron_jobs = st.builds(
+    CronJob,
+    name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True),
+    prompt=texts,
+    kind=st.sampled_from(["cron", "every", "at"]),
+    spec=texts,
+    timezone=texts,
+    target=texts,
+    created_at=datetimes,
+    created_by=texts,
+    next_run=st.none() | datetimes,
+    last_run=st.none() | datetimes,
+    paused=st.booleans(),
+)
+
+usage_calls = st.fixed_dictionaries(
+    {
+        "session": texts,
+        "model": texts,
+        "purpose": texts,
+        "prompt": ints,
+        "completion": ints,
+        "cached": ints,
+    }
+)
+"""What one model call reports to the usage ledger (`UsageLedger.record`'s arguments)."""

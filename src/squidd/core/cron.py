@@ -9,7 +9,6 @@ the jobs file is `squidd.store.cron_jobs`. Crontab weekdays keep the meaning use
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -55,50 +54,6 @@ class CronJob:
     def describe(self) -> str:
         when = {"cron": "cron", "every": "every", "at": "at"}[self.kind]
         return f"{when} {self.spec} ({self.timezone})"
-
-    def to_dict(self) -> dict[str, Any]:
-        def iso(value: datetime | None) -> str | None:
-            return None if value is None else value.astimezone(UTC).isoformat()
-
-        return {
-            "name": self.name,
-            "prompt": self.prompt,
-            "kind": self.kind,
-            "spec": self.spec,
-            "timezone": self.timezone,
-            "target": self.target,
-            "created_at": iso(self.created_at),
-            "created_by": self.created_by,
-            "next_run": iso(self.next_run),
-            "last_run": iso(self.last_run),
-            "paused": self.paused,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CronJob:
-        def when(key: str) -> datetime | None:
-            value = data.get(key)
-            return None if value is None else _aware(datetime.fromisoformat(str(value)))
-
-        kind = str(data["kind"])
-        if kind not in ("cron", "every", "at"):
-            raise ValueError(f"unknown schedule kind {kind!r}")
-        created = when("created_at")
-        if created is None:
-            raise ValueError("created_at is missing")
-        return cls(
-            name=str(data["name"]),
-            prompt=str(data["prompt"]),
-            kind=kind,  # type: ignore[arg-type]  # checked just above
-            spec=str(data["spec"]),
-            timezone=str(data["timezone"]),
-            target=str(data.get("target") or ""),
-            created_at=created,
-            created_by=str(data.get("created_by") or ""),
-            next_run=when("next_run"),
-            last_run=when("last_run"),
-            paused=data.get("paused") is True,
-        )
 
 
 def _aware(value: datetime) -> datetime:

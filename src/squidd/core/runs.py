@@ -4,15 +4,12 @@ A `PendingRun` is a cron job's firing, a heartbeat, a background sub-agent's tas
 report to the conversation. Its `kind` says which (and names the pseudo-channel the run
 arrives on, so the router's handled record and the runs directory keep the names they
 always had); `conversation_channel` is the channel of the conversation a sub-agent's run
-belongs to. Files written before these fields existed get both from the channel name and,
-for a sub-agent's runs, from the source id (`<channel>:<id>`), as the gateway used to.
+belongs to. Its file is `store/pending_runs.py`'s (older layouts are read there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from squidd.core.models import (
     AckHook,
@@ -28,8 +25,6 @@ RUN_KINDS = frozenset(
     {InboundKind.CRON, InboundKind.HEARTBEAT, InboundKind.SUBAGENT, InboundKind.SUBAGENT_REPORT}
 )
 """The kinds a scheduled run can have; the others are never written to disk."""
-
-_SUBAGENT_KINDS = frozenset({InboundKind.SUBAGENT, InboundKind.SUBAGENT_REPORT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,42 +65,4 @@ class PendingRun:
             ack=ack,
             kind=self.kind,
             conversation_channel=self.conversation_channel,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "channel": self.channel,  # what versions before `kind` read
-            "source_id": self.source_id,
-            "session_id": self.session_id,
-            "text": self.text,
-            "target": self.target,
-            "quiet_reply": self.quiet_reply,
-            "subject": self.subject,
-            "conversation_channel": self.conversation_channel,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PendingRun:
-        # Files written before the typed fields kept them in a "meta" object.
-        legacy = data.get("meta") or {}
-        if not isinstance(legacy, Mapping):
-            raise TypeError("meta must be an object")
-        quiet = data.get("quiet_reply", legacy.get("quiet_reply"))
-        subject = data.get("subject", legacy.get("job"))
-        # Files written before `kind` name it by their channel.
-        kind = InboundKind(str(data.get("kind") or data["channel"]))
-        source_id = str(data["source_id"])
-        conversation = data.get("conversation_channel")
-        if conversation is None and kind in _SUBAGENT_KINDS:
-            conversation = source_id.rsplit(":", 1)[0]
-        return cls(
-            kind=kind,
-            source_id=source_id,
-            session_id=str(data["session_id"]),
-            text=str(data["text"]),
-            target=str(data.get("target", "")),
-            quiet_reply=None if quiet is None else str(quiet),
-            subject=str(subject or ""),
-            conversation_channel=str(conversation or ""),
         )

@@ -59,31 +59,6 @@ class UsageRecord:
     def key(self) -> tuple[str, str, str, str]:
         return (self.day, self.session, self.model, self.purpose)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "day": self.day,
-            "session": self.session,
-            "model": self.model,
-            "purpose": self.purpose,
-            "prompt": self.prompt_tokens,
-            "completion": self.completion_tokens,
-            "cached": self.cached_tokens,
-            "calls": self.calls,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> UsageRecord:
-        return cls(
-            day=str(data["day"]),
-            session=str(data["session"]),
-            model=str(data["model"]),
-            purpose=str(data["purpose"]),
-            prompt_tokens=int(data["prompt"]),
-            completion_tokens=int(data["completion"]),
-            cached_tokens=int(data.get("cached", 0)),
-            calls=int(data.get("calls", 1)),
-        )
-
 
 class UsageSink(Protocol):
     """Where the core reports a model call's usage (the ledger, or a test double)."""

@@ -13,14 +13,28 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Optional
 
 import anyio
 
 from squidd.core.cron import CronJob
 from squidd.errors import StorageError
 from squidd.fs import atomic_write_text, locked, make_private_dir, open_private
+from squidd.store.records import Codec, Moment, Text
 
 _FORMAT = 1
+
+JOB: Codec[CronJob] = Codec(
+    CronJob,
+    fields={
+        "target": Text,
+        "created_by": Text,
+        "created_at": Moment,
+        "next_run": Optional[Moment],  # noqa: UP045 - a runtime type, made here
+        "last_run": Optional[Moment],  # noqa: UP045
+    },
+)
+"""A job in the jobs file (times without a zone, from older files, are UTC)."""
 
 
 class JobsFile:
@@ -35,7 +49,7 @@ class JobsFile:
             return []
         try:
             data = json.loads(raw)
-            jobs = [CronJob.from_dict(item) for item in data["jobs"]]
+            jobs = [JOB.load(item) for item in data["jobs"]]
             if data.get("format") != _FORMAT:
                 jobs = []
                 raise KeyError("format")  # noqa: TRY301 - one error path for every defect
@@ -65,7 +79,7 @@ class JobsFile:
             with locked(fd):
                 jobs = change(self.load_sync())
                 text = json.dumps(
-                    {"format": _FORMAT, "jobs": [job.to_dict() for job in jobs]},
+                    {"format": _FORMAT, "jobs": [JOB.dump(job) for job in jobs]},
                     ensure_ascii=False,
                     indent=2,
                 )

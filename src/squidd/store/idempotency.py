@@ -11,14 +11,14 @@ memory for minutes; a client that retries after a restart then pays for a second
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 from squidd.store.json_dir import JsonDir
+from squidd.store.records import Codec
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,22 +30,8 @@ class StoredReply:
     text: str
     created: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "completion_id": self.completion_id,
-            "model": self.model,
-            "text": self.text,
-            "created": self.created,
-        }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StoredReply:
-        return cls(
-            completion_id=str(data["completion_id"]),
-            model=str(data["model"]),
-            text=str(data["text"]),
-            created=float(data["created"]),
-        )
+REPLY: Codec[StoredReply] = Codec(StoredReply)
 
 
 class IdempotencyDir:
@@ -59,7 +45,7 @@ class IdempotencyDir:
         now: Callable[[], float] = time.time,
     ) -> None:
         self._dir = data_dir / "api" / "idempotency"
-        self._records = JsonDir(self._dir, kind="stored_reply", decode=StoredReply.from_dict)
+        self._records = JsonDir(self._dir, kind="stored_reply", decode=REPLY.load)
         self._lifetime_s = lifetime_s
         self._now = now
 
@@ -75,7 +61,7 @@ class IdempotencyDir:
     ) -> None:
         """Store the reply; durable (fsync of file and folder) when this returns."""
         reply = StoredReply(completion_id, model, text, created=self._now())
-        await self._records.put(key_id, idempotency_key, reply.to_dict())
+        await self._records.put(key_id, idempotency_key, REPLY.dump(reply))
 
     async def sweep(self) -> int:
         """Remove the expired records (by file time, no parsing); how many went."""

@@ -13,6 +13,8 @@ Two things a codec says explicitly:
 * `fields`: a field's stored type where its JSON form is not pydantic's own for the type
   (a `Destination` is kept as its text `channel:target`, as it always was; a nested record
   as its own codec's form).
+* `keys`: a field stored under another key, where the files always named it so (the usage
+  ledger's `prompt` for `prompt_tokens`).
 
 A record that is not one (a wrong type, a missing required field) raises
 `pydantic.ValidationError`, a `ValueError`, which the stores turn into a `StorageError`.
@@ -24,19 +26,29 @@ import dataclasses
 import json
 import typing
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    create_model,
+)
 
 from squidd.core.models import Destination, Inbound, PendingReply
 
-__all__ = ["INBOUND", "PENDING_REPLY", "Codec", "StoredDestination"]
+__all__ = ["INBOUND", "PENDING_REPLY", "Codec", "Moment", "StoredDestination", "Text"]
 
 T = TypeVar("T")
 
 
 class _Stored(BaseModel):
-    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
 
 class Codec(Generic[T]):
@@ -48,10 +60,12 @@ class Codec(Generic[T]):
         *,
         not_stored: Mapping[str, str] | None = None,
         fields: Mapping[str, Any] | None = None,
+        keys: Mapping[str, str] | None = None,
     ) -> None:
         self.cls = cls
         self.not_stored = dict(not_stored or {})
         overrides = dict(fields or {})
+        aliases = dict(keys or {})
         hints = typing.get_type_hints(cls, include_extras=True)
         spec: dict[str, Any] = {}
         every = dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -59,13 +73,14 @@ class Codec(Generic[T]):
             if field.name in self.not_stored:
                 continue
             kind = overrides.pop(field.name, hints[field.name])
+            alias = aliases.pop(field.name, None)
             if field.default is not dataclasses.MISSING:
-                spec[field.name] = (kind, field.default)
+                spec[field.name] = (kind, Field(field.default, alias=alias))
             elif field.default_factory is not dataclasses.MISSING:
-                spec[field.name] = (kind, Field(default_factory=field.default_factory))
+                spec[field.name] = (kind, Field(default_factory=field.default_factory, alias=alias))
             else:
-                spec[field.name] = (kind, ...)
-        unknown = set(overrides) | (set(self.not_stored) - {f.name for f in every})
+                spec[field.name] = (kind, Field(..., alias=alias))
+        unknown = set(overrides) | set(aliases) | (set(self.not_stored) - {f.name for f in every})
         if unknown:
             raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
         self.names = tuple(spec)
@@ -76,7 +91,7 @@ class Codec(Generic[T]):
     def dump(self, record: T) -> dict[str, Any]:
         """The record as a JSON object (plain dicts, lists, text, numbers)."""
         values = {name: getattr(record, name) for name in self.names}
-        return self._model.model_construct(**values).model_dump(mode="json")
+        return self._model.model_construct(**values).model_dump(mode="json", by_alias=True)
 
     def load(self, data: object) -> T:
         """The record `dump` made (or an older squidd wrote); ValueError when it is not one."""
@@ -102,6 +117,17 @@ class Codec(Generic[T]):
             ),
             PlainSerializer(self.dump),
         ]
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+Moment = Annotated[datetime, AfterValidator(_aware)]
+"""A datetime; one stored without a zone (older files) is UTC."""
+
+Text = Annotated[str, BeforeValidator(lambda value: "" if value is None else value)]
+"""Text; null in older files is the empty text."""
 
 
 def _destination(value: object) -> Destination | None:

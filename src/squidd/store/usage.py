@@ -11,7 +11,6 @@ because the caps ask for them on every turn.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -22,6 +21,13 @@ import structlog
 
 from squidd.core.usage import UsageRecord, compact
 from squidd.fs import append_lines_locked, atomic_write_text
+from squidd.store.records import Codec
+
+USAGE: Codec[UsageRecord] = Codec(
+    UsageRecord,
+    keys={"prompt_tokens": "prompt", "completion_tokens": "completion", "cached_tokens": "cached"},
+)
+"""One ledger line (the token counts under the short keys the files always had)."""
 
 log = structlog.get_logger()
 
@@ -36,7 +42,7 @@ def _read_day(path: Path) -> list[UsageRecord]:
         if not line.strip():
             continue
         try:
-            records.append(UsageRecord.from_dict(json.loads(line)))
+            records.append(USAGE.loads(line))
         except (ValueError, KeyError, TypeError):
             log.warning("usage_line_unreadable", file=path.name, line=number)
     return records
@@ -67,7 +73,7 @@ class UsageLedger:
         day = self.today()
         record = UsageRecord(day, session, model, purpose, prompt, completion, cached)
         await self._load_today(day)
-        line = json.dumps(record.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        line = USAGE.dumps(record)
         await anyio.to_thread.run_sync(lambda: append_lines_locked(self._path(day), [line]))
         self._today_records.append(record)
 
@@ -114,10 +120,7 @@ class UsageLedger:
             merged = compact(records)
             if len(merged) == len(records):
                 continue
-            text = "".join(
-                json.dumps(r.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
-                for r in merged
-            )
+            text = "".join(USAGE.dumps(r) + "\n" for r in merged)
             atomic_write_text(path, text)
             done += 1
         if done:

@@ -1,5 +1,6 @@
-"""Scheduled runs: their kind and conversation channel survive the disk, files written by
-older versions get both from the channel name, and each run's inbound carries them."""
+"""Scheduled runs: their kind and conversation channel survive the disk (store/pending_runs.py),
+files written by older versions get both from the channel name, and each run's inbound
+carries them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from squidd.core.models import Destination, InboundKind
 from squidd.core.runs import PendingRun
+from squidd.store.pending_runs import dump_run, load_run
 
 
 async def _ack() -> None:
@@ -19,7 +21,7 @@ def test_pending_run_round_trip_and_its_inbound() -> None:
     run = PendingRun(
         InboundKind.HEARTBEAT, "heartbeat@t", "heartbeat", "check", "matrix:!r:x", quiet_reply="OK"
     )
-    again = PendingRun.from_dict(run.to_dict())
+    again = load_run(dump_run(run))
     assert again == run
     inbound = again.inbound(ack=_ack)
     assert inbound.channel == "heartbeat"
@@ -39,9 +41,9 @@ def test_a_sub_agent_report_carries_its_conversation_channel() -> None:
         "email:alice@example.org",
         conversation_channel="email",
     )
-    data = run.to_dict()
+    data = dump_run(run)
     assert (data["kind"], data["channel"]) == ("subagent_report", "subagent_report")
-    inbound = PendingRun.from_dict(data).inbound(ack=_ack)
+    inbound = load_run(data).inbound(ack=_ack)
     assert inbound.kind is InboundKind.SUBAGENT_REPORT
     assert inbound.channel == "subagent_report"  # its handled id and file name are unchanged
     assert inbound.turn_channel == "email"
@@ -52,7 +54,7 @@ def test_only_scheduled_kinds_are_runs() -> None:
         with pytest.raises(ValueError):
             PendingRun(kind, "s", "s", "t", "")
     with pytest.raises(ValueError):
-        PendingRun.from_dict({"kind": "lunch", "source_id": "s", "session_id": "s", "text": "t"})
+        load_run({"kind": "lunch", "source_id": "s", "session_id": "s", "text": "t"})
 
 
 # What the version before `kind` wrote: the typed routing fields, no kind, no conversation.
@@ -85,14 +87,14 @@ def test_a_run_written_before_kind_gets_it_from_its_channel(
     fields: dict[str, Any], kind: InboundKind, turn_channel: str
 ) -> None:
     data = {**fields, "text": "t", "target": "", "quiet_reply": None, "subject": ""}
-    run = PendingRun.from_dict(data)
+    run = load_run(data)
     assert run.kind is kind
     assert run.channel == fields["channel"]
     inbound = run.inbound(ack=_ack)
     assert inbound.kind is kind
     assert inbound.turn_channel == turn_channel
     # Written again, it keeps its identity (channel and source id) and says its kind.
-    assert PendingRun.from_dict(run.to_dict()) == run
+    assert load_run(dump_run(run)) == run
 
 
 def test_pending_run_written_by_an_older_version_keeps_its_routing() -> None:
@@ -105,11 +107,11 @@ def test_pending_run_written_by_an_older_version_keeps_its_routing() -> None:
         "target": "",
         "meta": {"quiet_reply": "HEARTBEAT_OK", "target": ""},
     }
-    run = PendingRun.from_dict(legacy)
+    run = load_run(legacy)
     assert run.kind is InboundKind.HEARTBEAT
     assert run.quiet_reply == "HEARTBEAT_OK"
     assert run.inbound(ack=_ack).destination is None
-    cron = PendingRun.from_dict({**legacy, "channel": "cron", "meta": {"job": "report"}})
+    cron = load_run({**legacy, "channel": "cron", "meta": {"job": "report"}})
     assert cron.kind is InboundKind.CRON
     assert cron.subject == "report"
     assert cron.quiet_reply is None
