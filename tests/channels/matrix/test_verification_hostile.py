@@ -4,7 +4,8 @@ in-room verification steps in every wrong order and shape, the MAC of a flow the
 accepted among them (matrix-nio's own verification code asserted on it and took the whole
 Matrix child down). Then the person verifies the bot from her Element (matrix-js-sdk, Rust
 crypto) by emoji and writes in the DM: verified, answered, and no crash and no error line
-in the daemon's log. The report's own sequence, a plain SAS and then a message, too."""
+in the daemon's log. The report's own sequence, a plain SAS and then a message, too; and a
+SAS in the DM while an answer streams there."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ import anyio
 import pytest
 
 from tests.channels.matrix.conftest import start_squidd
+from tests.channels.matrix.streaming_support import answer_text
 from tests.channels.matrix.test_daemon import write_config
 from tests.channels.matrix.test_verification import bot_device, squidd_cli
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
-from tests.support.fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM, Gate, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -113,9 +115,15 @@ async def hostile_in_room(raw: Raw, room: str, bot: User, her_device: str) -> No
     await raw.in_room(room, "m.room.message", request)
 
 
-async def sas(alice: ElementClient, bot: User, config: Path, device: str) -> None:
-    """Her Element verifies the bot's device by emoji; the operator confirms."""
-    flow = await alice.request_verification(bot.user_id, device_id=device)
+async def sas(
+    alice: ElementClient, bot: User, config: Path, device: str, room: str | None = None
+) -> None:
+    """Her Element verifies the bot by emoji (to-device, or in `room`); the operator
+    confirms."""
+    if room is None:
+        flow = await alice.request_verification(bot.user_id, device_id=device)
+    else:
+        flow = await alice.request_verification(bot.user_id, room_id=room)
     await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
     await alice.start_sas(flow["flow_id"])
     await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
@@ -130,8 +138,11 @@ async def answered(alice: ElementClient, bot: User, room: str, text: str) -> Non
     """She writes `text` in the DM and the bot's answer comes (after what it sent before)."""
     before = len(await alice.messages(room, bot.user_id))
     await alice.send_text(room, text)
-    replies = await alice.wait_messages(bot.user_id, room, count=before + 1)
-    assert [r["body"] for r in replies[before:]] == [f"echo: {text}"], replies
+    for count in range(before + 1, before + 20):
+        replies = await alice.wait_messages(bot.user_id, room, count=count)
+        if f"echo: {text}" in [r["body"] for r in replies[before:]]:
+            return
+    raise AssertionError(f"no answer to {text!r}: {replies[before:]}")
 
 
 def assert_calm(daemon: DaemonProcess) -> None:
@@ -198,3 +209,36 @@ async def test_hostile_verification_events_then_her_sas_and_a_message(
     refused = [e for e in daemon.events() if e.get("event") == "matrix_verification_cancel_sent"]
     to_stranger = [e for e in refused if e.get("user") == stranger.user_id]
     assert len(to_stranger) <= 5, to_stranger  # a flood is not answered in kind
+
+
+@pytest.mark.parametrize("where", ["to-device", "in-room"])
+async def test_her_sas_while_a_turn_streams_in_the_dm_then_a_message(
+    where: str,
+    synapse: SynapseServer,
+    bot: User,
+    make_element: MakeElement,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice: ElementClient = await make_element("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    room = await alice.create_dm(bot.user_id)
+    await alice.wait_joined(room, bot.user_id)
+    device = await bot_device(alice, bot)
+    story = answer_text(12)
+    gate = Gate()
+    fake_llm.push(Reply(content=story, gate=gate, gate_after=len(story) // 2))
+
+    await alice.send_text(room, "a long story, please")
+    assert await anyio.to_thread.run_sync(gate.reached.wait, 60), "the answer never streamed"
+    [partial] = await alice.wait_messages(bot.user_id, room)  # the answer's first part
+    assert partial["body"] and partial["body"] != story, partial
+    await sas(alice, bot, config, device, room=room if where == "in-room" else None)
+    gate.release.set()
+    await daemon.wait_event("reply_sent")
+    await daemon.wait_event("matrix_verification_done")
+    assert (await alice.wait_user_verified(bot.user_id))["verified"]
+    await answered(alice, bot, room, "and after the story?")
+    assert_calm(daemon)
