@@ -40,7 +40,8 @@ ALLOWED: dict[str, set[str]] = {
     "workspace": {KERNEL, "config", "core"},
     "gateway": {KERNEL, "config", "core", "workspace", "channels.*", *ADAPTERS},
     "web": {KERNEL, "config", "core", "workspace", "gateway", "channels.*", *ADAPTERS},
-    "commands": {KERNEL, "config", "core", "workspace", "gateway", "web", *ADAPTERS},
+    "ops": {KERNEL, "config", "core", "workspace", "gateway", "channels.*", *ADAPTERS},
+    "commands": {KERNEL, "config", "core", "workspace", "gateway", "ops", "web", *ADAPTERS},
     "cli": {KERNEL, "config", "commands"},
     "__main__": {"cli"},
 }

@@ -20,10 +20,10 @@ from structlog.testing import capture_logs
 from squidd.config.tools import ApprovalSettings
 from squidd.core.approvals import Question
 from squidd.core.cron import CronJob, make_job
-from squidd.gateway.doctor import Outcome
-from squidd.gateway.doctor.local import unattended_check
 from squidd.gateway.status import ask
 from squidd.gateway.unattended import UnattendedAsker
+from squidd.ops.doctor import Outcome
+from squidd.ops.doctor.local import unattended_check
 from squidd.store.audit import AuditFile
 from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon

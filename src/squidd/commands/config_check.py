@@ -42,7 +42,7 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
 def _print_matrix_identity(settings: Settings) -> None:
     import anyio
 
-    from squidd.gateway.matrix_identity import identity_report
+    from squidd.ops.matrix_identity import identity_report
 
     if settings.matrix.enabled and settings.matrix.e2ee:
         print(f"  matrix:    device_trust {settings.matrix.device_trust}")

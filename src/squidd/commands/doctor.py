@@ -1,6 +1,6 @@
 """`squidd doctor`: check the config, the machine and every server squidd talks to.
 
-One line per check, ✓ or ✗ with the fix in words (gateway/doctor/); exit 1 when something
+One line per check, ✓ or ✗ with the fix in words (ops/doctor/); exit 1 when something
 is wrong, `--json` for scripts, `--no-llm-call` to skip the one-token request. A config
 that does not load is itself a ✗ line (exit 1, not 2: the doctor ran and found it).
 """
@@ -33,9 +33,9 @@ def _run(args: argparse.Namespace) -> int:
     import anyio
 
     from squidd.config import load_settings
-    from squidd.gateway.doctor import Check
-    from squidd.gateway.doctor.report import render_json, render_text, run_checks
     from squidd.log import configure_logging
+    from squidd.ops.doctor import Check
+    from squidd.ops.doctor.report import render_json, render_text, run_checks
     from squidd.secrets import known_secrets
 
     try:

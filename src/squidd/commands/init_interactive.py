@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from squidd.config.sections import default_data_dir
 from squidd.errors import EXIT_FAILURE, EXIT_OK, SquiddError
 from squidd.fs import FILE_MODE, make_private_dir
-from squidd.gateway.doctor.trials import Refused, try_settings
+from squidd.ops.doctor.trials import Refused, try_settings
 
 __all__ = ["interactive_init"]
 
@@ -183,7 +183,7 @@ def _stage(staging: Path, name: str, text: str) -> Path:
 
 def _bootstrap_identity(target: Path) -> None:
     from squidd.config import load_settings
-    from squidd.gateway.matrix_identity import bootstrap, fingerprint
+    from squidd.ops.matrix_identity import bootstrap, fingerprint
 
     settings = load_settings(target)
     print("\nsetting up the bot's cross-signing identity…")

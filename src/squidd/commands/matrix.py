@@ -13,7 +13,7 @@
   daemon (or the next start) pins their current master key (`--key` to accept only that
   one) and shares keys with them and acts on their messages again.
 
-None opens the daemon's device or crypto store (gateway/matrix_identity.py); `trust` leaves
+None opens the daemon's device or crypto store (ops/matrix_identity.py); `trust` leaves
 a request the daemon picks up on its next sync.
 """
 
@@ -81,7 +81,7 @@ def _ask_password() -> str | None:
 
 
 def _bootstrap(args: argparse.Namespace, settings: Settings) -> int:
-    from squidd.gateway.matrix_identity import bootstrap, fingerprint
+    from squidd.ops.matrix_identity import bootstrap, fingerprint
 
     if not _enabled(settings):
         return 1
@@ -104,7 +104,7 @@ def _bootstrap(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _restore(args: argparse.Namespace, settings: Settings) -> int:
-    from squidd.gateway.matrix_identity import SecretStorageError, fingerprint, restore
+    from squidd.ops.matrix_identity import SecretStorageError, fingerprint, restore
 
     if not _enabled(settings):
         return 1
@@ -124,7 +124,7 @@ def _restore(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _trust(args: argparse.Namespace, settings: Settings) -> int:
-    from squidd.gateway.matrix_identity import request_trust
+    from squidd.ops.matrix_identity import request_trust
 
     if not _enabled(settings):
         return 1

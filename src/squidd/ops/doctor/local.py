@@ -17,9 +17,9 @@ from squidd.config import Settings
 from squidd.core.cron import JobListError
 from squidd.core.models import SessionId
 from squidd.errors import StorageError
-from squidd.gateway.doctor import Check
 from squidd.gateway.status import ask, socket_path
 from squidd.gateway.unattended import denied_on_disk, fix_for, scheduled_sessions
+from squidd.ops.doctor import Check
 from squidd.store.approvals import QuestionFiles
 from squidd.store.cron_jobs import JobsFile
 from squidd.tools.policy import ConfiguredToolPolicy, configured_tools

@@ -10,9 +10,9 @@ from squidd.channels.matrix.identity.api import ApiError
 from squidd.channels.matrix.probe import MatrixProbe
 from squidd.config import Settings
 from squidd.errors import ConfigError, LLMCredentialsError, LLMError, SquiddError
-from squidd.gateway.doctor import Check, attempt
 from squidd.gateway.mcp import connected_mcp
 from squidd.llm.probe import list_models, one_token
+from squidd.ops.doctor import Check, attempt
 
 __all__ = ["email_checks", "llm_checks", "matrix_checks", "mcp_checks"]
 

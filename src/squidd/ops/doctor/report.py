@@ -8,14 +8,14 @@ from typing import Any, TextIO
 import anyio
 
 from squidd.config import Settings
-from squidd.gateway.doctor import Check
-from squidd.gateway.doctor.local import (
+from squidd.ops.doctor import Check
+from squidd.ops.doctor.local import (
     daemon_checks,
     disk_checks,
     systemd_check,
     unattended_check,
 )
-from squidd.gateway.doctor.services import email_checks, llm_checks, matrix_checks, mcp_checks
+from squidd.ops.doctor.services import email_checks, llm_checks, matrix_checks, mcp_checks
 
 __all__ = ["render_json", "render_text", "run_checks"]
 
