@@ -159,6 +159,7 @@ BUILT_ONCE = {
     "ToolResultFiles": "squidd.gateway.runtime",
     "TurnTools": "squidd.gateway.build",
     "Router": "squidd.gateway.build",
+    "Pipeline": "squidd.gateway.build",
     "HandledFile": "squidd.gateway.build",
     "OutboxDir": "squidd.gateway.build",
     "SubAgents": "squidd.gateway.turn_tools",
@@ -194,6 +195,48 @@ def test_a_second_construction_is_caught(tmp_path: Path) -> None:
     assert constructions(tmp_path, {"MediaStore"}) == {
         "MediaStore": ["squidd.commands.two:2", "squidd.gateway.one:1"]
     }
+
+
+# What happens to a message before its session's queue is one ordered list of stages, set
+# in one place (`stages_for` in gateway/build.py): the stages are built there (a channel's
+# own ones it offers through `stages()`), and no other class is an inbox that hands
+# messages on (the router's `ChannelInbox` and the pipeline are the only ones).
+STAGES = {"ApprovalAnswers", "StopEarly", "Bursts"}
+INBOXES = {"squidd.core.intake.ChannelInbox", "squidd.gateway.pipeline.Pipeline"}
+
+
+def inbox_classes(src: Path) -> set[str]:
+    """Classes of src/ with both `put` and `report`: inboxes a channel hands messages to."""
+    found: set[str] = set()
+    for path in sorted((src / "squidd").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                methods = {
+                    item.name
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                }
+                protocol = any(getattr(base, "id", "") == "Protocol" for base in node.bases)
+                if {"put", "report"} <= methods and not protocol:
+                    found.add(f"{module_name(path, src)}.{node.name}")
+    return found
+
+
+def test_the_pipeline_s_stage_order_is_set_in_one_place() -> None:
+    found = constructions(SRC, STAGES | {"Pipeline", "stages_for"})
+    for name, sites in found.items():
+        assert {site.split(":")[0] for site in sites} == {"squidd.gateway.build"}, (name, sites)
+    assert inbox_classes(SRC) == INBOXES
+
+
+def test_an_inbox_that_wraps_another_is_caught(tmp_path: Path) -> None:
+    _plant(
+        tmp_path,
+        "squidd.gateway.wrapper",
+        "class Wrap:\n    async def put(self, m): ...\n    def report(self, s, d=''): ...\n",
+    )
+    assert inbox_classes(tmp_path) == {"squidd.gateway.wrapper.Wrap"}
 
 
 MAX_FUNCTION_LINES = 80

@@ -1,7 +1,7 @@
 """Bursts through the running daemon: three messages sent 200 ms apart get one answer that
 saw all three, every one acknowledged only after it went out; messages that come while the
 conversation's turn runs are answered together in the next turn; a command is not merged;
-`debounce_ms = 0` answers one by one."""
+`debounce_ms = 0` answers one by one; `/usr is full` is no command and is merged."""
 
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ async def test_messages_during_a_turn_are_answered_together_next(tmp_path: Path)
             release.wait(60)
         return Reply(content=f"answer to: {_users(request)[-1]}")
 
-    channel = MatrixLike()
+    channel = MatrixLike(quiet_s=0.05)
     with FakeLLM(responder=gated) as llm:
-        settings = make_settings(tmp_path / "data", llm.base_url, matrix={"debounce_ms": 50})
+        settings = make_settings(tmp_path / "data", llm.base_url)
         try:
             async with running_daemon(settings, [channel]):
                 channel.inject("first", session="!room", source_id="m1")
@@ -72,9 +72,9 @@ async def test_messages_during_a_turn_are_answered_together_next(tmp_path: Path)
 
 
 async def test_debounce_0_answers_one_by_one(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    settings = make_settings(tmp_path / "data", fake_llm.base_url, matrix={"debounce_ms": 0})
+    settings = make_settings(tmp_path / "data", fake_llm.base_url)
     fake_llm.push(Reply(content="a"), Reply(content="b"))
-    channel = MatrixLike()
+    channel = MatrixLike(quiet_s=None)
     async with running_daemon(settings, [channel]):
         channel.inject("one", session="!room", source_id="m1")
         channel.inject("two", session="!room", source_id="m2")
@@ -97,7 +97,12 @@ async def test_a_command_is_never_merged_and_keeps_its_place(
 
 
 class MatrixLike(MemoryChannel):
-    """The memory channel under the name `matrix`, whose quiet window the settings give."""
+    """The memory channel under the name `matrix`, declaring a quiet window as Matrix does
+    (`matrix.debounce_ms`, 1500 by default; None: `debounce_ms = 0`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet_s: float | None = 1.5) -> None:
         super().__init__("matrix")
+        self._quiet_s = quiet_s
+
+    def quiet_window_s(self) -> float | None:
+        return self._quiet_s

@@ -15,7 +15,8 @@ question's id is derived from the turn and the call, so a turn resumed from its 
 after a restart meets the same question: still waiting (the prompt is not sent again), or
 decided while it was down, or, when its deadline passed meanwhile, TIMEOUT. The turn waits
 in its session's place (the next message of that session waits behind it, other sessions
-do not); answers therefore reach `answer` without queueing behind it (core/intake.py).
+do not); answers therefore reach `answer` without queueing behind it (the first stage of
+the channel's pipeline, gateway/pipeline.py).
 """
 
 from __future__ import annotations

@@ -132,23 +132,40 @@ class Inbox(Protocol):
     def poison(self) -> PoisonGuard: ...
 
 
-class PassingInbox:
-    """An `Inbox` that looks at each message and hands it on to `inner` (a burst window, a
-    thread's root, a `/stop` taken early): subclasses override `put`; the state reports and
-    the poison guard are the inner inbox's."""
+HandOn = Callable[[Inbound], Awaitable[None]]
+"""The rest of the pipeline after a stage: what a stage calls to hand a message on."""
 
-    def __init__(self, inner: Inbox) -> None:
-        self._inner = inner
 
-    async def put(self, message: Inbound) -> None:
-        await self._inner.put(message)
+Later = Callable[[Callable[[], Awaitable[None]]], None]
+"""Start a stage's waiting work in the pipeline's task group."""
 
-    def report(self, state: ChannelState, detail: str = "") -> None:
-        self._inner.report(state, detail)
 
-    @property
-    def poison(self) -> PoisonGuard:
-        return self._inner.poison
+class Stage(Protocol):
+    """One step of the pipeline between a channel and the session queue
+    (gateway/pipeline.py, its order set in gateway/build.py).
+
+    `take` looks at a message and either hands it on through `then` (as it is or changed,
+    at once or later, several merged into one) or keeps it (an approval's answer, taken and
+    acknowledged there). A stage that hands on later runs that in `later` (the pipeline's
+    task group, which lives as long as the daemon, not as one connection of its channel).
+    """
+
+    async def take(self, message: Inbound, then: HandOn, later: Later) -> None: ...
+
+
+@runtime_checkable
+class HasStages(Protocol):
+    """A channel with stages of its own in the pipeline (Matrix: a thread's root text)."""
+
+    def stages(self) -> Sequence[Stage]: ...
+
+
+@runtime_checkable
+class HasQuietWindow(Protocol):
+    """A channel whose quick messages of one conversation are answered as one (bursts):
+    the seconds without a new message that end a burst; None where nothing is merged."""
+
+    def quiet_window_s(self) -> float | None: ...
 
 
 class Channel(Protocol):

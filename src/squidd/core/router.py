@@ -88,12 +88,7 @@ class Router:
         delivery_backoff: Backoff,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         apology: str = APOLOGY,
-        intercept: Callable[[Inbound], Awaitable[bool]] | None = None,
     ) -> None:
-        # `intercept` sees each message before its session's queue and takes it (True) when
-        # it must not wait there: an approval's answer, which the session's waiting turn
-        # needs (gateway/approval_answers.py); it acknowledges what it takes.
-        self._intercept = intercept
         self._run_turn = run_turn
         self._channels = channels
         self._handled = handled
@@ -159,8 +154,6 @@ class Router:
             await anyio.sleep_forever()
             return
         self._health_of(inbound.channel).last_inbound = utcnow()
-        if self._intercept is not None and await self._intercept(inbound):
-            return
         queue = self._sessions.get(inbound.session_id)
         if queue is None:
             queue = self._sessions[inbound.session_id] = SessionQueue()

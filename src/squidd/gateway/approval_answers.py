@@ -6,12 +6,12 @@ exact call, its id and how to answer (`/approve <id>`, `/always <id>`, `/deny <i
 reply "yes" / "no" — the way to answer by mail). The turn that asks is the one whose message
 the router is running, named by `asked_from` (set by the turn runner).
 
-`ApprovalAnswers.intercept` is the router's first look at every message (`Router(intercept=
-...)`): an answer is taken there, before the session's queue, because the turn waiting for
-it holds that session's place — queued behind it, the answer would only arrive after the
-timeout. The decision is written (fsync'd, once) before the message is acknowledged; a
-second answer, or one from someone who is not an approver, changes nothing and is
-acknowledged all the same. `/approvals` while a question waits in its conversation is
+`ApprovalAnswers` is the first stage of the pipeline (gateway/pipeline.py): an answer is
+taken there, before the session's queue and before any stage that holds a message (bursts),
+because the turn waiting for it holds that session's place — behind it, the answer would
+only arrive after the timeout. The decision is written (fsync'd, once) before the message
+is acknowledged; a second answer, or one from someone who is not an approver, changes
+nothing and is acknowledged all the same. `/approvals` while a question waits in its conversation is
 answered here too. Anything else goes on to the queue untouched.
 """
 
@@ -24,12 +24,12 @@ from collections.abc import Mapping
 import structlog
 
 from squidd.core.approvals import Answer, Approvals, Choice, Question
+from squidd.core.command_words import APPROVAL, parse
 from squidd.core.intake import acknowledge
 from squidd.core.models import Inbound, InboundKind, Outbound
-from squidd.core.ports import Channel
+from squidd.core.ports import Channel, HandOn, Later
 from squidd.errors import SquiddError
 from squidd.gateway.chat_commands import approvals as approvals_command
-from squidd.gateway.chat_commands import parse
 
 log = structlog.get_logger()
 
@@ -39,7 +39,7 @@ asked_from: contextvars.ContextVar[Inbound | None] = contextvars.ContextVar(
     "asked_from", default=None
 )
 
-_COMMAND = re.compile(r"/(approve|always|deny)\s+([0-9a-f]{8})\b", re.IGNORECASE)
+_COMMAND = re.compile(rf"/({'|'.join(sorted(APPROVAL))})\s+([0-9a-f]{{8}})\b", re.IGNORECASE)
 _WORDS = {
     "yes": Choice.ONCE,
     "y": Choice.ONCE,
@@ -155,7 +155,12 @@ class ApprovalAnswers:
             return None  # nothing asked here, or several: only `/approve <id>` says which
         return waiting[0].id, choice
 
-    async def intercept(self, inbound: Inbound) -> bool:
+    async def take(self, message: Inbound, then: HandOn, later: Later) -> None:
+        """The pipeline's stage: an answer is kept here, anything else handed on."""
+        if not await self.taken(message):
+            await then(message)
+
+    async def taken(self, inbound: Inbound) -> bool:
         """True when `inbound` was an answer (taken and acknowledged here); a reaction is
         always taken (answering nothing, it is dropped: a reaction is never a turn)."""
         if inbound.kind not in (InboundKind.MESSAGE, InboundKind.REACTION):

@@ -26,7 +26,15 @@ from squidd.core.clock import SystemClock
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
 from squidd.core.models import Destination, Inbound
 from squidd.core.poison import PoisonGuard
-from squidd.core.ports import Channel, Clock, HandledLog, StreamsReplies
+from squidd.core.ports import (
+    Channel,
+    Clock,
+    HandledLog,
+    HasQuietWindow,
+    HasStages,
+    Stage,
+    StreamsReplies,
+)
 from squidd.core.reply_files import Reply
 from squidd.core.resume import JournalCleanup
 from squidd.core.router import Router
@@ -35,12 +43,14 @@ from squidd.core.supervisor import Supervisor
 from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
+from squidd.gateway.bursts import Bursts
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.channels import ChannelRegistry, builtin_channels
-from squidd.gateway.conversations import Conversations
+from squidd.gateway.conversations import Conversations, StopEarly
 from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.daemon import Daemon
 from squidd.gateway.parked import ParkedRetries
+from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.systemd import Notifier
@@ -55,7 +65,7 @@ from squidd.store.parked import ParkedDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.mcp import McpHub
 
-__all__ = ["Terminal", "build_daemon", "build_terminal"]
+__all__ = ["Terminal", "build_daemon", "build_terminal", "stages_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +142,7 @@ def build_daemon(
     # Recording a message as done also drops its turn's journal (core/resume.py).
     done = handled if runtime.journal is None else JournalCleanup(handled, runtime.journal)
     answers = _approvals_on_channels(runtime, by_name)
-    router = _router(settings, by_name, run_turn, supervisor, done, outbox, parked, answers)
+    router = _router(settings, by_name, run_turn, supervisor, done, outbox, parked)
     scheduled = ScheduledRuns(
         router,
         PendingRunsDir(data_dir),
@@ -161,6 +171,7 @@ def build_daemon(
         parked_retries=ParkedRetries(parked, outbox, router, poll_s=gw.parked_poll_s),
         jobs=jobs,
         router=router,
+        pipelines=_pipelines(by_name, answers, turns[0].conversations, router),
         turns=turns[0],
         caps=caps,
         scheduled=scheduled,
@@ -183,11 +194,9 @@ def _router(
     handled: HandledLog,
     outbox: OutboxDir,
     parked: ParkedDir,
-    answers: ApprovalAnswers | None,
 ) -> Router:
     gw = settings.gateway
     return Router(
-        intercept=None if answers is None else answers.intercept,
         run_turn=run_turn,
         channels=channels,
         handled=handled,
@@ -199,6 +208,36 @@ def _router(
         max_concurrent_turns=gw.max_concurrent_turns,
         delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
     )
+
+
+def _pipelines(
+    channels: dict[str, Channel],
+    answers: ApprovalAnswers | None,
+    conversations: Conversations,
+    router: Router,
+) -> dict[str, Pipeline]:
+    """Each channel's pipeline: its stages in order, then the router's inbox."""
+    return {
+        name: Pipeline(stages_for(channel, answers, conversations), router.inbox(name))
+        for name, channel in channels.items()
+    }
+
+
+def stages_for(
+    channel: Channel, answers: ApprovalAnswers | None, conversations: Conversations
+) -> list[Stage]:
+    """The pipeline before the session queue of `channel`, in order (gateway/pipeline.py):
+    the answers to an open question and `/stop` before anything that holds a message."""
+    stages: list[Stage] = []
+    if answers is not None:
+        stages.append(answers)
+    stages.append(StopEarly(conversations))
+    if isinstance(channel, HasStages):
+        stages.extend(channel.stages())
+    quiet_s = channel.quiet_window_s() if isinstance(channel, HasQuietWindow) else None
+    if quiet_s is not None:
+        stages.append(Bursts(quiet_s=quiet_s, running=conversations))
+    return stages
 
 
 def _approvals_on_channels(

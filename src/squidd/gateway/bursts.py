@@ -1,15 +1,18 @@
-"""Bursts: several quick messages of one conversation answered as one turn.
+"""Bursts: several quick messages of one conversation answered as one turn (a stage of the
+pipeline, gateway/pipeline.py; the last one).
 
 A person often sends a thought in pieces ("hi" / "can you" / "check the logs?"). On a channel
-with a quiet window (`matrix.debounce_ms`; 0 turns bursts off; email never merges),
-`BurstInbox` holds a conversation's
-messages until none came for that long, and while the conversation's turn runs; then it
-hands them on as one `Inbound`: the last message's ids and routing (the reply answers it),
-the texts in order, all attachments. Its `ack` acknowledges every message of the burst, in
-order, and only once the router has delivered the answer: a crash before that leaves them
-all unacknowledged, for their source to deliver again. A chat command is never merged: what
-waits is handed on first, then the command, so the order holds. A message that is not a
-person's (cron, heartbeat) passes straight through.
+that declares a quiet window (`core.ports.HasQuietWindow`: Matrix's `matrix.debounce_ms`; 0
+turns bursts off; email never merges), `Bursts` holds a conversation's messages until none
+came for that long, and while the conversation's turn runs; then it hands them on as one
+`Inbound`: the last message's ids and routing (the reply answers it), the texts in order,
+all attachments. Its `ack` acknowledges every message of the burst, in order, and only once
+the router has delivered the answer: a crash before that leaves them all unacknowledged,
+for their source to deliver again. A chat command (a known command word,
+core/command_words.py) is never merged: what waits is handed on first, then the
+command, so the order holds; `/usr is full` is no command and is merged like any text. A
+message that is not a person's (cron, heartbeat) passes straight through. An answer to an
+approval question and `/stop` never reach this stage: earlier stages take them.
 """
 
 from __future__ import annotations
@@ -20,24 +23,14 @@ from typing import Protocol
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup
 
-from squidd.config import Settings
+from squidd.core.command_words import parse
 from squidd.core.models import Inbound, InboundKind
-from squidd.core.ports import Inbox, PassingInbox
-from squidd.gateway.chat_commands import parse
+from squidd.core.ports import HandOn, Later
 
-__all__ = ["BurstInbox", "merge", "quiet_s_for"]
+__all__ = ["Bursts", "merge"]
 
 log = structlog.get_logger()
-
-
-def quiet_s_for(settings: Settings, channel: str) -> float | None:
-    """The quiet window of a channel in seconds; None where messages are never merged (a
-    mail is answered as itself, in its own thread; `debounce_ms = 0`)."""
-    if channel == "matrix" and settings.matrix.debounce_ms:
-        return settings.matrix.debounce_ms / 1000
-    return None
 
 
 def merge(messages: Sequence[Inbound]) -> Inbound:
@@ -57,7 +50,7 @@ def merge(messages: Sequence[Inbound]) -> Inbound:
 
 
 class RunningTurns(Protocol):
-    """What `BurstInbox` asks of the conversations: whether a turn runs, and its end."""
+    """What `Bursts` asks of the conversations: whether a turn runs, and its end."""
 
     def running(self, conversation: str) -> bool: ...
 
@@ -65,47 +58,39 @@ class RunningTurns(Protocol):
 
 
 class _Burst:
-    def __init__(self) -> None:
+    def __init__(self, then: HandOn) -> None:
         self.items: list[Inbound] = []
         self.changed = anyio.Event()
+        self.then = then
 
 
-class BurstInbox(PassingInbox):
-    """The channel's inbox, merging the bursts of each conversation (see the module)."""
+class Bursts:
+    """The stage merging the bursts of each conversation (see the module)."""
 
-    def __init__(
-        self,
-        inner: Inbox,
-        tg: TaskGroup,
-        *,
-        quiet_s: float,
-        running: RunningTurns,
-    ) -> None:
-        super().__init__(inner)
-        self._tg = tg
+    def __init__(self, *, quiet_s: float, running: RunningTurns) -> None:
         self._quiet_s = quiet_s
         self._running = running
         self._bursts: dict[str, _Burst] = {}
 
-    async def put(self, message: Inbound) -> None:
+    async def take(self, message: Inbound, then: HandOn, later: Later) -> None:
         session = message.session_id
         if message.kind is not InboundKind.MESSAGE:
-            await self._inner.put(message)
+            await then(message)
             return
         if parse(message.command or message.text) is not None:
             waiting = self._bursts.pop(session, None)
             if waiting is not None and waiting.items:
-                await self._inner.put(merge(waiting.items))
+                await then(merge(waiting.items))
                 waiting.items = []
-            await self._inner.put(message)
+            await then(message)
             return
         burst = self._bursts.get(session)
         if burst is None:
             if not self._quiet_s and not self._running.running(session):
-                await self._inner.put(message)
+                await then(message)
                 return
-            burst = self._bursts[session] = _Burst()
-            self._tg.start_soon(self._hold, session, burst)
+            burst = self._bursts[session] = _Burst(then)
+            later(lambda: self._hold(session, burst))
         burst.items.append(message)
         burst.changed.set()
 
@@ -122,4 +107,4 @@ class BurstInbox(PassingInbox):
         if burst.items:
             if len(burst.items) > 1:
                 log.info("burst_merged", session=session, messages=len(burst.items))
-            await self._inner.put(merge(burst.items))
+            await burst.then(merge(burst.items))

@@ -4,8 +4,9 @@ the model it asks (`/model`), and the running turn `/stop` cancels.
 A channel names a message's conversation (`Inbound.session_id`: a room, a sender, the
 terminal session); the turn runs in that conversation's current session
 (store/conversations.py: `/new` moves it to a fresh one, the old one stays on disk). `/stop`
-cannot wait in its session's line behind the turn it stops, so `StopInbox` sees it as it
-arrives and cancels the running turn there; the `/stop` message itself is then answered in
+cannot wait in its session's line behind the turn it stops, so `StopEarly` (a stage of the
+pipeline, gateway/pipeline.py, before any that holds a message) sees it as it arrives and
+cancels the running turn there; the `/stop` message itself is then answered in
 order, like every command. A cancelled turn leaves nothing half-done: a tool call in flight
 is recorded as interrupted in the turn's journal (core/turns.py), and the user message and a
 note that it was stopped enter the history, so the next turn knows.
@@ -18,16 +19,14 @@ from contextlib import asynccontextmanager
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup
 
+from squidd.core.command_words import STOP, parse
 from squidd.core.models import Inbound, InboundKind, SessionId
-from squidd.core.ports import Inbox, LLMPort, PassingInbox
-from squidd.gateway.bursts import BurstInbox
-from squidd.gateway.chat_commands import parse
+from squidd.core.ports import HandOn, Later, LLMPort
 from squidd.gateway.runtime import Runtime
 from squidd.store.conversations import ConversationsFile
 
-__all__ = ["Conversations", "StopInbox"]
+__all__ = ["Conversations", "StopEarly"]
 
 log = structlog.get_logger()
 
@@ -102,30 +101,22 @@ class Conversations:
             return True
         return False
 
-    def inbox(self, inner: Inbox, tg: TaskGroup, *, quiet_s: float | None = None) -> Inbox:
-        """A channel's inbox: `/stop` acts as it arrives; with a quiet window, bursts of a
-        conversation (and what comes while its turn runs) go on as one (bursts.py)."""
-        if quiet_s is not None:
-            inner = BurstInbox(inner, tg, quiet_s=quiet_s, running=self)
-        return StopInbox(inner, self)
-
 
 def is_stop(inbound: Inbound) -> bool:
     if inbound.kind is not InboundKind.MESSAGE:
         return False
     parsed = parse(inbound.command or inbound.text)
-    return parsed is not None and parsed[0] == "stop"
+    return parsed is not None and parsed[0] == STOP
 
 
-class StopInbox(PassingInbox):
-    """A channel's inbox that cancels a conversation's running turn as soon as its `/stop`
-    arrives (before it waits in line), then hands every message on unchanged."""
+class StopEarly:
+    """The pipeline's stage that cancels a conversation's running turn as soon as its `/stop`
+    arrives (before it waits in line, or in a burst), then hands every message on."""
 
-    def __init__(self, inner: Inbox, conversations: Conversations) -> None:
-        super().__init__(inner)
+    def __init__(self, conversations: Conversations) -> None:
         self._conversations = conversations
 
-    async def put(self, message: Inbound) -> None:
+    async def take(self, message: Inbound, then: HandOn, later: Later) -> None:
         if is_stop(message):
             self._conversations.stop(message.session_id)
-        await self._inner.put(message)
+        await then(message)

@@ -1,10 +1,11 @@
 """The daemon: serves what the composition root built, under one root task group.
 
 `squidd.gateway.build.build_daemon` builds every store and service once and hands them
-here; the daemon only serves. One root task group holds the status socket, the router and,
-each under the supervisor, every channel's receive loop, the cron scheduler, the heartbeat,
-the scheduled backups and each MCP server's connection (`mcp:<name>`; its tools join a
-turn only while it is up).
+here; the daemon only serves. One root task group holds the status socket, the router, each
+channel's pipeline (gateway/pipeline.py: what happens to a message before its session's
+queue) and, each under the supervisor, every channel's receive loop, the cron scheduler,
+the heartbeat, the scheduled backups and each MCP server's connection (`mcp:<name>`; its
+tools join a turn only while it is up).
 SIGTERM/SIGINT stop intake and give in-flight turns a grace period; SIGHUP re-reads the
 workspace prompt files.
 """
@@ -34,9 +35,9 @@ from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
-from squidd.gateway.bursts import quiet_s_for
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.parked import ParkedRetries
+from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.status import StatusServer, socket_path
@@ -68,6 +69,7 @@ class Daemon:
     parked_retries: ParkedRetries
     jobs: JobsFile
     router: Router
+    pipelines: dict[str, Pipeline]
     turns: TurnRunner
     caps: DailyCaps
     scheduled: ScheduledRuns
@@ -172,19 +174,12 @@ class Daemon:
     # --- life cycle ------------------------------------------------------------------------
 
     def _child(self, channel: Channel) -> ChildFn:
+        # The channel's messages go through its pipeline (gateway/pipeline.py), which
+        # outlives this child: what a stage holds survives the channel's restart.
+        pipeline = self.pipelines[channel.name]
+
         async def run(health: ChildHealth, *, task_status: TaskStatus[None]) -> None:
-            # `/stop` cancels its conversation's turn as it arrives, not in line.
-            quiet_s = quiet_s_for(self.settings, channel.name)  # bursts: gateway/bursts.py
-            try:
-                async with anyio.create_task_group() as tg:
-                    inbox = self.turns.conversations.inbox(
-                        self.router.inbox(channel.name), tg, quiet_s=quiet_s
-                    )
-                    await channel.run(inbox, task_status=task_status)
-            except BaseExceptionGroup as group:  # the channel's own error, as the supervisor
-                if len(group.exceptions) == 1:  # reads it (permanent or passing)
-                    raise group.exceptions[0] from None
-                raise
+            await channel.run(pipeline, task_status=task_status)
 
         return run
 
@@ -204,6 +199,8 @@ class Daemon:
             if self.runtime.journal is not None:  # journals of messages done before a crash
                 await self.runtime.journal.sweep(self.handled.contains)
             await tg.start(self.router.run)
+            for pipeline in self.pipelines.values():
+                await tg.start(pipeline.run)
             await self.runtime.usage.compact_past_days()
             await self.scheduled.resume()
             await tg.start(self.parked_retries.run)

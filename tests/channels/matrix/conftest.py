@@ -28,6 +28,7 @@ from squidd.channels.matrix import MatrixChannel
 from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState, MediaSink
+from squidd.gateway.pipeline import Pipeline
 from tests.support.doubles import memory_poison
 from tests.support.matrix import (
     ELAPSED,
@@ -147,8 +148,11 @@ async def run_channel(
     channel = MatrixChannel(settings, data_dir, media=media, max_download_bytes=max_download_bytes)
     async with anyio.create_task_group() as tg:
         inbox = AnsweringInbox(channel, tg, responder)
+        # The channel's own stages (a thread's root) before the inbox, as in the daemon.
+        pipeline = Pipeline(channel.stages(), inbox)
+        await tg.start(pipeline.run)
         with anyio.fail_after(60):
-            await tg.start(channel.run, inbox)
+            await tg.start(channel.run, pipeline)
         try:
             yield channel, inbox
         finally:

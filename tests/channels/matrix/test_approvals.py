@@ -189,3 +189,58 @@ async def test_reactions_on_the_prompt_answer_it(
     assert decisions == ["approved", "denied", "always", "always"]
     assert daemon.count("approval_answer_ignored") == 1
     assert len(fake_llm.chat_requests) == 8  # no reaction was ever a turn
+
+
+@pytest.mark.parametrize(("answer", "reply", "ran"), [("yes", "done", 1), ("No.", "not run", 0)])
+async def test_a_plain_yes_or_no_answers_in_a_direct_chat_with_the_default_quiet_window(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: Callable[..., Any],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+    answer: str,
+    reply: str,
+    ran: int,
+) -> None:
+    # `matrix.debounce_ms` at its default (1500) and answers streamed (a direct chat): the
+    # reply "yes" is taken before the burst stage, which would hold it until the turn that
+    # waits for it ends. The question's timeout is short enough to fail the test otherwise.
+    alice = await make_human("alice")
+    (tmp_path / "ws").mkdir()
+    marker = tmp_path / "ws" / "ran.txt"
+    config = write_daemon_config(
+        tmp_path,
+        fake_llm.base_url,
+        api_key="sk-test-matrix-approvals-0002",
+        agents={"workspace": str(tmp_path / "ws")},
+        matrix={
+            "enabled": True,
+            "homeserver": synapse.url,
+            "user_id": bot.user_id,
+            "password": bot.password,
+            "allowed_users": [alice.user_id],
+            "sync_timeout_s": 5,
+            "streaming": "edits",
+        },
+        **{
+            "tools.shell": {"enabled": True},
+            "tools.policy": {"default_deny": []},
+            "tools.approval": {"approvers": [alice.user_id], "timeout_s": 60},
+        },
+    )
+    fake_llm.push(SHELL, reply)
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    room = await alice.room_with(bot.user_id)
+    asked = await alice.send(room, "run it")
+    await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), "the prompt")
+    prompt_of(alice.replies_to(bot.user_id, asked)[0].content["body"])
+    await alice.send(room, answer)
+    await alice.wait_for(lambda: len(alice.replies_to(bot.user_id, asked)) >= 2, "the reply")
+    assert alice.replies_to(bot.user_id, asked)[1].content["body"] == reply
+    assert (len(marker.read_text().splitlines()) if marker.exists() else 0) == ran
+    assert await daemon.stop() == 0
+    assert len(fake_llm.chat_requests) == 2  # the answer was no turn of its own
+    decision = "approved" if ran else "denied"
+    assert [r["decision"] for r in AuditFile(tmp_path / "data").records()] == [decision]
+    assert daemon.count("approval_answer_taken") == 1

@@ -16,7 +16,8 @@ from anyio.abc import TaskGroup
 from squidd.channels.matrix.channel import MatrixChannel
 from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState
-from squidd.gateway.bursts import BurstInbox
+from squidd.gateway.bursts import Bursts
+from squidd.gateway.pipeline import Pipeline
 from tests.channels.matrix.conftest import (
     AnsweringInbox,
     bot_settings,
@@ -145,7 +146,9 @@ async def test_a_burst_of_three_gets_one_answer_and_every_message_a_check_mark(
     channel = MatrixChannel(settings, data_dir)
     async with anyio.create_task_group() as tg:
         answering = AnsweringInbox(channel, tg, echo)
-        await tg.start(channel.run, BurstInbox(answering, tg, quiet_s=1.5, running=_NoTurns()))
+        pipeline = Pipeline([Bursts(quiet_s=1.5, running=_NoTurns())], answering)
+        await tg.start(pipeline.run)
+        await tg.start(channel.run, pipeline)
         room = await alice.room_with(bot.user_id)
         sent = []
         for text in ("hi", "can you", "check the logs?"):

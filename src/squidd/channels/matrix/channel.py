@@ -31,7 +31,7 @@ from squidd.channels.matrix.render import message_content
 from squidd.channels.matrix.send import relate, send_event, send_final_edit, send_reply
 from squidd.channels.matrix.state import MatrixFiles
 from squidd.channels.matrix.stream import Pacer, ReplyStream, StreamRecords
-from squidd.channels.matrix.threads import ThreadRootInbox
+from squidd.channels.matrix.threads import ThreadRoots
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
 from squidd.channels.matrix.verification.flows import Verifications
@@ -39,7 +39,7 @@ from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff
 from squidd.core.journal import turn_key
 from squidd.core.models import Inbound, Outbound
-from squidd.core.ports import ChannelState, ControlOp, Inbox, MediaSink, PartialReply
+from squidd.core.ports import ChannelState, ControlOp, Inbox, MediaSink, PartialReply, Stage
 from squidd.errors import DeliveryError, PermanentError
 
 log = structlog.get_logger()
@@ -63,6 +63,7 @@ class MatrixChannel:
         self._monotonic = monotonic
         self._client: AsyncClient | None = None
         self._trust: Callable[[], None] | None = None
+        self._thread_roots = ThreadRoots(lambda: self._client)
         self.typing = TypingNotices(enabled=settings.typing_notice, monotonic=monotonic)
         self.reactions = self.typing.reactions = StatusReactions(
             enabled=settings.status_reactions,
@@ -86,6 +87,16 @@ class MatrixChannel:
     def name(self) -> str:
         return CHANNEL
 
+    def stages(self) -> tuple[Stage, ...]:
+        """The channel's stage in the daemon's pipeline: a thread's first message brings
+        its root's text along (threads.py), read through the client of the moment."""
+        return (self._thread_roots,)
+
+    def quiet_window_s(self) -> float | None:
+        """Quick messages of a room within `debounce_ms` are answered as one (bursts)."""
+        debounce_ms = self._settings.debounce_ms
+        return debounce_ms / 1000 if debounce_ms else None
+
     async def run(self, inbox: Inbox, *, task_status: TaskStatus[None]) -> None:
         inbox.report(ChannelState.STARTING, "logging in")
         await self._files.prepare()
@@ -95,8 +106,6 @@ class MatrixChannel:
             inbox.report(ChannelState.FAILED, str(exc))
             raise
         bind(client, self._carried.budget)  # every send of this account spends from it
-        # A thread's first message brings its root's text along (threads.py).
-        inbox = ThreadRootInbox(inbox, client, client.user_id)
         connection = Connection(
             client, inbox, settings=self._settings, files=self._files, carried=self._carried
         )

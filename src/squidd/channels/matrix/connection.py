@@ -16,7 +16,13 @@ persisted position, so messages sent while the daemon was down are answered once
 router's handled-id record prevents a second answer for anything re-delivered).
 
 A `Connection` lives as long as its client; what must outlive a reconnect (event ids seen,
-invites answered, events waiting for keys, typing leases) is `Carried` from the channel.
+invites answered, events waiting for keys, typing leases, the sync ledger) is `Carried`
+from the channel. The ledger is one per run: an event handed on by one connection may be
+answered after the next one started (it waited in a burst or in its session's line), and
+its ack must still hold the position back, which the next connection, skipping the event
+as seen, could not do with a ledger of its own. An event whose handing-on was cut short by
+the connection's end is withdrawn (forgotten as seen, its batch never saving its position):
+the next connection receives it again.
 """
 
 from __future__ import annotations
@@ -88,6 +94,15 @@ class Carried:
     identity: Remembered = field(default_factory=Remembered)
     budget: RateBudget = field(default_factory=RateBudget)
     """The account's rate budget: what was spent before a reconnect still counts."""
+    ledgers: dict[str, SyncLedger] = field(default_factory=dict)
+
+    def ledger(self, user_id: str, files: MatrixFiles) -> SyncLedger:
+        """The account's sync ledger for the whole run (see the module)."""
+        found = self.ledgers.get(user_id)
+        if found is None:
+            save = functools.partial(files.save_sync_token, user_id)
+            found = self.ledgers[user_id] = SyncLedger(save)
+        return found
 
     def remember(self, event_id: EventId) -> bool:
         """Record an event id; False if it was seen before in this run."""
@@ -121,7 +136,7 @@ class Connection:
         self._files = files
         self._carried = carried
         self._user_id: str = client.user_id
-        self._ledger = SyncLedger(functools.partial(files.save_sync_token, self._user_id))
+        self._ledger = carried.ledger(self._user_id, files)
         fetch = functools.partial(
             with_media, client, sink=carried.media, max_bytes=carried.max_download_bytes
         )
@@ -443,8 +458,15 @@ class Connection:
         return True
 
     async def _hand_on(self, room_id: RoomId, inbound: Inbound) -> None:
-        self._carried.typing.start(room_id, EventId(inbound.source_id))  # its event
-        await self._inbox.put(inbound)
+        event_id = EventId(inbound.source_id)
+        self._carried.typing.start(room_id, event_id)  # its event
+        try:
+            await self._inbox.put(inbound)
+        except anyio.get_cancelled_exc_class():
+            # The connection ends before the message was handed on: the next one gets it.
+            self._ledger.withdraw(event_id)
+            self._carried.forget(event_id)
+            raise
 
     async def _ack(self, batch: Batch, room_id: RoomId, event_id: EventId) -> None:
         await self._carried.typing.stop(room_id, event_id, settled=True)

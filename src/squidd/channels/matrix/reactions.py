@@ -3,7 +3,7 @@
 The approval prompt (gateway/approval_answers.py) can be answered with a reaction: ✅ once,
 ♾️ always, ❌ no. Such a reaction from a sender the policy lets in, in a room it allows
 (no mention needed: a reaction cannot mention), becomes an `Inbound` of kind `REACTION`
-whose text is the key; the router's intercept takes it as the answer to the one question
+whose text is the key; the pipeline's approval stage takes it as the answer to the one question
 waiting in the room, or drops it. Every other reaction is ignored, as before.
 """
 

@@ -176,6 +176,14 @@ class SyncLedger:
         batch.sealed = True
         await self._flush()
 
+    def withdraw(self, event_id: EventId) -> None:
+        """An event that was never handed on: no ack will come; its batch must not move the
+        position (the event is fetched again from there, into a later batch)."""
+        for batch in self._batches:
+            if event_id in batch.pending:
+                batch.pending.discard(event_id)
+                batch.token = None
+
     async def ack(self, batch: Batch, event_id: EventId) -> None:
         batch.pending.discard(event_id)
         await self._flush()

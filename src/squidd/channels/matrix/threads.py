@@ -2,27 +2,31 @@
 
 With `session_scope = "thread"` (the default in group rooms) a thread's messages form their
 own session (`Policy.session_of`), which starts without the message the thread hangs on.
-`ThreadRootInbox` sits in front of the channel's inbox: the first message of such a thread
+`ThreadRoots` is the channel's stage in the daemon's pipeline (`MatrixChannel.stages`,
+after the approval answers and `/stop`, before bursts): the first message of such a thread
 that it hands on in this run carries the root's text before its own, fetched from the
-homeserver (decrypted in an encrypted room). A root it cannot read is left out (logged at
-debug level): the message still goes on. After a restart the root is given once more,
-which costs a few tokens and loses nothing.
+homeserver (decrypted in an encrypted room) through the channel's client of the moment. A
+root it cannot read (or no client, between connections) is left out (logged at debug
+level): the message still goes on. A chat command is handed on as it is, still a command.
+After a restart the root is given once more, which costs a few tokens and loses nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import structlog
 from nio import AsyncClient, MegolmEvent, RoomGetEventResponse
 
 from squidd.channels.matrix.client import call
+from squidd.core.command_words import parse
 from squidd.core.models import Inbound
-from squidd.core.ports import Inbox, PassingInbox
+from squidd.core.ports import HandOn, Later
 from squidd.errors import SquiddError
 from squidd.text import clean_text
 
-__all__ = ["ROOT_CHARS", "ThreadRootInbox", "with_root"]
+__all__ = ["ROOT_CHARS", "ThreadRoots", "with_root"]
 
 log = structlog.get_logger()
 
@@ -62,22 +66,27 @@ async def root_text(client: AsyncClient, room_id: str, event_id: str) -> tuple[s
     return str(event.sender), clean_text(body)
 
 
-class ThreadRootInbox(PassingInbox):
-    """The channel's inbox, giving a thread session's first message its root's text."""
+class ThreadRoots:
+    """The stage giving a thread session's first message its root's text; `client` is the
+    channel's logged-in client while it is connected, else None."""
 
-    def __init__(self, inner: Inbox, client: AsyncClient, own_user_id: str) -> None:
-        super().__init__(inner)
+    def __init__(self, client: Callable[[], AsyncClient | None]) -> None:
         self._client = client
-        self._own = own_user_id
         self._seen: set[str] = set()
 
-    async def put(self, message: Inbound) -> None:
-        root = message.thread_root
-        if root and message.session_id not in self._seen and message.session_id.endswith(root):
-            self._seen.add(message.session_id)
-            found = await root_text(
-                self._client, str(message.reply_to.target if message.reply_to else ""), root
-            )
+    async def take(self, message: Inbound, then: HandOn, later: Later) -> None:
+        root, session = message.thread_root, message.session_id
+        client = self._client()
+        if (
+            root
+            and client is not None
+            and session not in self._seen
+            and session.endswith(root)
+            and parse(message.command or message.text) is None
+        ):
+            self._seen.add(session)
+            room = str(message.reply_to.target if message.reply_to else "")
+            found = await root_text(client, room, root)
             if found is not None:
-                message = with_root(message, found[1], by_bot=found[0] == self._own)
-        await self._inner.put(message)
+                message = with_root(message, found[1], by_bot=found[0] == client.user_id)
+        await then(message)

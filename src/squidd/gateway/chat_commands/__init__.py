@@ -8,7 +8,8 @@ name, its help line and its handler. `COMMANDS` is the explicit table; `/help` i
 it, so a new command is one module and one line here. Only a channel's message from a sender
 the channel let in (`InboundKind.MESSAGE`) can be a command: cron, heartbeat and sub-agent
 runs never are. A text whose first word names no command (`/usr is full`, `/etc/hosts`) is
-an ordinary message for the model, as it was before commands existed. A channel may say
+an ordinary message for the model, as it was before commands existed: the words are in
+core/command_words.py, which every stage before the line asks too. A channel may say
 where the command is read from (`Inbound.command`: a mail's subject or first line, a group
 message without the bot's mention); else the text.
 
@@ -20,11 +21,11 @@ waiting here) plainly instead of passing them to the model.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import structlog
 
+from squidd.core.command_words import parse
 from squidd.core.models import Inbound, InboundKind
 from squidd.gateway.chat_commands import (
     always,
@@ -58,16 +59,6 @@ COMMANDS: tuple[ChatCommand, ...] = (
 )
 """The chat commands, in the order `/help` lists them."""
 
-_COMMAND = re.compile(r"/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?", re.DOTALL)
-
-
-def parse(text: str) -> tuple[str, str] | None:
-    """`(name, argument)` of a text that starts with a command word; else None."""
-    found = _COMMAND.fullmatch(text.strip())
-    if found is None:
-        return None
-    return found.group(1).lower(), (found.group(2) or "").strip()
-
 
 class ChatCommands:
     """Answers the messages that are chat commands."""
@@ -81,12 +72,10 @@ class ChatCommands:
         """The reply when `inbound` is a chat command; None when it is a turn for the model."""
         if inbound.kind is not InboundKind.MESSAGE:
             return None
-        parsed = parse(inbound.command or inbound.text)
+        parsed = parse(inbound.command or inbound.text, self._by_name)
         if parsed is None:
             return None
         name, argument = parsed
-        command = self._by_name.get(name)
-        if command is None:
-            return None
+        command = self._by_name[name]
         log.info("chat_command", command=name)
         return await command.run(CommandCall(inbound, argument, self._host, self._commands))

@@ -1,7 +1,8 @@
 """`/stop`: cancel this conversation's running turn.
 
-The cancelling happens as the message arrives (gateway/conversations.py `StopInbox`): it
-cannot wait in line behind the turn it stops. This module answers the message afterwards.
+The cancelling happens as the message arrives (gateway/conversations.py `StopEarly`, a stage
+of the pipeline): it cannot wait in line behind the turn it stops. This module answers the
+message afterwards.
 """
 
 from __future__ import annotations
