@@ -45,15 +45,8 @@ AFTER = "\n\n".join(f"Finding {i}: the logs are rotated and nothing is lost." fo
 SHELL = Reply(content=BEFORE, tool_calls=[("shell", {"command": "echo ran >> ran.txt"})])
 
 
-HELD_YES = pytest.mark.xfail(
-    strict=True,
-    reason="a plain 'yes' is held by the burst stage with the default debounce; the question "
-    "times out",
-)
-
-
 @pytest.mark.matrix
-@pytest.mark.parametrize("answer", [pytest.param("yes", marks=HELD_YES), "reaction", "command"])
+@pytest.mark.parametrize("answer", ["yes", "reaction", "command"])
 async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
     answer: str,
     synapse: SynapseServer,

@@ -244,7 +244,7 @@ class InboundKind(StrEnum):
     job's firing, a heartbeat, a background sub-agent's task and its report to the
     conversation (see `squidd.core.runs`), and the owner's daily-cap notice. A `REACTION` is a
     person's reaction that may answer an approval question (a Matrix ✅ / ♾️ / ❌): the
-    router's intercept takes it (gateway/approval_answers.py), it is never a turn.
+    pipeline's approval stage takes it (gateway/approval_answers.py), it is never a turn.
     """
 
     MESSAGE = "message"
