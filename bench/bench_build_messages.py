@@ -22,6 +22,7 @@ from squidd.core.memory import MemoryManager
 from squidd.core.models import Message, SessionId
 from squidd.fs import append_lines_locked
 from squidd.store.jsonl import JsonlStore
+from squidd.store.records import MESSAGE
 
 RECENT = 20
 THRESHOLD = 100
@@ -31,11 +32,13 @@ async def prepare(data: Path, total: int) -> tuple[MemoryManager, SessionId]:
     store = JsonlStore(data)
     session = SessionId(f"bench-{total}")
     lines = [
-        Message(
-            role="user" if i % 2 == 0 else "assistant",
-            content=f"message {i}: " + "lorem ipsum dolor sit amet " * 6,
-            ts="2026-01-01T00:00:00+00:00",
-        ).to_json()
+        MESSAGE.dumps(
+            Message(
+                role="user" if i % 2 == 0 else "assistant",
+                content=f"message {i}: " + "lorem ipsum dolor sit amet " * 6,
+                ts="2026-01-01T00:00:00+00:00",
+            )
+        )
         for i in range(total)
     ]
     append_lines_locked(store.history_path(session), lines, fsync=False)

@@ -25,6 +25,7 @@ import anyio
 from squidd.core.models import Message, SessionId
 from squidd.fs import append_lines_locked
 from squidd.store.jsonl import JsonlStore
+from squidd.store.records import MESSAGE
 
 BUILD_TARGET_S = 10.0
 SEARCH_TARGET_MS = 50.0
@@ -71,11 +72,13 @@ WORDS = (
 def message(rng: random.Random, i: int) -> str:
     words = " ".join(rng.choice(WORDS) for _ in range(12))
     rare = f" zq{i}x" if i % 10_000 == 0 else ""
-    return Message(
-        role="user" if i % 2 == 0 else "assistant",
-        content=f"message {i}: {words}{rare}",
-        ts=f"2026-01-01T00:{(i // 60) % 60:02d}:{i % 60:02d}+00:00",
-    ).to_json()
+    return MESSAGE.dumps(
+        Message(
+            role="user" if i % 2 == 0 else "assistant",
+            content=f"message {i}: {words}{rare}",
+            ts=f"2026-01-01T00:{(i // 60) % 60:02d}:{i % 60:02d}+00:00",
+        )
+    )
 
 
 def fill(store: JsonlStore, session: SessionId, count: int, seed: int) -> None:

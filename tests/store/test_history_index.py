@@ -10,6 +10,7 @@ from structlog.testing import capture_logs
 
 from squidd.core.models import HistoryHit, Message, SessionId
 from squidd.store.jsonl import JsonlStore
+from squidd.store.records import MESSAGE
 
 A = SessionId("!roomA:example.org")
 B = SessionId("email:me@example.org")
@@ -44,7 +45,7 @@ async def test_a_replaced_history_file_is_indexed_again(tmp_path: Path) -> None:
     assert len(await store.search_history(A, "llamas", limit=5)) == 2
     path = store.history_path(A)
     replacement = path.with_suffix(".new")
-    replacement.write_text(user("only alpacas now").to_json() + "\n", encoding="utf-8")
+    replacement.write_text(MESSAGE.dumps(user("only alpacas now")) + "\n", encoding="utf-8")
     replacement.replace(path)  # another inode: the old rows must go
     assert await store.search_history(A, "llamas", limit=5) == []
     assert [h.snippet for h in await store.search_history(A, "alpacas", limit=5)] == [
@@ -72,7 +73,7 @@ async def test_a_line_still_being_written_is_left_for_the_next_search(tmp_path: 
     await store.append_messages(A, [user("first zebra")])
     path = store.history_path(A)
     with path.open("ab") as handle:
-        handle.write(user("second zebra").to_json().encode()[:10])
+        handle.write(MESSAGE.dumps(user("second zebra")).encode()[:10])
     assert [h.index for h in await store.search_history(A, "zebra", limit=5)] == [0]
 
 

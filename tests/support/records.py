@@ -21,9 +21,11 @@ from squidd.core.models import (
     Destination,
     Inbound,
     InboundKind,
+    Message,
     PendingReply,
     SessionId,
     SourceId,
+    ToolCall,
 )
 from squidd.core.poison import Parked, ParkState
 from squidd.core.reply_files import FileRef
@@ -37,10 +39,12 @@ __all__ = [
     "file_refs",
     "inbounds",
     "json_values",
+    "messages",
     "parked_items",
     "pending_replies",
     "pending_runs",
     "texts",
+    "tool_calls",
     "usage_calls",
 ]
 
@@ -189,3 +193,18 @@ usage_calls = st.fixed_dictionaries(
     }
 )
 """What one model call reports to the usage ledger (`UsageLedger.record`'s arguments)."""
+
+tool_calls = st.builds(ToolCall, id=texts, name=texts, arguments=texts)
+
+messages = st.builds(
+    Message,
+    role=st.sampled_from(["system", "user", "assistant", "tool"]),
+    content=st.none() | texts,
+    tool_calls=st.lists(tool_calls, max_size=3).map(tuple),
+    tool_call_id=st.none() | texts,
+    name=st.none() | texts,
+    ts=st.none() | texts,
+    turn=st.none() | texts,
+    attachments=st.lists(attachments, max_size=3).map(tuple),
+)
+"""History entries as stored (`images`, for the model only, is never stored)."""

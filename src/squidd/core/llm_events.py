@@ -8,9 +8,7 @@ vocabulary is the LLM port's own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["LLMEvent", "StreamRestart", "TextDelta", "ToolCall", "ToolCallsReady", "Usage"]
 
@@ -22,13 +20,6 @@ class ToolCall:
     id: str
     name: str
     arguments: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data["arguments"]))
 
 
 @dataclass(frozen=True, slots=True)

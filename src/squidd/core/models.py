@@ -8,7 +8,6 @@ What the LLM port streams is in `core/llm_events.py` (imported from here too).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,37 +58,6 @@ class Attachment:
     path: str | None = None
     note: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "kind": self.kind,
-            "name": self.name,
-            "mime": self.mime,
-            "size": self.size,
-        }
-        if self.sha256:
-            data["sha256"] = self.sha256
-        if self.path is not None:
-            data["path"] = self.path
-        if self.note:
-            data["note"] = self.note
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Attachment:
-        kind = data.get("kind")
-        if kind not in ("image", "file", "audio", "video"):
-            raise ValueError(f"unknown attachment kind: {kind!r}")
-        path = data.get("path")
-        return cls(
-            kind=kind,
-            name=str(data.get("name", "")),
-            mime=str(data.get("mime", "")),
-            size=int(data.get("size", 0)),
-            sha256=str(data.get("sha256", "")),
-            path=None if path is None else str(path),
-            note=str(data.get("note", "")),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -108,49 +76,6 @@ class Message:
     """On a user message: the files that came with it, as references (stored)."""
     images: tuple[str, ...] = field(default=(), compare=False)
     """On the current user message only: images as `data:` URLs for the model (never stored)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            data["tool_calls"] = [tc.to_dict() for tc in self.tool_calls]
-        if self.tool_call_id is not None:
-            data["tool_call_id"] = self.tool_call_id
-        if self.name is not None:
-            data["name"] = self.name
-        if self.ts is not None:
-            data["ts"] = self.ts
-        if self.turn is not None:
-            data["turn"] = self.turn
-        if self.attachments:  # references only; `images` (data: URLs) are never stored
-            data["attachments"] = [a.to_dict() for a in self.attachments]
-        return data
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Message:
-        role = data.get("role")
-        if role not in ("system", "user", "assistant", "tool"):
-            raise ValueError(f"unknown message role: {role!r}")
-        content = data.get("content")
-        if content is not None and not isinstance(content, str):
-            raise ValueError("message content must be a string or null")
-        calls = tuple(ToolCall.from_dict(c) for c in data.get("tool_calls") or ())
-        tool_call_id = data.get("tool_call_id")
-        name = data.get("name")
-        ts = data.get("ts")
-        turn = data.get("turn")
-        return cls(
-            role=role,
-            content=content,
-            tool_calls=calls,
-            tool_call_id=None if tool_call_id is None else str(tool_call_id),
-            name=None if name is None else str(name),
-            ts=None if ts is None else str(ts),
-            turn=None if turn is None else str(turn),
-            attachments=tuple(Attachment.from_dict(a) for a in data.get("attachments") or ()),
-        )
 
 
 @dataclass(frozen=True, slots=True)

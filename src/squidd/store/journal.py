@@ -37,6 +37,7 @@ from squidd.core.journal import RecordedAnswer, Replay
 from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
 from squidd.errors import StorageError
 from squidd.fs import fsync_dir, make_private_dir, open_private, safe_name, write_all
+from squidd.store.records import TOOL_CALL
 from squidd.text import utf8
 
 log = structlog.get_logger()
@@ -61,7 +62,7 @@ def _decode(path: Path) -> tuple[Replay | None, int | None, dict[str, Any]]:
                 head = record
                 replay = Replay(started_at=datetime.fromisoformat(record["at"]))
             if kind == "answer":
-                calls = tuple(ToolCall.from_dict(c) for c in record["calls"])
+                calls = tuple(TOOL_CALL.load(c) for c in record["calls"])
                 replay.answers.append(RecordedAnswer(str(record["text"]), calls, record["at"]))
             elif kind == "start":
                 replay.started.add(str(record["id"]))
@@ -174,7 +175,7 @@ class JournalDir:
             turn=turn,
             session=session,
             text=text,
-            calls=[c.to_dict() for c in calls],
+            calls=[TOOL_CALL.dump(c) for c in calls],
         )
 
     async def started(self, turn: str, call: ToolCall) -> None:

@@ -36,6 +36,7 @@ from squidd.fs import (
     safe_name,
 )
 from squidd.store.history_index import HistoryIndex, match_snippet
+from squidd.store.records import MESSAGE
 
 log = structlog.get_logger()
 
@@ -71,7 +72,7 @@ def _iter_messages(path: Path, start: int = 0) -> Iterator[_Line]:
             if not raw.strip():
                 continue
             try:
-                message = Message.from_dict(json.loads(raw))
+                message = MESSAGE.loads(raw)
             except (ValueError, TypeError, KeyError) as exc:
                 torn = not raw.endswith(b"\n")
                 log.warning(
@@ -129,7 +130,7 @@ class JsonlStore:
 
     # --- history ----------------------------------------------------------------------------
     async def append_messages(self, session_id: SessionId, messages: Sequence[Message]) -> None:
-        lines = [m.to_json() for m in messages]
+        lines = [MESSAGE.dumps(m) for m in messages]
         await anyio.to_thread.run_sync(append_lines_locked, self.history_path(session_id), lines)
 
     def _read_meta(self, session_id: str) -> _Meta:

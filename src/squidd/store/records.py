@@ -13,6 +13,8 @@ Two things a codec says explicitly:
 * `fields`: a field's stored type where its JSON form is not pydantic's own for the type
   (a `Destination` is kept as its text `channel:target`, as it always was; a nested record
   as its own codec's form).
+* `omit_defaults`: a field at its default is left out (a history line stays as short as
+  it always was); reading gives it back.
 * `keys`: a field stored under another key, where the files always named it so (the usage
   ledger's `prompt` for `prompt_tokens`).
 
@@ -40,9 +42,18 @@ from pydantic import (
     create_model,
 )
 
-from squidd.core.models import Destination, Inbound, PendingReply
+from squidd.core.models import Destination, Inbound, Message, PendingReply, ToolCall
 
-__all__ = ["INBOUND", "PENDING_REPLY", "Codec", "Moment", "StoredDestination", "Text"]
+__all__ = [
+    "INBOUND",
+    "MESSAGE",
+    "PENDING_REPLY",
+    "TOOL_CALL",
+    "Codec",
+    "Moment",
+    "StoredDestination",
+    "Text",
+]
 
 T = TypeVar("T")
 
@@ -61,8 +72,10 @@ class Codec(Generic[T]):
         not_stored: Mapping[str, str] | None = None,
         fields: Mapping[str, Any] | None = None,
         keys: Mapping[str, str] | None = None,
+        omit_defaults: bool = False,
     ) -> None:
         self.cls = cls
+        self.omit_defaults = omit_defaults
         self.not_stored = dict(not_stored or {})
         overrides = dict(fields or {})
         aliases = dict(keys or {})
@@ -91,7 +104,9 @@ class Codec(Generic[T]):
     def dump(self, record: T) -> dict[str, Any]:
         """The record as a JSON object (plain dicts, lists, text, numbers)."""
         values = {name: getattr(record, name) for name in self.names}
-        return self._model.model_construct(**values).model_dump(mode="json", by_alias=True)
+        return self._model.model_construct(**values).model_dump(
+            mode="json", by_alias=True, exclude_defaults=self.omit_defaults
+        )
 
     def load(self, data: object) -> T:
         """The record `dump` made (or an older squidd wrote); ValueError when it is not one."""
@@ -104,7 +119,7 @@ class Codec(Generic[T]):
             self.dump(record), ensure_ascii=False, indent=indent, separators=separators
         )
 
-    def loads(self, text: str) -> T:
+    def loads(self, text: str | bytes) -> T:
         return self.load(json.loads(text))
 
     @property
@@ -155,6 +170,15 @@ INBOUND: Codec[Inbound] = Codec(
     fields={"reply_to": StoredDestination},
 )
 """A message as a parked item keeps it, to run it again."""
+
+MESSAGE: Codec[Message] = Codec(
+    Message,
+    not_stored={"images": "data: URLs of the current message, for the model only"},
+    omit_defaults=True,
+)
+"""One history line (a field at its default left out, as history lines always were)."""
+
+TOOL_CALL: Codec[ToolCall] = Codec(ToolCall)
 
 PENDING_REPLY: Codec[PendingReply] = Codec(PendingReply)
 """A finished reply not yet delivered (the outbox; a parked item's reply)."""
