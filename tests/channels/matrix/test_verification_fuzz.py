@@ -46,7 +46,7 @@ def plausible() -> st.SearchStrategy[Any]:
     start = start_content()
     return st.one_of(
         json_any,
-        st.sampled_from(["txn-1", "txn-2", "$request"]),
+        st.sampled_from(["txn-1", "txn-2", "$request", BOT.user_id, REQUEST]),
         st.sampled_from([ALICE.device_id, "OTHER", BOT.device_id]),
         st.just(["m.sas.v1"]),
         st.just(int(time.time() * 1000)),
