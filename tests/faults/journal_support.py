@@ -4,12 +4,12 @@ shell command appending a line to a file, the kill points, and the checks.
 A kill point names where in the turn the real daemon is SIGKILLed:
 - `before_answer`: the model holds its first answer; killed while it waits;
 - `after_answer`: killed by the daemon itself the moment the tool-asking answer is durable
-  (the test-only `gateway.journal_crash_after_test_only = "answer"`);
+  (the test hook of tests/support/crash_points.py, point "answer");
 - `tool_running`: the command appended its line and sleeps; killed then;
-- `after_result`: killed the moment the tool's result is durable (`"result"`);
+- `after_result`: killed the moment the tool's result is durable (point "result");
 - `final_answer`: the model holds its final answer; killed while it waits;
 - `before_delivery`: killed by the daemon itself the moment the turn's reply is stored in
-  the outbox, before the channel sends it (`"outbox"`): the restart sends the stored reply.
+  the outbox, before the channel sends it (point "outbox"): the restart sends the stored reply.
 `REQUESTS` is how many model requests the whole turn makes across the kill: a recorded
 answer is never asked for again, an answer that was never given (or never recorded, like
 the final one) is.
@@ -29,7 +29,6 @@ from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import Reply
 
 DONE = "The line is in the file."
-CRASH_ENV = "SQUIDD_GATEWAY__JOURNAL_CRASH_AFTER_TEST_ONLY"
 POINTS = [
     "before_answer",
     "after_answer",

@@ -25,7 +25,6 @@ from tests.channels.email.mailbox import (
     wait_for,
 )
 from tests.faults.journal_support import (
-    CRASH_ENV,
     DONE,
     POINTS,
     check_turn,
@@ -37,7 +36,8 @@ from tests.faults.journal_support import (
     shell_config,
 )
 from tests.support.config import write_daemon_config
-from tests.support.daemon import DaemonProcess, daemon_env
+from tests.support.crash_points import crash_env
+from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -76,7 +76,7 @@ async def test_an_email_turn_cut_short_resumes_from_its_journal(
             out.write(shell_config("email"))
 
         async def start(crash_after: str = "") -> DaemonProcess:
-            env = daemon_env(**({CRASH_ENV: crash_after} if crash_after else {}))
+            env = crash_env(crash_after)
             daemon = DaemonProcess(config, tmp_path / f"daemon-{len(daemons)}.log", env=env)
             daemons.append(daemon)
             await daemon.wait_event("email_connected")

@@ -17,7 +17,6 @@ import pytest
 
 from tests.channels.matrix.test_daemon import write_config
 from tests.faults.journal_support import (
-    CRASH_ENV,
     DONE,
     POINTS,
     check_turn,
@@ -29,7 +28,8 @@ from tests.faults.journal_support import (
     shell_config,
 )
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess, daemon_env
+from tests.support.crash_points import crash_env
+from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -60,7 +60,7 @@ async def test_a_matrix_turn_cut_short_resumes_from_its_journal(
     asked = ""
 
     async def start(crash_after: str = "") -> DaemonProcess:
-        env = daemon_env(**({CRASH_ENV: crash_after} if crash_after else {}))
+        env = crash_env(crash_after)
         daemon = DaemonProcess(config, tmp_path / f"squidd-{len(squidds)}.log", env=env)
         squidds.append(daemon)
         await daemon.wait_event("matrix_connected")

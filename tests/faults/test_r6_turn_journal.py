@@ -29,9 +29,10 @@ from squidd.core.models import InboundKind
 from squidd.core.runs import PendingRun
 from squidd.store.pending_runs import PendingRunsDir
 from tests.faults.harness import SpoolDaemon, wait_until
-from tests.faults.journal_support import CRASH_ENV, DONE, Model
+from tests.faults.journal_support import DONE, Model
 from tests.gateway.test_run_process import squidd
-from tests.support.daemon import SPOOL, DaemonProcess, daemon_env
+from tests.support.crash_points import crash_env
+from tests.support.daemon import SPOOL, DaemonProcess
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -67,7 +68,7 @@ def spool(tmp_path: Path, llm: FakeLLM) -> Iterator[SpoolDaemon]:
 
 
 def start(spool: SpoolDaemon, crash_after: str = "") -> DaemonProcess:
-    env = daemon_env(**({CRASH_ENV: crash_after} if crash_after else {}))
+    env = crash_env(crash_after)
     log = spool.tmp / f"daemon-{len(spool.runs)}.log"
     run = DaemonProcess(spool.config, log, env=env, channel=SPOOL)
     spool.runs.append(run)

@@ -137,9 +137,6 @@ class GatewaySettings(Section):
     # A turn cut short (a crash) resumes from its journal when its message comes back; a
     # journal older than this is not resumed: the person is told the request was not done.
     journal_max_age_hours: float = Field(default=24.0, gt=0)
-    # Test-only: SIGKILL the daemon right after the first journal record of this kind, or
-    # ("outbox") right after a turn's reply is stored for delivery, before it is sent.
-    journal_crash_after_test_only: Literal["", "answer", "start", "result", "outbox"] = ""
 
     @model_validator(mode="after")
     def _delays(self) -> GatewaySettings:

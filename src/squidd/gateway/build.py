@@ -129,7 +129,7 @@ def build_daemon(
         healthy_after_s=gw.healthy_after_s,
     )
     handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
-    outbox = OutboxDir(data_dir, crash_after_put=gw.journal_crash_after_test_only == "outbox")
+    outbox = OutboxDir(data_dir)
     parked = ParkedDir(data_dir)
     jobs = JobsFile(data_dir)
     mcp = McpHub(settings.mcp)

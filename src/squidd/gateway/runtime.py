@@ -187,9 +187,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
     )
     # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
     policy = SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools))
-    journal = JournalDir(
-        settings.storage.data_dir, crash_after=settings.gateway.journal_crash_after_test_only
-    )
+    journal = JournalDir(settings.storage.data_dir)
     recording = TurnRecording(
         journal,
         effects={name: Effect(value) for name, value in settings.tools.effects.items()},

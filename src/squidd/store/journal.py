@@ -14,9 +14,6 @@ cut off, so the records appended after the resume are read again next time.
 The daemon is the journals' only writer (one daemon per data dir; `squidd chat` keeps none),
 so after one listing it knows which exist: the look-up each new turn makes, which finds
 none, costs no file operation, and neither does removing a journal that was never written.
-
-`crash_after` (a test-only setting) makes the process SIGKILL itself right after the first
-record of that kind is durable, so the fault tests can stop a real daemon at that exact step.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -87,12 +83,11 @@ def _head(path: Path) -> dict[str, Any]:
 class JournalDir:
     """Implements `squidd.core.ports.TurnJournal` on a directory of JSON-lines files."""
 
-    def __init__(self, data_dir: Path, *, crash_after: str = "") -> None:
+    def __init__(self, data_dir: Path) -> None:
         self._dir = data_dir / "gateway" / "journal"
         self._present: set[str] | None = None  # file names, once listed
         self._listing = anyio.Lock()
         self._resumed: set[str] = set()
-        self._crash_after = crash_after
 
     def path(self, turn: str) -> Path:
         return self._dir / f"{safe_name(turn)}{SUFFIX}"
@@ -164,9 +159,6 @@ class JournalDir:
         record = {"t": kind, "at": utcnow().isoformat(), **fields}
         await anyio.to_thread.run_sync(self._append_sync, path, record, new)
         present.add(path.name)
-        if kind == self._crash_after:
-            log.warning("test_crash", after=kind)
-            os.kill(os.getpid(), signal.SIGKILL)
 
     async def answer(self, turn: str, session: str, text: str, calls: Sequence[ToolCall]) -> None:
         await self._append(

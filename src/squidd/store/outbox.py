@@ -9,15 +9,10 @@ The daemon is the outbox's only writer (one daemon per data dir), so after one l
 knows which entries exist: the lookup every new message makes, which finds none, costs no
 file operation, and neither does removing an entry that was never written.
 
-`crash_after_put` (test-only, `gateway.journal_crash_after_test_only = "outbox"`) makes the
-process SIGKILL itself right after a reply is durably stored, before the channel sends it:
-the fault tests' "after the answer, before delivery" kill point.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import anyio
@@ -33,13 +28,12 @@ log = structlog.get_logger(__name__)
 class OutboxDir:
     """Implements the router's `Outbox` on a directory of atomically written files."""
 
-    def __init__(self, data_dir: Path, *, crash_after_put: bool = False) -> None:
+    def __init__(self, data_dir: Path) -> None:
         self._records = JsonDir(
             data_dir / "gateway" / "outbox", kind="pending_reply", decode=PENDING_REPLY.load
         )
         self._present: set[str] | None = None  # file names of the entries, once listed
         self._listing = anyio.Lock()
-        self._crash_after_put = crash_after_put
 
     async def _names(self) -> set[str]:
         if self._present is None:
@@ -61,9 +55,6 @@ class OutboxDir:
         present = await self._names()
         await self._records.put(channel, source_id, data)
         present.add(self._name(channel, source_id))
-        if self._crash_after_put:
-            log.warning("test_crash", after="outbox")
-            os.kill(os.getpid(), signal.SIGKILL)
 
     async def remove(self, channel: str, source_id: str) -> None:
         name, present = self._name(channel, source_id), await self._names()
