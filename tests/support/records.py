@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from squidd.core.approvals import AlwaysRule, Question, QuestionState
 from squidd.core.cron import CronJob
 from squidd.core.models import (
     Attachment,
@@ -32,6 +33,7 @@ from squidd.core.reply_files import FileRef
 from squidd.core.runs import RUN_KINDS, PendingRun
 
 __all__ = [
+    "always_rules",
     "attachments",
     "cron_jobs",
     "datetimes",
@@ -43,6 +45,7 @@ __all__ = [
     "parked_items",
     "pending_replies",
     "pending_runs",
+    "questions",
     "texts",
     "tool_calls",
     "usage_calls",
@@ -50,8 +53,11 @@ __all__ = [
 
 _CHARS = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
 
-texts = st.text(_CHARS, max_size=40)
-"""Valid text, the empty string included."""
+LINE_BREAKS = st.sampled_from(["\n", "\r", "\x85", "\u2028", "\u2029", "\x0b", "\x1c"])
+"""What some readers take for the end of a line: a record must not be cut there."""
+
+texts = st.lists(st.text(_CHARS, max_size=8) | LINE_BREAKS, max_size=6).map("".join)
+"""Valid text, the empty string and line breaks of every kind included."""
 
 names = st.from_regex(r"[a-z][a-z0-9_-]{0,11}", fullmatch=True)
 """A channel's name, as channels are named."""
@@ -208,3 +214,25 @@ messages = st.builds(
     attachments=st.lists(attachments, max_size=3).map(tuple),
 )
 """History entries as stored (`images`, for the model only, is never stored)."""
+
+questions = st.builds(
+    Question,
+    id=st.from_regex(r"[0-9a-f]{8}", fullmatch=True),
+    session=texts,
+    channel=texts,
+    tool=texts,
+    arguments=texts,
+    args_sha256=texts,
+    asked_at=datetimes,
+    deadline=datetimes,
+    state=st.sampled_from(list(QuestionState)),
+    by=st.none() | texts,
+)
+
+always_rules = st.builds(
+    AlwaysRule,
+    session=texts,
+    tool=texts,
+    args_sha256=st.none() | texts,
+    executable=st.none() | texts,
+)

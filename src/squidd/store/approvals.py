@@ -13,8 +13,7 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, replace
-from datetime import datetime
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from squidd.fs import (
     make_private_dir,
     read_text_or_empty,
 )
+from squidd.store.records import Codec
 
 log = structlog.get_logger()
 
@@ -37,37 +37,19 @@ __all__ = ["QuestionFiles"]
 _ID = re.compile(r"[0-9a-f]{8}")
 
 
-def _to_json(question: Question) -> str:
-    return json.dumps(
-        {
-            "id": question.id,
-            "session": question.session,
-            "channel": question.channel,
-            "tool": question.tool,
-            "arguments": question.arguments,
-            "args_sha256": question.args_sha256,
-            "asked_at": question.asked_at.isoformat(),
-            "deadline": question.deadline.isoformat(),
-            "state": question.state.value,
-            "by": question.by,
-        }
-    )
+QUESTION: Codec[Question] = Codec(Question)
+"""One question's file."""
+
+RULE: Codec[AlwaysRule] = Codec(AlwaysRule)
+"""One entry of always.json."""
 
 
-def _from_json(text: str) -> Question:
-    value: dict[str, Any] = json.loads(text)
-    return Question(
-        id=str(value["id"]),
-        session=str(value["session"]),
-        channel=str(value["channel"]),
-        tool=str(value["tool"]),
-        arguments=str(value["arguments"]),
-        args_sha256=str(value["args_sha256"]),
-        asked_at=datetime.fromisoformat(value["asked_at"]),
-        deadline=datetime.fromisoformat(value["deadline"]),
-        state=QuestionState(value["state"]),
-        by=value.get("by"),
-    )
+def _rule(entry: dict[str, Any]) -> AlwaysRule | None:
+    try:
+        return RULE.load(entry)
+    except ValueError:
+        log.warning("approval_rule_unreadable")
+        return None
 
 
 class QuestionFiles:
@@ -96,7 +78,7 @@ class QuestionFiles:
         if not text:
             return None
         try:
-            return _from_json(text)
+            return QUESTION.loads(text)
         except (ValueError, KeyError, TypeError):
             log.warning("approval_question_unreadable", question=question_id)
             return None
@@ -105,7 +87,7 @@ class QuestionFiles:
         path = self._path(question.id)
         if path is None:
             raise StorageError(f"not a question id: {question.id!r}")
-        atomic_write_text(path, _to_json(question) + "\n")
+        atomic_write_text(path, QUESTION.dumps(question) + "\n")
 
     def create_sync(self, question: Question) -> tuple[Question, bool]:
         with self._lock():
@@ -151,16 +133,13 @@ class QuestionFiles:
         return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
 
     def rules_sync(self, session: str) -> list[AlwaysRule]:
-        return [
-            AlwaysRule(str(r["session"]), str(r["tool"]), r.get("args_sha256"), r.get("executable"))
-            for r in self._all_rules()
-            if r.get("session") == session and "tool" in r
-        ]
+        mine = [_rule(r) for r in self._all_rules() if r.get("session") == session]
+        return [rule for rule in mine if rule is not None]
 
     def add_rule_sync(self, rule: AlwaysRule) -> None:
         with self._lock():
             rules = self._all_rules()
-            entry = asdict(rule)
+            entry = RULE.dump(rule)
             if entry not in rules:
                 rules.append(entry)
                 atomic_write_text(self._rules, json.dumps(rules) + "\n")
@@ -173,12 +152,7 @@ class QuestionFiles:
                 return None
             removed = rules.pop(mine[index - 1])
             atomic_write_text(self._rules, json.dumps(rules) + "\n")
-            return AlwaysRule(
-                str(removed["session"]),
-                str(removed["tool"]),
-                removed.get("args_sha256"),
-                removed.get("executable"),
-            )
+            return _rule(removed)
 
     async def create(self, question: Question) -> tuple[Question, bool]:
         return await anyio.to_thread.run_sync(self.create_sync, question)

@@ -97,7 +97,8 @@ class HandledFile:
         seen: dict[str, float] = {}
         failed: set[str] = set()
         dropped = 0
-        for line in text.splitlines():
+        # "\n" only: an id may hold U+0085 or U+2028, which `splitlines` breaks at.
+        for line in text.split("\n"):
             if not line.strip():
                 continue
             try:

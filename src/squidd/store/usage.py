@@ -38,7 +38,8 @@ def _read_day(path: Path) -> list[UsageRecord]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return records
-    for number, line in enumerate(text.splitlines(), 1):
+    # "\n" only: a JSON line may hold U+0085 or U+2028, which `splitlines` breaks at.
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
