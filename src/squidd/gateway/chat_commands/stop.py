@@ -2,9 +2,9 @@
 
 The cancelling happens as the message arrives (gateway/conversations.py `StopEarly`, a stage
 of the pipeline): it cannot wait in line behind the turn it stops. This module answers the
-message afterwards, and withdraws the approval questions the stopped turn left waiting here (denied by the
-person who stopped it): nothing waits for their answer any more, so neither `/approvals`
-nor the dashboard offers them, and a late ✅ runs nothing.
+message afterwards, and withdraws the approval questions the stopped turn left waiting here
+(denied by the person who stopped it): nothing waits for their answer any more, so neither
+`/approvals` nor the dashboard offers them, and a late ✅ runs nothing.
 """
 
 from __future__ import annotations
