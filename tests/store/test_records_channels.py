@@ -1,0 +1,114 @@
+"""The channels' own files come back whole: the Matrix streamed message's record, the
+verification flows in progress, the Matrix credentials and sync position, and an email
+folder's state. Arbitrary valid records (tests/support/records.py) are written through the
+channel's real file class into a fresh folder, read back by a new instance, and compared
+as whole objects. (A channel imports no store, so these keep their own small readers.)"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from squidd.channels.email.state import FolderState, StateFile
+from squidd.channels.matrix.ids import SyncToken
+from squidd.channels.matrix.state import Credentials, MatrixFiles
+from squidd.channels.matrix.stream import StreamRecord, StreamRecords
+from squidd.channels.matrix.verification.kept import STATES, FlowFile, KeptFlow
+from tests.support.records import texts
+
+EXAMPLES = settings(max_examples=60, deadline=None)
+
+filled = texts.filter(bool)
+moments = st.floats(min_value=0, max_value=2e10)
+
+
+@contextmanager
+def folder() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as name:
+        yield Path(name)
+
+
+@EXAMPLES
+@given(key=texts, record=st.builds(StreamRecord, room_id=texts, event_id=texts))
+def test_the_streamed_message_record_comes_back_whole(key: str, record: StreamRecord) -> None:
+    async def main(root: Path) -> StreamRecord | None:
+        await StreamRecords(root).put(key, record)
+        return await StreamRecords(root).get(key)
+
+    with folder() as root:
+        assert anyio.run(main, root) == record
+
+
+kept_flows = st.builds(
+    KeptFlow,
+    id=filled,
+    user_id=filled,
+    device_id=filled,
+    room_id=st.none() | filled,
+    state=st.sampled_from(STATES),
+    started_at=moments,
+)
+
+
+@EXAMPLES
+@given(flows=st.lists(kept_flows, max_size=3))
+def test_verification_flows_in_progress_come_back_whole(flows: list[KeptFlow]) -> None:
+    async def main(path: Path) -> list[KeptFlow]:
+        await FlowFile(path).save(flows)
+        return await FlowFile(path).load()
+
+    with folder() as root:
+        assert anyio.run(main, root / "verifications.json") == flows
+
+
+@EXAMPLES
+@given(
+    creds=st.builds(
+        Credentials, homeserver=texts, user_id=texts, device_id=texts, access_token=texts
+    ),
+    token=filled,
+)
+def test_matrix_credentials_and_sync_position_come_back_whole(
+    creds: Credentials, token: str
+) -> None:
+    async def main(data: Path) -> tuple[Credentials | None, SyncToken | None]:
+        files = MatrixFiles(data)
+        await files.prepare()
+        await files.save_credentials(creds)
+        await files.save_sync_token(creds.user_id, SyncToken(token))
+        again = MatrixFiles(data)
+        return await again.load_credentials(), await again.load_sync_token(creds.user_id)
+
+    with folder() as data:
+        assert anyio.run(main, data) == (creds, SyncToken(token))
+
+
+uids = st.integers(min_value=1, max_value=2**32 - 1)
+
+folder_states = st.builds(
+    FolderState,
+    uidvalidity=st.none() | uids,
+    last_uid=st.none() | uids,
+    pending=st.sets(uids, max_size=4),
+    deferred=st.dictionaries(uids, texts, max_size=3),
+    rate=st.dictionaries(texts, st.lists(moments, min_size=1, max_size=3), max_size=3),
+)
+
+
+@EXAMPLES
+@given(state=folder_states)
+def test_an_email_folders_state_comes_back_whole(state: FolderState) -> None:
+    async def main(path: Path) -> FolderState:
+        first = StateFile(path)
+        first.state = state
+        await first.save()
+        return await StateFile(path).load()
+
+    with folder() as root:
+        assert anyio.run(main, root / "state.json") == state
