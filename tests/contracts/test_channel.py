@@ -27,12 +27,8 @@ from squidd.config.api import ApiSettings
 from squidd.core.models import Inbound, Outbound, SessionId
 from squidd.core.ports import Channel, ChannelState, Inbox
 from squidd.store.idempotency import IdempotencyDir
-from tests.channels.email.conftest import mail_server as mail_server
 from tests.channels.email.mailbox import DOMAIN, MailServer, find, inject, make_mail, wait_for
 from tests.channels.email.mailbox import bot_settings as email_settings
-from tests.channels.matrix.conftest import Human, wait_until
-from tests.channels.matrix.conftest import bot_settings as matrix_settings
-from tests.channels.matrix.conftest import synapse as synapse
 from tests.contracts.channel_contract import (
     CHECKS,
     Harness,
@@ -40,6 +36,10 @@ from tests.contracts.channel_contract import (
     check_stop_within_grace,
 )
 from tests.servers.synapse.server import SynapseServer
+from tests.support.mail import mail_server as mail_server
+from tests.support.matrix import Human, wait_until
+from tests.support.matrix import bot_settings as matrix_settings
+from tests.support.matrix import synapse as synapse
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

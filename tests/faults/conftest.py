@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.channels.email.conftest import mail_server as mail_server
-from tests.channels.matrix.conftest import bot as bot
-from tests.channels.matrix.conftest import make_human as make_human
-from tests.channels.matrix.conftest import make_user as make_user
-from tests.channels.matrix.conftest import squidds as squidds
-from tests.channels.matrix.conftest import synapse as synapse
-from tests.channels.matrix.conftest import uid as uid
 from tests.faults.harness import REPORTED
+from tests.support.mail import mail_server as mail_server
+from tests.support.matrix import bot as bot
+from tests.support.matrix import make_human as make_human
+from tests.support.matrix import make_user as make_user
+from tests.support.matrix import squidds as squidds
+from tests.support.matrix import synapse as synapse
+from tests.support.matrix import uid as uid
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

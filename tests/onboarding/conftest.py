@@ -4,7 +4,7 @@ package and stopped by PID when its tests are done."""
 
 from __future__ import annotations
 
-from tests.channels.email.conftest import mail_server
-from tests.channels.matrix.conftest import make_human, make_user, squidds, synapse, uid
+from tests.support.mail import mail_server
+from tests.support.matrix import make_human, make_user, squidds, synapse, uid
 
 __all__ = ["mail_server", "make_human", "make_user", "squidds", "synapse", "uid"]
