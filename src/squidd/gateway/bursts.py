@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
@@ -57,11 +58,13 @@ class RunningTurns(Protocol):
     async def idle(self, conversation: str) -> None: ...
 
 
+@dataclass
 class _Burst:
-    def __init__(self, then: HandOn) -> None:
-        self.items: list[Inbound] = []
-        self.changed = anyio.Event()
-        self.then = then
+    """One conversation's held messages, where they go on to, and a wake-up for each."""
+
+    then: HandOn
+    items: list[Inbound] = field(default_factory=list)
+    changed: anyio.Event = field(default_factory=anyio.Event)
 
 
 class Bursts:

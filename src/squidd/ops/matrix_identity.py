@@ -153,9 +153,8 @@ async def identity_report(settings: Settings) -> list[str]:
         return ["not logged in yet: the first start creates the identity"]
     try:
         async with MatrixApi(cfg.homeserver, cfg.user_id, token, timeout_s=10.0) as api:
-            who = await api.request("checking the token", "GET", "/account/whoami")
-            user_id, device_id = str(who.get("user_id", "")), who.get("device_id")
-            api.user_id = user_id
+            who = await api.whoami("checking the token")
+            user_id, device_id = api.user_id, who.get("device_id")
             query = await api.query_keys([user_id])
             stored = await secret_storage_holds(api)
     except (ApiError, SquiddError) as exc:

@@ -63,6 +63,12 @@ class MatrixApi:
             await self._session.close()
             self._session = None
 
+    async def whoami(self, action: str) -> dict[str, Any]:
+        """The token's account (`/account/whoami`), which this client then speaks for."""
+        who = await self.request(action, "GET", "/account/whoami")
+        self.user_id = str(who.get("user_id", ""))
+        return who
+
     async def request(
         self, action: str, method: str, path: str, body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
