@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 def read_secret_file(path: Path) -> SecretStr:
@@ -51,3 +51,24 @@ class Section(BaseModel):
                 if candidate.is_file():
                     object.__setattr__(self, name, read_secret_file(candidate))
         return self
+
+
+class Endpoint(Section):
+    """An OpenAI-compatible HTTP endpoint: where, with which key (inline, in `api_key_file`
+    or a systemd credential), which model, how long a call may take. Sections for one kind
+    of endpoint (`[llm]`, `[transcription]`) add their own keys and defaults."""
+
+    secret_fields: ClassVar[tuple[str, ...]] = ("api_key",)
+
+    base_url: str = ""
+    api_key: SecretStr | None = None
+    api_key_file: Path | None = None
+    model: str = ""
+    timeout_s: float = Field(default=120.0, gt=0)
+
+    @field_validator("model")
+    @classmethod
+    def _model_named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name a model")
+        return value

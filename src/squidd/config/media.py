@@ -10,12 +10,11 @@ assistant is told so.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import ClassVar
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 
-from squidd.config._base import Section
+from squidd.config._base import Endpoint, Section
 
 
 class MediaSettings(Section):
@@ -35,18 +34,14 @@ class MediaSettings(Section):
     limits (the homeserver's upload size, the mail's attachment cap) apply on top."""
 
 
-class TranscriptionSettings(Section):
+class TranscriptionSettings(Endpoint):
     """An OpenAI-compatible speech-to-text endpoint for voice notes."""
 
-    secret_fields: ClassVar[tuple[str, ...]] = ("api_key",)
     credential_prefix: ClassVar[str] = "transcription"
 
     base_url: str = ""
     """Empty: voice notes are not transcribed."""
-    api_key: SecretStr | None = None
-    api_key_file: Path | None = None
     model: str = "whisper-1"
-    timeout_s: float = Field(default=120.0, gt=0)
     language: str = ""
 
     @field_validator("base_url")
@@ -55,10 +50,3 @@ class TranscriptionSettings(Section):
         if value and not re.match(r"^https?://[^/\s]+", value):
             raise ValueError("must be empty or an http:// or https:// URL")
         return value.rstrip("/")
-
-    @field_validator("model")
-    @classmethod
-    def _model_named(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must name a model")
-        return value

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from squidd.config._base import Section
+from squidd.config._base import Endpoint, Section
 
 # "<channel>:<address>": the channel's name, then an address on it (room id, email address).
 _TARGET_RE = re.compile(r"^[a-z][a-z0-9_-]*:\S")
@@ -35,18 +35,14 @@ class ModelPrice(Section):
     cached_input: float | None = Field(default=None, ge=0)
 
 
-class LLMSettings(Section):
+class LLMSettings(Endpoint):
     """An OpenAI-compatible chat endpoint."""
 
-    secret_fields: ClassVar[tuple[str, ...]] = ("api_key",)
     credential_prefix: ClassVar[str] = "llm"
 
     base_url: str = "https://api.openai.com/v1"
-    api_key: SecretStr | None = None
-    api_key_file: Path | None = None
     model: str = "gpt-4o-mini"
     fallback_models: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
     retry_base_delay_s: float = Field(default=1.0, ge=0)
@@ -66,13 +62,6 @@ class LLMSettings(Section):
         if not re.match(r"^https?://[^/\s]+", value):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
-
-    @field_validator("model")
-    @classmethod
-    def _model_named(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must name a model")
-        return value
 
 
 class AgentSettings(Section):
