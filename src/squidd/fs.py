@@ -26,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from squidd.errors import StorageError
 from squidd.text import clean_text, utf8
@@ -244,3 +246,21 @@ def display_name(raw_name: str) -> str:
         return cleaned
     ext = safe_extension(cleaned)
     return cleaned[: _DISPLAY_MAX - len(ext) - 1] + "…" + ext
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`; None when the file is missing, empty, not JSON or not an
+    object (the caller logs what that means for it). Other read errors raise StorageError."""
+    text = read_text_or_empty(path)
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json_object(path: Path, data: dict[str, Any]) -> None:
+    """`data` as indented, key-sorted JSON, replacing `path` atomically (0600)."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

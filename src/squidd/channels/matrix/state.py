@@ -14,7 +14,6 @@ earlier one are done, so a crash re-delivers whatever was not answered yet.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,12 @@ import structlog
 
 from squidd.channels.matrix.ids import EventId, SyncToken
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, make_private_dir, read_text_or_empty, safe_name
+from squidd.fs import (
+    make_private_dir,
+    read_json_object,
+    safe_name,
+    write_json_object,
+)
 
 log = structlog.get_logger()
 
@@ -77,19 +81,13 @@ class MatrixFiles:
         return raw
 
     async def _read_json(self, path: Path) -> dict[str, Any] | None:
-        text = await anyio.to_thread.run_sync(read_text_or_empty, path)
-        if not text.strip():
-            return None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
+        data = await anyio.to_thread.run_sync(read_json_object, path)
+        if data is None and await anyio.Path(path).exists():
             log.warning("matrix_state_file_unreadable", path=str(path))
-            return None
-        return data if isinstance(data, dict) else None
+        return data
 
     async def _write_json(self, path: Path, data: dict[str, Any]) -> None:
-        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        await anyio.to_thread.run_sync(atomic_write_text, path, text)
+        await anyio.to_thread.run_sync(write_json_object, path, data)
 
     async def load_credentials(self) -> Credentials | None:
         data = await self._read_json(self.credentials_path)

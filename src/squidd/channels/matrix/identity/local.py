@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,7 +32,14 @@ from squidd.channels.matrix.identity.cross_signing import (
 )
 from squidd.channels.matrix.identity.signed_json import b64decode, b64encode
 from squidd.errors import StorageError
-from squidd.fs import atomic_write_text, make_private_dir, read_text_or_empty, safe_name
+from squidd.fs import (
+    atomic_write_text,
+    make_private_dir,
+    read_json_object,
+    read_text_or_empty,
+    safe_name,
+    write_json_object,
+)
 
 log = structlog.get_logger()
 
@@ -78,19 +84,13 @@ class IdentityFiles:
             os.close(fd)
 
     async def _read_json(self, path: Path) -> dict[str, Any] | None:
-        text = await anyio.to_thread.run_sync(read_text_or_empty, path)
-        if not text.strip():
-            return None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
+        data = await anyio.to_thread.run_sync(read_json_object, path)
+        if data is None and await anyio.Path(path).exists():
             log.warning("matrix_identity_file_unreadable", path=str(path))
-            return None
-        return data if isinstance(data, dict) else None
+        return data
 
     async def _write_json(self, path: Path, data: dict[str, Any]) -> None:
-        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        await anyio.to_thread.run_sync(atomic_write_text, path, text)
+        await anyio.to_thread.run_sync(write_json_object, path, data)
 
     # --- the private keys ----------------------------------------------------------------------
 
