@@ -30,9 +30,10 @@ from squidd.core.models import (
 from squidd.core.poison import Parked, ParkState
 from squidd.core.reply_files import FileRef
 from squidd.errors import StorageError
+from squidd.store.backup import Manifest
 from squidd.store.outbox import OutboxDir
 from squidd.store.parked import ParkedDir
-from tests.support.records import parked_items, pending_replies, texts
+from tests.support.records import manifests, parked_items, pending_replies, texts
 
 EXAMPLES = settings(max_examples=60, deadline=None)
 
@@ -218,3 +219,9 @@ async def test_an_outbox_entry_with_an_unknown_file_kind_is_not_a_reply(tmp_path
     path.write_text(json.dumps(data))
     with pytest.raises(StorageError, match="not a pending reply"):
         await OutboxDir(tmp_path).get("matrix", "$1")
+
+
+@EXAMPLES
+@given(manifest=manifests)
+def test_a_backup_manifest_comes_back_whole(manifest: Manifest) -> None:
+    assert Manifest.from_json(manifest.to_json().encode()) == manifest

@@ -107,3 +107,35 @@ def test_the_conversations_file_comes_back_whole(steps: list[tuple[str, str | No
 
     with folder() as data:
         anyio.run(main, data)
+
+
+def test_files_written_before_the_codecs_load(tmp_path: Path) -> None:
+    """conversations.json, an attempt count and handled lines as the version before wrote
+    them."""
+    (tmp_path / "conversations.json").write_text(
+        '{"a@x": {"generation": 2, "model": "small"}, "!r:x": {"model": "big"}}'
+    )
+    (tmp_path / "gateway" / "attempts").mkdir(parents=True)
+    (tmp_path / "gateway" / "attempts" / "k.json").write_text(
+        '{"key": "email\\u0000<m1@x>", "count": 2, "reason": "ValueError: x"}'
+    )
+    (tmp_path / "gateway" / "handled.jsonl").write_text(
+        '{"channel":"email","id":"<m1@x>","at":"2026-03-02T11:00:00+00:00"}\n'
+        '{"channel":"email","id":"<m2@x>","at":"2026-03-02T11:00:00","failed":true}\n'
+    )
+
+    async def main() -> None:
+        conversations = ConversationsFile(tmp_path)
+        assert await conversations.session("a@x") == "a@x#2"
+        assert await conversations.model("a@x") == "small"
+        assert (await conversations.generation("!r:x"), await conversations.model("!r:x")) == (
+            0,
+            "big",
+        )
+        assert await AttemptsDir(tmp_path).get("email\0<m1@x>") == (2, "ValueError: x")
+        handled = HandledFile(tmp_path, clock=lambda: NOW)
+        assert await handled.contains("email", "<m1@x>")
+        assert not await handled.failed("email", "<m1@x>")
+        assert await handled.failed("email", "<m2@x>")
+
+    anyio.run(main)

@@ -31,6 +31,7 @@ from squidd.core.models import (
 from squidd.core.poison import Parked, ParkState
 from squidd.core.reply_files import FileRef
 from squidd.core.runs import RUN_KINDS, PendingRun
+from squidd.store.backup import Entry, Manifest
 
 __all__ = [
     "always_rules",
@@ -41,6 +42,7 @@ __all__ = [
     "file_refs",
     "inbounds",
     "json_values",
+    "manifests",
     "messages",
     "parked_items",
     "pending_replies",
@@ -236,3 +238,13 @@ always_rules = st.builds(
     args_sha256=st.none() | texts,
     executable=st.none() | texts,
 )
+
+manifests = st.builds(
+    Manifest,
+    data_format=ints,
+    squidd=texts,
+    created_at=texts,
+    secrets=st.booleans(),
+    files=st.lists(st.builds(Entry, name=texts, size=ints, sha256=texts), max_size=3).map(tuple),
+)
+"""A backup's manifest."""

@@ -14,8 +14,8 @@ reads the folder once and answers from memory afterwards.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -23,11 +23,24 @@ import structlog
 
 from squidd.errors import StorageError
 from squidd.fs import make_private_dir, open_private, safe_name
+from squidd.store.records import Codec
 from squidd.text import utf8
 
 __all__ = ["AttemptsDir"]
 
 log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class Attempts:
+    """One input's file: its key, the attempts counted, the last failure's reason."""
+
+    key: str
+    count: int
+    reason: str = ""
+
+
+ATTEMPTS: Codec[Attempts] = Codec(Attempts)
 
 
 def _write(path: Path, text: str) -> None:
@@ -69,8 +82,8 @@ class AttemptsDir:
             return counts
         for path in paths:
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                counts[str(data["key"])] = (int(data["count"]), str(data.get("reason", "")))
+                kept = ATTEMPTS.loads(path.read_text(encoding="utf-8"))
+                counts[kept.key] = (kept.count, kept.reason)
             except (OSError, ValueError, KeyError, TypeError):
                 # Torn by a power cut (never fsynced): dropped; the input gets its tries again.
                 log.warning("attempt_count_unreadable", path=str(path))
@@ -90,7 +103,7 @@ class AttemptsDir:
 
     async def set(self, key: str, count: int, reason: str) -> None:
         counts = await self._ensure()
-        text = json.dumps({"key": key, "count": count, "reason": reason}, ensure_ascii=False)
+        text = ATTEMPTS.dumps(Attempts(key, count, reason))
         await anyio.to_thread.run_sync(_write, self._path(key), text)
         counts[key] = (count, reason)
 

@@ -44,6 +44,7 @@ from typing import IO, Any
 
 from squidd.errors import SquiddError
 from squidd.fs import FILE_MODE, fsync_dir, make_private_dir
+from squidd.store.records import Codec
 
 __all__ = [
     "BackupError",
@@ -90,37 +91,21 @@ class Manifest:
     files: tuple[Entry, ...]
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "backup": BACKUP_FORMAT,
-                "data_format": self.data_format,
-                "squidd": self.squidd,
-                "created_at": self.created_at,
-                "secrets": self.secrets,
-                "files": [{"name": e.name, "size": e.size, "sha256": e.sha256} for e in self.files],
-            },
-            indent=1,
-        )
+        return json.dumps({"backup": BACKUP_FORMAT, **_MANIFEST.dump(self)}, indent=1)
 
     @classmethod
     def from_json(cls, raw: bytes) -> Manifest:
         data: Any = json.loads(raw)
         if data.get("backup") != BACKUP_FORMAT:
             raise ValueError(f"backup format {data.get('backup')!r}")
-        files = tuple(
-            Entry(str(f["name"]), int(f["size"]), str(f["sha256"])) for f in data["files"]
-        )
-        return cls(
-            int(data["data_format"]),
-            str(data["squidd"]),
-            str(data["created_at"]),
-            bool(data["secrets"]),
-            files,
-        )
+        return _MANIFEST.load(data)
 
     @property
     def total_bytes(self) -> int:
         return sum(e.size for e in self.files)
+
+
+_MANIFEST: Codec[Manifest] = Codec(Manifest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,16 +16,41 @@ atomic rename, and the daemon is its only writer, so it is read once and kept in
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
+import structlog
 
 from squidd.core.models import SessionId
 from squidd.errors import StorageError
 from squidd.fs import atomic_write_text, read_text_or_empty
+from squidd.store.records import Codec
 
 __all__ = ["ConversationsFile", "session_of"]
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """One conversation's entry: its generation (`/new`) and the model chosen (`/model`)."""
+
+    generation: int = 0
+    model: str | None = None
+
+
+CONVERSATION: Codec[Conversation] = Codec(Conversation, omit_defaults=True)
+"""An entry (a field at its default left out, as entries always were)."""
+
+
+def _entry(name: str, value: object) -> Conversation | None:
+    try:
+        return CONVERSATION.load(value)
+    except ValueError:
+        log.warning("conversation_entry_unreadable", conversation=name)
+        return None
 
 
 def session_of(conversation: str, generation: int) -> SessionId:
@@ -38,10 +63,10 @@ class ConversationsFile:
 
     def __init__(self, data_dir: Path) -> None:
         self._path = data_dir / "conversations.json"
-        self._entries: dict[str, dict[str, Any]] | None = None
+        self._entries: dict[str, Conversation] | None = None
         self._lock = anyio.Lock()
 
-    async def _load(self) -> dict[str, dict[str, Any]]:
+    async def _load(self) -> dict[str, Conversation]:
         if self._entries is None:
             try:
                 raw = await anyio.to_thread.run_sync(read_text_or_empty, self._path)
@@ -51,24 +76,30 @@ class ConversationsFile:
                 data = json.loads(raw) if raw.strip() else {}
             except ValueError as exc:
                 raise StorageError(f"{self._path.name} is not valid JSON") from exc
-            self._entries = (
-                {str(k): dict(v) for k, v in data.items() if isinstance(v, dict)}
+            entries = (
+                {str(k): _entry(str(k), v) for k, v in data.items()}
                 if isinstance(data, dict)
                 else {}
             )
+            self._entries = {k: v for k, v in entries.items() if v is not None}
         return self._entries
 
-    async def _save(self, entries: dict[str, dict[str, Any]]) -> None:
-        text = json.dumps(entries, ensure_ascii=False, sort_keys=True)
-        try:
-            await anyio.to_thread.run_sync(atomic_write_text, self._path, text)
-        except OSError as exc:
-            raise StorageError(f"cannot write {self._path.name}: {exc.strerror}") from exc
+    async def _change(self, conversation: str, **changes: Any) -> Conversation:
+        async with self._lock:
+            entries = dict(await self._load())
+            entries[conversation] = replace(entries.get(conversation, Conversation()), **changes)
+            data = {name: CONVERSATION.dump(entry) for name, entry in entries.items()}
+            text = json.dumps(data, ensure_ascii=False, sort_keys=True)
+            try:
+                await anyio.to_thread.run_sync(atomic_write_text, self._path, text)
+            except OSError as exc:
+                raise StorageError(f"cannot write {self._path.name}: {exc.strerror}") from exc
+            self._entries = entries
+            return entries[conversation]
 
     async def generation(self, conversation: str) -> int:
-        entry = (await self._load()).get(conversation, {})
-        value = entry.get("generation", 0)
-        return value if isinstance(value, int) and value > 0 else 0
+        value = (await self._load()).get(conversation, Conversation()).generation
+        return max(value, 0)
 
     async def session(self, conversation: str) -> SessionId:
         """The session the conversation's next turn runs in."""
@@ -76,28 +107,12 @@ class ConversationsFile:
 
     async def new(self, conversation: str) -> SessionId:
         """Start the conversation's next generation; its new (empty) session."""
-        async with self._lock:
-            entries = dict(await self._load())
-            entry = dict(entries.get(conversation, {}))
-            entry["generation"] = await self.generation(conversation) + 1
-            entries[conversation] = entry
-            await self._save(entries)
-            self._entries = entries
-            return session_of(conversation, entry["generation"])
+        entry = await self._change(conversation, generation=await self.generation(conversation) + 1)
+        return session_of(conversation, entry.generation)
 
     async def model(self, conversation: str) -> str | None:
-        value = (await self._load()).get(conversation, {}).get("model")
-        return value if isinstance(value, str) and value else None
+        return (await self._load()).get(conversation, Conversation()).model or None
 
     async def set_model(self, conversation: str, model: str | None) -> None:
         """Keep `model` as the conversation's choice; None: back to the configured one."""
-        async with self._lock:
-            entries = dict(await self._load())
-            entry = dict(entries.get(conversation, {}))
-            if model is None:
-                entry.pop("model", None)
-            else:
-                entry["model"] = model
-            entries[conversation] = entry
-            await self._save(entries)
-            self._entries = entries
+        await self._change(conversation, model=model)

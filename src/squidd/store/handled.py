@@ -23,8 +23,8 @@ datetime took 190.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from pathlib import Path
@@ -33,6 +33,7 @@ import anyio
 import structlog
 
 from squidd.fs import append_lines_locked, atomic_write_text, read_text_or_empty
+from squidd.store.records import Codec, Moment
 
 log = structlog.get_logger()
 
@@ -49,11 +50,22 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """One line of the record: a message done at `at`; `failed`: its reply was refused."""
+
+    channel: str
+    id: str
+    at: datetime
+    failed: bool = False
+
+
+HANDLED: Codec[Handled] = Codec(Handled, fields={"at": Moment}, omit_defaults=True)
+"""A line (`failed` only where it is true, as the lines always were)."""
+
+
 def _line(channel: str, source_id: str, at: datetime, *, failed: bool = False) -> str:
-    entry: dict[str, object] = {"channel": channel, "id": source_id, "at": at.isoformat()}
-    if failed:
-        entry["failed"] = True
-    return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+    return HANDLED.dumps(Handled(channel, source_id, at, failed))
 
 
 def _line_of(key: str, at: float, *, failed: bool) -> str:
@@ -102,21 +114,18 @@ class HandledFile:
             if not line.strip():
                 continue
             try:
-                entry = json.loads(line)
-                key = _key(str(entry["channel"]), str(entry["id"]))
-                at = datetime.fromisoformat(str(entry["at"]))
-                if at.tzinfo is None:
-                    at = at.replace(tzinfo=UTC)
-            except (ValueError, KeyError, TypeError):
+                entry = HANDLED.loads(line)
+            except ValueError:
                 log.warning("handled_line_skipped", path=str(self._path), reason="unreadable")
                 dropped += 1
                 continue
-            if at < cutoff:
+            if entry.at < cutoff:
                 dropped += 1
                 continue
+            key = _key(entry.channel, entry.id)
             seen.pop(key, None)  # a repeated id counts once, at its newest place
-            seen[key] = at.timestamp()
-            if entry.get("failed") is True:
+            seen[key] = entry.at.timestamp()
+            if entry.failed:
                 failed.add(key)
             kept.append(line)
         if len(seen) > self._max_entries:
