@@ -15,7 +15,7 @@ from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.matrix import start_squidd
-from tests.support.scenario import Chat, matrix_config
+from tests.support.scenario import Chat, handled_ids, matrix_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -48,36 +48,32 @@ async def test_cron_jobs_over_the_daily_cap_get_no_model_call_and_the_owner_is_t
     each gets the fixed refusal in her chat instead of a model call, and she is told about the
     cap once, not twice."""
     alice = await make_human("alice")
-    config_path = tmp_path / "config.toml"
-
-    def config(room: str) -> Path:
-        return matrix_config(
-            tmp_path,
-            fake_llm.base_url,
-            synapse,
-            bot,
-            [alice.user_id],
-            cron={"poll_s": 0.5},
-            limits={
-                "cron_daily_tokens": 1000,
-                "notify_target": f"matrix:{room}" if room else "",
-                "refusal_text": REFUSAL,
-            },
-        )
-
-    # The owner's chat exists before the notice target can name it: a first run to join it.
-    first = await start_squidd(squidds, config(""), tmp_path / "squidd-1.log")
-    room = await alice.room_with(bot.user_id)
-    assert await first.stop() == 0
-    assert config(room) == config_path
-    daemon = await start_squidd(squidds, config_path, tmp_path / "squidd-2.log")
+    # Her chat with the bot exists before the bot first starts (it joins as it starts), so
+    # the notice target can name it.
+    room = await alice.create_room([bot.user_id], direct=True)
+    config = matrix_config(
+        tmp_path,
+        fake_llm.base_url,
+        synapse,
+        bot,
+        [alice.user_id],
+        cron={"poll_s": 0.5},
+        limits={
+            "cron_daily_tokens": 1000,
+            "notify_target": f"matrix:{room}",
+            "refusal_text": REFUSAL,
+        },
+    )
+    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
     chat = Chat(alice, bot.user_id, room)
 
     fake_llm.push(Reply(content="Today's summary: all quiet.", usage=(900, 200, 0)))
-    await cron_add(config_path, "summary", "Summarise the day.", f"matrix:{room}")
+    await cron_add(config, "summary", "Summarise the day.", f"matrix:{room}")
     await chat.wait_text("Today's summary: all quiet.")
-    await cron_add(config_path, "later-1", "Summarise again.", f"matrix:{room}")
-    await cron_add(config_path, "later-2", "And once more.", f"matrix:{room}")
+    async with anyio.create_task_group() as tg:  # typed in two terminals at once
+        tg.start_soon(cron_add, config, "later-1", "Summarise again.", f"matrix:{room}")
+        tg.start_soon(cron_add, config, "later-2", "And once more.", f"matrix:{room}")
     await chat.wait_text(REFUSAL, count=2)
     await chat.wait_text("reached its daily cap")
     await daemon.wait_event("cron_job_finished", count=3)
@@ -92,3 +88,5 @@ async def test_cron_jobs_over_the_daily_cap_get_no_model_call_and_the_owner_is_t
     assert len(notices) == 1 and "cron_daily_tokens (1100 of 1000)" in notices[0], notices
     assert len(chat.containing(REFUSAL)) == 2
     assert daemon.count("turn_refused_daily_cap") == 2
+    notices_handled = [i for i in handled_ids(tmp_path / "data") if i.startswith("limits@")]
+    assert len(notices_handled) == 1, notices_handled

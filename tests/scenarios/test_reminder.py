@@ -21,9 +21,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
 # A zone far from UTC, with a quarter-hour offset: a time read in the wrong zone is hours off.
 ZONE = "Pacific/Chatham"
-# How far ahead Alice names the time: long enough to say it and restart the daemon on a
-# loaded machine (if the restart takes longer, the missed reminder still comes, once).
-LEAD_S = 15
+# How far ahead Alice names the time: long enough for her message to become a job (the
+# debounce, one turn) and to restart the daemon; if the restart takes longer on a loaded
+# machine, the reminder comes as the daemon is back (`cron.misfire_grace_s`), still once.
+LEAD_S = 10
 
 
 def user_text(request: dict[str, Any]) -> str:
@@ -53,6 +54,9 @@ async def test_a_reminder_comes_at_the_local_time_once_across_a_restart(
         [alice.user_id],
         cron={"default_timezone": ZONE},
     )
+    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    room = await alice.room_with(bot.user_id)
+    chat = Chat(alice, bot.user_id, room)
     due = (datetime.now(ZoneInfo(ZONE)) + timedelta(seconds=LEAD_S)).replace(microsecond=0)
     local = due.replace(tzinfo=None).isoformat()
     add = {"name": "water-plants", "prompt": "Remind Alice to water the plants.", "at": local}
@@ -62,9 +66,6 @@ async def test_a_reminder_comes_at_the_local_time_once_across_a_restart(
         "🌱 Time to water the plants!",
         "You're welcome.",
     )
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
-    room = await alice.room_with(bot.user_id)
-    chat = Chat(alice, bot.user_id, room)
     asked = await alice.send(room, f"remind me at {local[11:]} to water the plants")
     assert await chat.wait_reply(asked) == f"I will remind you at {local[11:]}."
     # The job is the time she named, in her zone (the model gave no zone).
