@@ -229,7 +229,6 @@ async def test_legacy_charset_and_encoded_subject(
         inbound = await inbox.next()
         await answer(channel, inbound, "Danke, ebenso schön hier.")
     assert inbound.subject == "Grüße aus Köln"
-    assert inbound.meta["from_name"] == "Jürgen"
     assert "Grüße aus Köln! Das Wetter ist schön." in inbound.text
     [reply] = await wait_for(mail_server, ALICE, replies_to("<latin1@sender.example.test>"))
     assert reply.message["Subject"] == "Re: Grüße aus Köln"
@@ -252,7 +251,6 @@ async def test_html_only_mail_is_read_as_text(
     async with running(channel_for(mail_server, bot, data_dir), inbox):
         inbound = await inbox.next()
     assert inbound.source_id == msg_id
-    assert inbound.meta["from_html"] is True
     assert "Please read **the report** at [this link](https://example.test/r)." in inbound.text
     assert "<p>" not in inbound.text and "<b>" not in inbound.text
     assert "alert" not in inbound.text
@@ -343,7 +341,6 @@ async def test_malformed_mime_is_read_as_well_as_it_can_be(
         after = await inbox.next()
     assert broken.source_id == "<malformed@sender.example.test>"
     assert "[Attachments, not opened: ../../../etc/passwd (application/pdf, 9 B)]" in broken.text
-    assert broken.meta["attachments"][0]["name"] == "../../../etc/passwd"
     assert after.source_id == sentinel  # the channel went on
 
 

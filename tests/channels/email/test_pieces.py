@@ -67,9 +67,6 @@ def test_the_reply_threads_on_what_the_inbound_recorded() -> None:
         headers,
         "prompt",
         body,
-        uid=7,
-        uidvalidity=42,
-        folder="INBOX",
         ack=_nothing,
         on_undeliverable=_nothing,
     )
@@ -79,7 +76,11 @@ def test_the_reply_threads_on_what_the_inbound_recorded() -> None:
         "alice@example.org",
     )
     assert inbound.source_id == "<m2@example.org>"
-    assert inbound.meta["oversize"] is False and inbound.meta["from_html"] is True
+    assert inbound.meta == {
+        "message_id": "<m2@example.org>",
+        "references": ("<m0@example.org>", "<m1@example.org>"),
+        "oversize": False,
+    }
     thread = thread_of(inbound)
     assert thread.message_id == "<m2@example.org>"
     assert thread.subject == "Lunch?"
@@ -92,9 +93,6 @@ def test_an_inbound_without_message_id_has_nothing_to_thread_on() -> None:
         headers,
         "prompt",
         None,
-        uid=1,
-        uidvalidity=1,
-        folder="INBOX",
         ack=_nothing,
         on_undeliverable=_nothing,
     )

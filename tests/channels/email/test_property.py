@@ -120,9 +120,6 @@ def inbound_of(raw: bytes) -> Inbound | None:
         headers,
         prompt_text(headers, body),
         body,
-        uid=1,
-        uidvalidity=1,
-        folder="INBOX",
         ack=ack,
         on_undeliverable=undeliverable,
     )

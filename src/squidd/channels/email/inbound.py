@@ -71,30 +71,19 @@ def make_inbound(
     text: str,
     body: MailText | None,
     *,
-    uid: int,
-    uidvalidity: int,
-    folder: str,
     ack: AckHook,
     on_undeliverable: UndeliverableHook,
     attachments: tuple[Attachment, ...] = (),
 ) -> Inbound:
-    """The Inbound of one accepted mail; `body` is None when it was too large to read."""
+    """The Inbound of one accepted mail; `body` is None when it was too large to read.
+
+    `meta` holds what this channel reads back: the Message-ID and References a reply
+    threads on (`thread_of`), and whether the mail was over the size cap (the log)."""
     meta: dict[str, Any] = {
         "message_id": headers.message_id if headers.has_message_id else "",
         "references": headers.references,
-        "in_reply_to": headers.in_reply_to,
-        "from_name": headers.from_name,
-        "uid": uid,
-        "uidvalidity": uidvalidity,
-        "folder": folder,
         "oversize": body is None,
     }
-    if body is not None:
-        meta["attachments"] = tuple(
-            {"name": a.name, "content_type": a.content_type, "size": a.size}
-            for a in body.attachments
-        )
-        meta["from_html"] = body.from_html
     return Inbound(
         channel=ChannelName("email"),
         source_id=SourceId(headers.message_id),
