@@ -1,4 +1,4 @@
-"""History lines and turn journals come back whole: arbitrary valid records
+"""History lines, turn journals and the audit log come back whole: arbitrary valid records
 (tests/support/records.py) written through the real store into a fresh folder, read back
 by a new instance, compared as whole objects."""
 
@@ -16,12 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from squidd.core.audit import AuditEntry
 from squidd.core.journal import RecordedAnswer, Replay
 from squidd.core.models import HistoryWindow, Message, SessionId, ToolCall
 from squidd.store import journal as journal_module
+from squidd.store.audit import ENTRY, AuditFile, Head
 from squidd.store.journal import JournalDir
 from squidd.store.jsonl import JsonlStore
-from tests.support.records import messages, texts, tool_calls
+from tests.support.records import audit_entries, messages, texts, tool_calls
 
 EXAMPLES = settings(max_examples=60, deadline=None)
 AT = datetime(2026, 3, 2, 12, 0, 0, 123456, tzinfo=UTC)
@@ -87,3 +89,21 @@ def test_a_turn_journal_comes_back_whole(turn: str, session: str, recorded: list
     with folder() as data, pytest.MonkeyPatch.context() as patch:
         patch.setattr(journal_module, "utcnow", lambda: AT)
         assert anyio.run(main, data) == expected
+
+
+@EXAMPLES
+@given(entries=st.lists(audit_entries, min_size=1, max_size=4))
+def test_audit_log_entries_come_back_whole(entries: list[AuditEntry]) -> None:
+    async def main(data: Path) -> None:
+        for entry in entries:
+            await AuditFile(data).append(entry)
+
+    with folder() as data:
+        anyio.run(main, data)
+        again = AuditFile(data)
+        assert [ENTRY.load(record) for record in again.records()] == entries
+        lines, last = again.verify()
+        assert again.read_head() == Head(
+            lines, last, (data / "audit" / "calls.jsonl").stat().st_size
+        )
+        assert lines == len(entries)

@@ -15,6 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from squidd.core.approvals import AlwaysRule, Question, QuestionState
+from squidd.core.audit import AuditEntry, Decision
 from squidd.core.cron import CronJob
 from squidd.core.models import (
     Attachment,
@@ -36,6 +37,7 @@ from squidd.store.backup import Entry, Manifest
 __all__ = [
     "always_rules",
     "attachments",
+    "audit_entries",
     "cron_jobs",
     "datetimes",
     "destinations",
@@ -248,3 +250,19 @@ manifests = st.builds(
     files=st.lists(st.builds(Entry, name=texts, size=ints, sha256=texts), max_size=3).map(tuple),
 )
 """A backup's manifest."""
+
+audit_entries = st.builds(
+    AuditEntry,
+    time=texts,
+    session=texts,
+    channel=texts,
+    tool=texts,
+    args_sha256=texts,
+    preview=texts,
+    decision=st.sampled_from(list(Decision)),
+    by=st.none() | texts,
+    duration_ms=ints,
+    result_chars=ints,
+    error=st.none() | texts,
+)
+"""One tool call as the audit log records it."""

@@ -82,21 +82,6 @@ class AuditEntry:
     result_chars: int
     error: str | None
 
-    def fields(self) -> dict[str, Any]:
-        return {
-            "time": self.time,
-            "session": self.session,
-            "channel": self.channel,
-            "tool": self.tool,
-            "args_sha256": self.args_sha256,
-            "preview": self.preview,
-            "decision": self.decision.value,
-            "by": self.by,
-            "duration_ms": self.duration_ms,
-            "result_chars": self.result_chars,
-            "error": self.error,
-        }
-
 
 class AuditSink(Protocol):
     """Where audit entries go (store/audit.py: a hash-chained JSON-lines file)."""

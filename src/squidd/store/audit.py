@@ -32,6 +32,7 @@ from squidd.fs import (
     read_bytes_or_empty,
     write_all,
 )
+from squidd.store.records import Codec
 
 log = structlog.get_logger()
 
@@ -45,13 +46,19 @@ class Head:
     size: int
 
 
+HEAD: Codec[Head] = Codec(Head)
+"""head.json: the lines, the last line's hash and the log's size they stand for."""
+
+ENTRY: Codec[AuditEntry] = Codec(AuditEntry)
+"""One call's fields in the log, in the order they are sealed (core/audit.py `seal`)."""
+
+
 def _head_of(raw: str) -> Head | None:
     if not raw.strip():
         return None
     try:
-        value = json.loads(raw)
-        return Head(int(value["lines"]), str(value["hash"]), int(value["size"]))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return HEAD.loads(raw)
+    except ValueError:
         raise StorageError("the audit head is not readable (changed or damaged)") from None
 
 
@@ -64,7 +71,7 @@ class AuditFile:
         self.head_path = self.dir / "head.json"
 
     async def append(self, entry: AuditEntry) -> None:
-        await anyio.to_thread.run_sync(self.append_sync, entry.fields())
+        await anyio.to_thread.run_sync(self.append_sync, ENTRY.dump(entry))
 
     def read_head(self) -> Head | None:
         try:
@@ -75,8 +82,7 @@ class AuditFile:
             raise StorageError(f"cannot read the audit head: {exc}") from None
 
     def _write_head(self, head: Head) -> None:
-        text = json.dumps({"lines": head.lines, "hash": head.hash, "size": head.size})
-        atomic_write_text(self.head_path, text + "\n")
+        atomic_write_text(self.head_path, HEAD.dumps(head, indent=None) + "\n")
 
     def _settle(self, fd: int, head: Head) -> Head:
         """The head after adopting a whole line written past it (a crash before the head
