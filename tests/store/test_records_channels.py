@@ -1,8 +1,9 @@
 """The channels' own files come back whole: the Matrix streamed message's record, the
-verification flows in progress, the Matrix credentials and sync position, and an email
-folder's state. Arbitrary valid records (tests/support/records.py) are written through the
-channel's real file class into a fresh folder, read back by a new instance, and compared
-as whole objects. (A channel imports no store, so these keep their own small readers.)"""
+verification flows in progress, the Matrix credentials and sync position, the identity's
+keys, pins and trust requests, and an email folder's state (and a session's cursor).
+Arbitrary valid records (tests/support/records.py) are written through the real file class
+into a fresh folder, read back by a new instance, and compared as whole objects. (A channel
+imports no store, so these keep their own small readers.)"""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from squidd.channels.email.state import FolderState, StateFile
+from squidd.channels.matrix.identity.cross_signing import CrossSigningKeys
+from squidd.channels.matrix.identity.local import IdentityFiles
 from squidd.channels.matrix.ids import SyncToken
 from squidd.channels.matrix.state import Credentials, MatrixFiles
 from squidd.channels.matrix.stream import StreamRecord, StreamRecords
 from squidd.channels.matrix.verification.kept import STATES, FlowFile, KeptFlow
-from tests.support.records import texts
+from squidd.core.models import HistoryWindow, Message, SessionId
+from squidd.store.jsonl import JsonlStore
+from tests.support.records import messages, texts
 
 EXAMPLES = settings(max_examples=60, deadline=None)
 
@@ -112,3 +117,47 @@ def test_an_email_folders_state_comes_back_whole(state: FolderState) -> None:
 
     with folder() as root:
         assert anyio.run(main, root / "state.json") == state
+
+
+@EXAMPLES
+@given(
+    user=texts,
+    pins=st.dictionaries(texts, texts, max_size=3),
+    requests=st.dictionaries(texts, st.none() | texts, max_size=3),
+)
+def test_matrix_identity_keys_pins_and_trust_requests_come_back_whole(
+    user: str, pins: dict[str, str], requests: dict[str, str | None]
+) -> None:
+    keys = CrossSigningKeys.generate()
+
+    async def main(data: Path) -> None:
+        files = IdentityFiles(data)
+        await files.save_keys(user, keys)
+        await files.save_pins(pins)
+        for who, master in requests.items():
+            await files.request_trust(who, master)
+        again = IdentityFiles(data)
+        kept = await again.load_keys(user)
+        assert kept is not None and kept.seeds() == keys.seeds()
+        assert await again.load_pins() == pins
+        assert dict(await again.take_requests()) == requests
+
+    with folder() as data:
+        anyio.run(main, data)
+
+
+@EXAMPLES
+@given(history=st.lists(messages, min_size=1, max_size=5), data=st.data())
+def test_a_sessions_consolidation_cursor_comes_back_whole(
+    history: list[Message], data: st.DataObject
+) -> None:
+    cursor = data.draw(st.integers(min_value=0, max_value=len(history)))
+
+    async def main(root: Path) -> HistoryWindow:
+        store = JsonlStore(root)
+        await store.append_messages(SessionId("s"), history)
+        await store.save_consolidated_cursor(SessionId("s"), cursor)
+        return await JsonlStore(root).load_window(SessionId("s"))
+
+    with folder() as root:
+        assert anyio.run(main, root) == HistoryWindow(cursor, history[cursor:])
