@@ -39,7 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "channels.*": {KERNEL, "config", "core"},
     "workspace": {KERNEL, "config", "core"},
     "gateway": {KERNEL, "config", "core", "workspace", "channels.*", *ADAPTERS},
-    "web": {KERNEL, "config", "core", "workspace", "gateway", "channels.*", *ADAPTERS},
+    # The dashboard talks to the daemon through its own `web.host.DashboardHost` only.
+    "web": {KERNEL, "config", "core", "workspace", "channels.*", *ADAPTERS},
     "ops": {KERNEL, "config", "core", "workspace", "gateway", "channels.*", *ADAPTERS},
     "commands": {KERNEL, "config", "core", "workspace", "gateway", "ops", "web", *ADAPTERS},
     "cli": {KERNEL, "config", "commands"},
@@ -149,6 +150,51 @@ def test_a_planted_violation_is_caught(tmp_path: Path) -> None:
         "squidd.core.bad (core) imports openai",
         "squidd.core.bad (core) imports squidd.store.jsonl (store)",
         "squidd.store.bad (store) imports squidd.commands.run (commands)",
+    ]
+
+
+def daemon_reach_ins(src: Path) -> list[str]:
+    """Modules of web/ that import the daemon's module or name its class (`Daemon`), as
+    `module:line`: the dashboard sees the daemon through `DashboardHost` only."""
+    found: list[tuple[str, int]] = []
+    for path in sorted((src / "squidd" / "web").rglob("*.py")):
+        module = module_name(path, src)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(alias.name for alias in node.names)]
+            elif isinstance(node, ast.Name):
+                names = [node.id]
+            elif isinstance(node, ast.Attribute):
+                names = [node.attr]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value]  # a string annotation
+            if any(n == "Daemon" or n.startswith("squidd.gateway.daemon") for n in names):
+                found.append((module, node.lineno))
+    return [f"{module}:{line}" for module, line in sorted(set(found))]
+
+
+def test_the_dashboard_never_reaches_into_the_daemon() -> None:
+    assert (SRC / "squidd" / "web" / "dashboard.py").exists()
+    assert daemon_reach_ins(SRC) == []
+
+
+def test_a_reach_into_the_daemon_is_caught(tmp_path: Path) -> None:
+    _plant(tmp_path, "squidd.web.fine", "from squidd.web.host import DashboardHost\n")
+    _plant(
+        tmp_path,
+        "squidd.web.bad",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from squidd.gateway.daemon import Daemon\n"
+        "def f(daemon: 'Daemon') -> None:\n    import squidd.gateway.daemon\n",
+    )
+    assert daemon_reach_ins(tmp_path) == [
+        "squidd.web.bad:3",
+        "squidd.web.bad:4",
+        "squidd.web.bad:5",
     ]
 
 

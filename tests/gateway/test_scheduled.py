@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ from structlog.testing import capture_logs
 
 from squidd.cli import main
 from squidd.core.cron import CronJob, make_job
+from squidd.core.cron_service import CronJobs
 from squidd.core.models import InboundKind, Outbound, SessionId
 from squidd.core.runs import PendingRun
 from squidd.errors import ToolError
@@ -106,11 +108,13 @@ async def test_a_corrupt_jobs_file_is_reported_and_never_overwritten(
         await eventually(lambda: daemon.supervisor.children["cron"].state == "failed")
         assert "not a valid jobs file" in daemon.supervisor.children["cron"].detail
     assert path.read_bytes() == before
-    assert main(["--config", str(tmp_path / "none.toml"), "cron", "list"]) == 2  # no config
+    # `squidd cron` as its own process runs it: outside this test's event loop.
+    cli = functools.partial(anyio.to_thread.run_sync, main)
+    assert await cli(["--config", str(tmp_path / "none.toml"), "cron", "list"]) == 2
     env_cfg = tmp_path / "c.toml"
     env_cfg.write_text(f'[storage]\ndata_dir = "{data}"\n')
     args = ["--config", str(env_cfg), "cron", "add", "--name", "n", "--prompt", "p"]
-    assert main([*args, "--every", "1h"]) == 1
+    assert await cli([*args, "--every", "1h"]) == 1
     assert path.read_bytes() == before
 
 
@@ -131,7 +135,7 @@ def test_cron_cli_add_list_remove(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main([*base, "remove", "standup"]) == 1
     capsys.readouterr()
     assert main([*base, "list"]) == 0
-    assert capsys.readouterr().out == "no jobs\n"
+    assert capsys.readouterr().out == "No scheduled jobs.\n"
 
 
 HEARTBEAT_EMPTY = """# Heartbeat checklist
@@ -219,13 +223,10 @@ def _job_names(jobs: list[CronJob]) -> list[str]:
 
 async def test_cron_tools_add_list_and_remove(tmp_path: Path) -> None:
     changed: list[bool] = []
-    context = CronToolContext(
-        store=JobsFile(tmp_path),
-        session_id=SessionId("matrix:!room:x"),
-        default_target="matrix:!room:x",
-        default_timezone="UTC",
-        on_change=lambda: changed.append(True),
+    jobs = CronJobs(
+        JobsFile(tmp_path), default_timezone="UTC", changed=lambda: changed.append(True)
     )
+    context = CronToolContext(jobs, SessionId("matrix:!room:x"), default_target="matrix:!room:x")
     add, listing, remove = cron_tools(context)
     result = await add.execute({"name": "tea", "prompt": "tea time", "every": "2h"})
     assert "Scheduled" in result.content

@@ -1,27 +1,31 @@
-"""`squidd cron list|add|remove`: edit the jobs file the daemon runs from.
+"""`squidd cron list|add|remove|pause|resume|run`: the cron jobs from the command line.
 
-The daemon notices the change within `cron.poll_s` seconds; nothing else needs restarting.
-A jobs file that cannot be read is reported and left as it is.
+Through the one cron service (core/cron_service.py: the same checks and words as the
+agent's cron tools and the dashboard). A change is made in the jobs file and the running
+daemon is told at once (gateway/cron_ops.py); without a daemon it reads them when it
+starts. `run` asks the running daemon to fire the job now. A jobs file that cannot be read
+is reported and left as it is.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
+
+import anyio
 
 from squidd import __version__
 from squidd.commands import Commands
 from squidd.config import Settings
-from squidd.core.cron import JobListError, make_job, with_job, without_job
+from squidd.core.cron import JobListError
+from squidd.core.cron_service import CronJobs
 from squidd.errors import StorageError
+from squidd.gateway.cron_ops import command_line_cron
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.format import DataDirTooNewError, refuse_newer
-from squidd.tools.cron import format_job
 
-Action = Callable[[Settings, JobsFile, argparse.Namespace], int]
+Action = Callable[[CronJobs, argparse.Namespace], Awaitable[str]]
 
 
 def register(commands: Commands) -> None:
@@ -37,56 +41,63 @@ def register(commands: Commands) -> None:
     when.add_argument("--at", help="one time, ISO 8601, e.g. 2026-12-24T18:00")
     add.add_argument("--timezone", default=None, help="IANA timezone (default from config)")
     add.add_argument("--target", default="", help="where to deliver, e.g. email:me@x.org")
-    remove = actions.add("remove", help="remove a job", run=_on_jobs(_remove))
-    remove.add_argument("name")
+    for name, run, text in (
+        ("remove", _remove, "remove a job"),
+        ("pause", _pause, "pause a job (it keeps its schedule)"),
+        ("resume", _resume, "resume a paused job"),
+        ("run", _run, "run a job now, through the running daemon"),
+    ):
+        actions.add(name, help=text, run=_on_jobs(run)).add_argument("name")
 
 
 def _on_jobs(action: Action) -> Callable[[argparse.Namespace, Settings], int]:
-    """The handler of one action: the jobs file opened, its read and write errors said."""
+    """The handler of one action: the service's words printed, its refusals said (exit 1,
+    2 for a job that cannot be made as given)."""
 
     def run(args: argparse.Namespace, settings: Settings) -> int:
         try:
             refuse_newer(settings.storage.data_dir, squidd=__version__)
-            return action(settings, JobsFile(settings.storage.data_dir), args)
+            service = command_line_cron(settings, JobsFile(settings.storage.data_dir))
+            print(anyio.run(action, service, args))
         except (StorageError, JobListError, DataDirTooNewError) as exc:
             print(f"cron: {exc}", file=sys.stderr)
             return 1
+        except ValueError as exc:
+            print(f"cron: {exc}", file=sys.stderr)
+            return 2
+        return 0
 
     return run
 
 
-def _list(settings: Settings, jobs: JobsFile, args: argparse.Namespace) -> int:
-    found = jobs.load_sync()
-    if not found:
-        print("no jobs")
-    for job in found:
-        print(format_job(job))
-    return 0
+async def _list(service: CronJobs, args: argparse.Namespace) -> str:
+    return await service.listing()
 
 
-def _add(settings: Settings, jobs: JobsFile, args: argparse.Namespace) -> int:
-    try:
-        job = make_job(
-            args.name,
-            args.prompt,
-            cron=args.cron,
-            every=args.every,
-            at=args.at,
-            timezone=args.timezone or settings.cron.default_timezone,
-            target=args.target,
-            created_by="cli",
-            now=datetime.now(UTC),
-        )
-    except ValueError as exc:
-        print(f"cron: {exc}", file=sys.stderr)
-        return 2
-
-    jobs.modify_sync(functools.partial(with_job, job=job))
-    print(f"added {format_job(job)}")
-    return 0
+async def _add(service: CronJobs, args: argparse.Namespace) -> str:
+    return await service.add(
+        args.name,
+        args.prompt,
+        cron=args.cron,
+        every=args.every,
+        at=args.at,
+        timezone=args.timezone,
+        target=args.target,
+        created_by="cli",
+    )
 
 
-def _remove(settings: Settings, jobs: JobsFile, args: argparse.Namespace) -> int:
-    jobs.modify_sync(functools.partial(without_job, name=args.name))
-    print(f"removed {args.name}")
-    return 0
+async def _remove(service: CronJobs, args: argparse.Namespace) -> str:
+    return await service.remove(args.name)
+
+
+async def _pause(service: CronJobs, args: argparse.Namespace) -> str:
+    return await service.pause(args.name)
+
+
+async def _resume(service: CronJobs, args: argparse.Namespace) -> str:
+    return await service.resume(args.name)
+
+
+async def _run(service: CronJobs, args: argparse.Namespace) -> str:
+    return await service.run_now(args.name)

@@ -88,6 +88,7 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
     """`squidd run`; `channels` replaces the built-in channel registry (tests, embedding)."""
     # The daemon's modules load here, not with the parser every command builds.
     from squidd.gateway.build import build_daemon
+    from squidd.web import dashboard  # the dashboard on the API's listener, when [api] is on
 
     # The format first: nothing is created in a data dir this squidd must not touch.
     problems = _open_data_dir(settings)
@@ -95,16 +96,13 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
         problems = _prepare(settings)
     daemon: Daemon | None = None
     try:
-        daemon = build_daemon(settings, channels=channels)
+        daemon = build_daemon(settings, channels=channels, dashboard=dashboard)
     except ConfigError as exc:
         problems.extend(exc.problems)
     if problems or daemon is None:
         for problem in problems:
             print(f"config: {problem}", flush=True, file=sys.stderr)
         return EXIT_CONFIG
-    from squidd.web import attach  # the dashboard on the API's listener, when [api] is on
-
-    attach(daemon)
     if not daemon.channels:
         log.warning("no_channel_enabled", note="only cron and heartbeat will run")
     serving = daemon

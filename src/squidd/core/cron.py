@@ -206,6 +206,10 @@ class JobListError(ValueError):
     """A change to the job list that cannot be made (a taken name, an unknown job)."""
 
 
+class NoSuchJob(JobListError):
+    """The job list has no job of that name."""
+
+
 def with_job(jobs: list[CronJob], job: CronJob) -> list[CronJob]:
     """`jobs` plus `job`; JobListError when its name is taken (names are unique)."""
     if any(existing.name == job.name for existing in jobs):
@@ -217,5 +221,5 @@ def without_job(jobs: list[CronJob], name: str) -> list[CronJob]:
     """`jobs` less the one named `name`; JobListError when there is none."""
     kept = [job for job in jobs if job.name != name]
     if len(kept) == len(jobs):
-        raise JobListError(f"no job named {name!r}")
+        raise NoSuchJob(f"no job named {name!r}")
     return kept

@@ -5,9 +5,12 @@ tools, media store, saved tool results, agent), the daemon's own stores (handled
 outbox, dead letters and attempt counts, cron jobs, pending runs), the router, the per-turn
 tools (`gateway.turn_tools`), the caps, scheduled runs, cron scheduler, heartbeat, MCP hub
 and the enabled channels (from a `gateway.channels.ChannelRegistry`), and hands them to
-`Daemon`, which only serves. `build_terminal` is the same for `squidd chat`: the runtime,
-the per-turn tools and the daily caps, no daemon. Construction does no I/O; the daemon
-loads and sweeps when it serves.
+`Daemon`, which only serves; with `dashboard`, the dashboard's routes over the daemon's
+`DaemonDashboardHost` are given to the API channel (through its factory, so its constructor).
+The cron service (core/cron_service.py) is built here once, for the agent's cron tools,
+the dashboard and the status socket's `cron.*` requests. `build_terminal` is the same for
+`squidd chat`: the runtime, the per-turn tools and the daily caps, no daemon. Construction
+does no I/O; the daemon loads and sweeps when it serves.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from squidd.config import Settings
 from squidd.core.approvals import Approvals, Asker
 from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
+from squidd.core.cron_service import CronJobs
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
 from squidd.core.models import Destination, Inbound
 from squidd.core.poison import PoisonGuard
@@ -45,10 +49,12 @@ from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
 from squidd.gateway.bursts import Bursts
 from squidd.gateway.caps import DailyCaps
-from squidd.gateway.channels import ChannelRegistry, builtin_channels
+from squidd.gateway.channels import ChannelRegistry, Pages, builtin_channels
 from squidd.gateway.conversations import Conversations, StopEarly
 from squidd.gateway.costs import prices_of, usage_today
+from squidd.gateway.cron_ops import cron_ops
 from squidd.gateway.daemon import Daemon
+from squidd.gateway.dashboard_host import DaemonDashboardHost
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
@@ -65,7 +71,11 @@ from squidd.store.parked import ParkedDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.mcp import McpHub
 
-__all__ = ["Terminal", "build_daemon", "build_terminal", "stages_for"]
+__all__ = ["Dashboard", "Terminal", "build_daemon", "build_terminal", "stages_for"]
+
+Dashboard = Callable[[DaemonDashboardHost], Pages]
+"""The dashboard's routes over its host (`squidd.web.dashboard`, handed in by `squidd run`:
+the gateway does not import the web layer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +123,11 @@ def build_daemon(
     notifier: Notifier | None = None,
     handle_signals: bool = True,
     http_client: httpx2.AsyncClient | None = None,
+    dashboard: Dashboard | None = None,
 ) -> Daemon:
     """The daemon for `settings`, with the enabled channels of `channels` (default: the
-    built-in ones). The caller closes `daemon.runtime` when the daemon is done.
+    built-in ones) and, when given, the `dashboard` on the API's listener. The caller
+    closes `daemon.runtime` when the daemon is done.
 
     Raises `ConfigError` when a channel cannot be built from the settings.
     """
@@ -123,7 +135,8 @@ def build_daemon(
     data_dir = settings.storage.data_dir
     clock = clock or SystemClock()
     runtime = build_runtime(settings, http_client=http_client)
-    built = (channels or builtin_channels()).build(settings, runtime.media)
+    pages: list[Pages] = []  # the dashboard's routes, made below over the daemon's services
+    built = (channels or builtin_channels()).build(settings, runtime.media, _all(pages))
     supervisor = Supervisor(
         Backoff(gw.restart_initial_delay_s, gw.restart_max_delay_s),
         healthy_after_s=gw.healthy_after_s,
@@ -149,18 +162,12 @@ def build_daemon(
         workspace_dir=settings.workspace_dir,
         heartbeat_target=settings.heartbeat.target,
     )
-    scheduler = _scheduler(settings, jobs, scheduled, clock)
-    tools = TurnTools(
-        runtime,
-        jobs=jobs,
-        mcp=mcp,
-        fire=scheduled.fire,
-        on_cron_change=scheduler.notify_changed if scheduler else (lambda: None),
-    )
+    scheduler, cron = _cron(settings, jobs, scheduled, clock)
+    tools = TurnTools(runtime, cron=cron, mcp=mcp, fire=scheduled.fire)
     caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
     turns.append(TurnRunner(runtime, caps, tools, streams))
-    return Daemon(
+    daemon = Daemon(
         settings=settings,
         runtime=runtime,
         channels=by_name,
@@ -183,7 +190,39 @@ def build_daemon(
         handle_signals=handle_signals,
         backups=_backups(settings),
         anchor=_anchor(settings, by_name),
+        ops=cron_ops(cron, scheduler),
     )
+    if dashboard is not None:
+        pages.append(dashboard(_dashboard_host(daemon, cron)))
+    return daemon
+
+
+def _nothing() -> None:
+    return None
+
+
+def _dashboard_host(daemon: Daemon, cron: CronJobs) -> DaemonDashboardHost:
+    """What the dashboard sees of the daemon, from the services built above."""
+    runtime = daemon.runtime
+    return DaemonDashboardHost(
+        data_dir=daemon.settings.storage.data_dir,
+        cron=cron,
+        status=daemon.snapshot,
+        approvals=runtime.approvals,
+        store=runtime.store,
+        usage=runtime.usage,
+    )
+
+
+def _all(pages: list[Pages]) -> Pages:
+    """The routes of `pages`, as filled by the end of the build (the API's listener starts
+    when the daemon serves, after it)."""
+
+    def mount(app: Any) -> None:
+        for add in pages:
+            add(app)
+
+    return mount
 
 
 def _router(
@@ -251,6 +290,22 @@ def _approvals_on_channels(
     for name, channel in channels.items():
         approvals.add_asker(name, ChannelAsker(channel, timeout_s))
     return ApprovalAnswers(approvals, channels)
+
+
+def _cron(
+    settings: Settings, jobs: JobsFile, scheduled: ScheduledRuns, clock: Clock
+) -> tuple[CronScheduler | None, CronJobs]:
+    """The cron scheduler (when cron is on) and the one cron service over the jobs file:
+    a change wakes the scheduler, a run now is a durable cron run."""
+    scheduler = _scheduler(settings, jobs, scheduled, clock)
+    cron = CronJobs(
+        jobs,
+        default_timezone=settings.cron.default_timezone,
+        run_now=scheduled.fire_cron,
+        changed=scheduler.notify_changed if scheduler else _nothing,
+        clock=clock.now,
+    )
+    return scheduler, cron
 
 
 def _scheduler(

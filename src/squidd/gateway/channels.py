@@ -6,19 +6,26 @@ takes the settings and the media store (for the files that come with messages) a
 a `core.ports.Channel`. The built-in adapters are imported only when their channel is
 enabled, so a daemon without Matrix never loads nio. A new channel is one folder under
 `channels/` and one `add` in `builtin_channels`; tests hand the composition root a registry
-with their own channels (`squidd.gateway.build.build_daemon(channels=...)`).
+with their own channels (`squidd.gateway.build.build_daemon(channels=...)`). A channel that
+serves HTTP (the API's listener) is added with `add_serving`: its factory also gets the
+`Pages` to serve beside its own routes (the dashboard, from the composition root), through
+its constructor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from squidd.config import Settings
 from squidd.core.ports import Channel, MediaSink
 from squidd.errors import ConfigError
 
 ChannelFactory = Callable[[Settings, MediaSink], Channel]
+Pages = Callable[[Any], None]
+"""More routes for a channel's HTTP listener: called with its (aiohttp) application."""
+ServingFactory = Callable[[Settings, MediaSink, Pages | None], Channel]
 
 
 def _always(settings: Settings) -> bool:
@@ -27,7 +34,7 @@ def _always(settings: Settings) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    factory: ChannelFactory
+    factory: ServingFactory
     enabled: Callable[[Settings], bool]
 
 
@@ -44,6 +51,16 @@ class ChannelRegistry:
         *,
         enabled: Callable[[Settings], bool] = _always,
     ) -> ChannelRegistry:
+        return self.add_serving(name, _Plain(factory), enabled=enabled)
+
+    def add_serving(
+        self,
+        name: str,
+        factory: ServingFactory,
+        *,
+        enabled: Callable[[Settings], bool] = _always,
+    ) -> ChannelRegistry:
+        """A channel with an HTTP listener: its factory gets the pages to serve too."""
         if name in self._entries:
             raise ValueError(f"a channel factory named {name!r} is already registered")
         self._entries[name] = _Entry(factory, enabled)
@@ -52,10 +69,13 @@ class ChannelRegistry:
     def names(self) -> list[str]:
         return list(self._entries)
 
-    def build(self, settings: Settings, media: MediaSink) -> list[Channel]:
-        """The channels enabled in `settings`; two with one name are a config problem."""
+    def build(
+        self, settings: Settings, media: MediaSink, pages: Pages | None = None
+    ) -> list[Channel]:
+        """The channels enabled in `settings`; two with one name are a config problem.
+        `pages` go to the channels added with `add_serving`."""
         channels = [
-            entry.factory(settings, media)
+            entry.factory(settings, media, pages)
             for entry in self._entries.values()
             if entry.enabled(settings)
         ]
@@ -78,14 +98,14 @@ def _email(settings: Settings, media: MediaSink) -> Channel:
     return create_channel(settings, media=media)
 
 
-def _api(settings: Settings, media: MediaSink) -> Channel:
+def _api(settings: Settings, media: MediaSink, pages: Pages | None) -> Channel:
     from squidd.channels.api import create_channel
     from squidd.store.idempotency import IdempotencyDir
 
     replies = IdempotencyDir(
         settings.storage.data_dir, lifetime_s=settings.api.idempotency_hours * 3600.0
     )
-    return create_channel(settings, replies)
+    return create_channel(settings, replies, pages=pages)
 
 
 def builtin_channels() -> ChannelRegistry:
@@ -94,7 +114,7 @@ def builtin_channels() -> ChannelRegistry:
         ChannelRegistry()
         .add("matrix", _matrix, enabled=lambda settings: settings.matrix.enabled)
         .add("email", _email, enabled=lambda settings: settings.email.enabled)
-        .add("api", _api, enabled=lambda settings: settings.api.enabled)
+        .add_serving("api", _api, enabled=lambda settings: settings.api.enabled)
     )
 
 
@@ -112,3 +132,13 @@ class _Built:
 
     def __call__(self, settings: Settings, media: MediaSink) -> Channel:
         return self.channel
+
+
+@dataclass(frozen=True, slots=True)
+class _Plain:
+    """A channel factory without a listener: the pages are none of its business."""
+
+    factory: ChannelFactory
+
+    def __call__(self, settings: Settings, media: MediaSink, pages: Pages | None) -> Channel:
+        return self.factory(settings, media)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -81,6 +82,8 @@ class Daemon:
     handle_signals: bool = True
     backups: ScheduledBackups | None = None
     anchor: AuditAnchor | None = None
+    ops: Mapping[str, ControlOp] = field(default_factory=dict)
+    """The daemon's own requests on the status socket (`cron.changed`, `cron.run`)."""
     ready: anyio.Event = field(default_factory=anyio.Event, init=False)
     started_at: datetime = field(default_factory=utcnow, init=False)
     started_monotonic: float = field(default_factory=time.monotonic, init=False)
@@ -121,12 +124,16 @@ class Daemon:
         }
 
     def _control_ops(self) -> dict[str, ControlOp]:
-        """The channels' operator requests the status socket answers (`matrix.verify`)."""
+        """The requests the status socket answers: the daemon's own (`cron.run`) and the
+        channels' operator requests (`matrix.verify`)."""
         return {
-            name: op
-            for channel in self.channels.values()
-            if isinstance(channel, HasControlOps)
-            for name, op in channel.control_ops().items()
+            **self.ops,
+            **{
+                name: op
+                for channel in self.channels.values()
+                if isinstance(channel, HasControlOps)
+                for name, op in channel.control_ops().items()
+            },
         }
 
     def _details(self, child: str) -> dict[str, Any]:

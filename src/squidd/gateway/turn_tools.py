@@ -18,9 +18,9 @@ from the same function.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from squidd.core.cron_service import CronJobs
 from squidd.core.models import Inbound, SessionId
 from squidd.core.ports import Tool
 from squidd.core.reply_files import ReplyFiles
@@ -70,15 +70,17 @@ class TurnTools:
         self,
         runtime: Runtime,
         *,
-        jobs: JobsFile | None = None,
+        cron: CronJobs | None = None,
         mcp: McpHub | None = None,
         fire: Fire | None = None,
-        on_cron_change: Callable[[], None] = lambda: None,
     ) -> None:
         self._runtime = runtime
-        self._jobs = jobs or JobsFile(runtime.settings.storage.data_dir)
+        settings = runtime.settings
+        # Without the daemon's service (the terminal): no scheduler to wake, none runs now.
+        self._cron = cron or CronJobs(
+            JobsFile(settings.storage.data_dir), default_timezone=settings.cron.default_timezone
+        )
         self._mcp = mcp
-        self._on_cron_change = on_cron_change
         # Background sub-agents need `fire` (the daemon's durable runs); without it (the
         # terminal) they run only with wait=true.
         self.subagents = SubAgents(runtime, tools=self._sub_agent_tools, fire=fire)
@@ -101,13 +103,7 @@ class TurnTools:
         )
         tools: list[Tool] = [memory, search]
         if settings.cron.enabled:
-            context = CronToolContext(
-                store=self._jobs,
-                session_id=scope.session,
-                default_target=scope.reply_to,
-                default_timezone=settings.cron.default_timezone,
-                on_change=self._on_cron_change,
-            )
+            context = CronToolContext(self._cron, scope.session, default_target=scope.reply_to)
             tools.extend(cron_tools(context))
         tools.extend(spawn)
         if scope.reply_files is not None:

@@ -1,23 +1,23 @@
 """`cron_add`, `cron_list`, `cron_remove`: the agent schedules prompts for later.
 
 Built per call with the session they serve and that session's reply address, so a job
-created from a conversation delivers there unless the model names another target.
+created from a conversation delivers there unless the model names another target. The
+checks and the words are the cron service's (core/cron_service.py), the same as in
+`squidd cron` and on the dashboard.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
-from squidd.core.cron import CronJob, JobListError, make_job, with_job, without_job
+from squidd.core.cron_service import CronJobs
 from squidd.core.journal import Effect
 from squidd.core.models import SessionId, ToolResult
-from squidd.core.ports import JobStore, Tool
+from squidd.core.ports import Tool
 from squidd.errors import StorageError, ToolError
 from squidd.tools.arguments import Arguments
 from squidd.tools.declared import Declared
@@ -25,30 +25,21 @@ from squidd.tools.declared import Declared
 
 @dataclass(frozen=True, slots=True)
 class CronToolContext:
-    """What the three tools share for one turn."""
+    """What the three tools share for one turn: the daemon's cron service, the session they
+    serve and where its replies go."""
 
-    store: JobStore
+    jobs: CronJobs
     session_id: SessionId
     default_target: str
-    default_timezone: str
-    on_change: Callable[[], None] = lambda: None
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
-    async def change(self, edit: Callable[[list[CronJob]], list[CronJob]], doing: str) -> None:
-        """Apply `edit` to the job list and tell the scheduler; failures become ToolErrors."""
+    async def said(self, doing: Awaitable[str], what: str) -> str:
+        """The service's words; its refusals and storage failures become ToolErrors."""
         try:
-            await self.store.modify(edit)
-        except JobListError as exc:
+            return await doing
+        except ValueError as exc:
             raise ToolError(str(exc)) from None
         except StorageError as exc:
-            raise ToolError(f"the job could not be {doing}: {exc}") from exc
-        self.on_change()
-
-
-def format_job(job: CronJob) -> str:
-    nxt = job.next_run.isoformat(timespec="minutes") if job.next_run else "-"
-    target = job.target or "(history only)"
-    return f"{job.name}: {job.describe()}; next {nxt}; to {target}; prompt: {job.prompt}"
+            raise ToolError(f"the job could not be {what}: {exc}") from exc
 
 
 class CronAddArguments(Arguments):
@@ -85,23 +76,17 @@ class CronAddTool(Declared[CronAddArguments], name="cron_add", effect=Effect.SID
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
         args = self.parse(arguments)
-        try:
-            job = make_job(
-                args.name,
-                args.prompt,
-                cron=args.cron or None,
-                every=args.every or None,
-                at=args.at or None,
-                timezone=args.timezone or self._ctx.default_timezone,
-                target=args.target or self._ctx.default_target,
-                created_by=self._ctx.session_id,
-                now=self._ctx.clock(),
-            )
-        except ValueError as exc:
-            raise ToolError(str(exc)) from None
-
-        await self._ctx.change(functools.partial(with_job, job=job), "saved")
-        return ToolResult(f"Scheduled. {format_job(job)}")
+        added = self._ctx.jobs.add(
+            args.name,
+            args.prompt,
+            cron=args.cron or None,
+            every=args.every or None,
+            at=args.at or None,
+            timezone=args.timezone or None,
+            target=args.target or self._ctx.default_target,
+            created_by=self._ctx.session_id,
+        )
+        return ToolResult(await self._ctx.said(added, "saved"))
 
 
 class CronListTool(Declared[NoArguments], name="cron_list", effect=Effect.READ_ONLY):
@@ -112,12 +97,9 @@ class CronListTool(Declared[NoArguments], name="cron_list", effect=Effect.READ_O
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
         try:
-            jobs = await self._ctx.store.load()
+            return ToolResult(await self._ctx.jobs.listing())
         except StorageError as exc:
             raise ToolError(str(exc)) from exc
-        if not jobs:
-            return ToolResult("No scheduled jobs.")
-        return ToolResult("\n".join(format_job(job) for job in jobs))
 
 
 class CronRemoveTool(Declared[CronRemoveArguments], name="cron_remove", effect=Effect.IDEMPOTENT):
@@ -128,9 +110,7 @@ class CronRemoveTool(Declared[CronRemoveArguments], name="cron_remove", effect=E
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
         name = self.parse(arguments).name
-
-        await self._ctx.change(functools.partial(without_job, name=name), "removed")
-        return ToolResult(f"Removed job {name!r}.")
+        return ToolResult(await self._ctx.said(self._ctx.jobs.remove(name), "removed"))
 
 
 def cron_tools(context: CronToolContext) -> list[Tool]:

@@ -1,10 +1,11 @@
 """The web dashboard, served on the API channel's listener (`/`): server-rendered HTML, no
 script, no build step, no CDN.
 
-`attach(daemon)` hands the running daemon's dashboard routes to its API channel (when
-`[api]` is on); `dashboard` holds the pages and forms, `auth` the login sessions and
-their CSRF tokens. The pages read what `squidd status` reads (`Daemon.snapshot`) and the
-approvals store; nothing on a page scans history.
+`dashboard(host)` is the dashboard's routes over a `host.DashboardHost`, the narrow view of
+the daemon the pages use; the composition root builds the host and hands the routes to the
+API channel (when `[api]` is on). `dashboard` holds the pages and forms, `auth` the login
+sessions and their CSRF tokens. The pages read what `squidd status` reads (the host's
+`snapshot`) and the approvals store; nothing on a page scans history.
 """
 
 from __future__ import annotations
@@ -12,18 +13,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from squidd.gateway.daemon import Daemon
+    from collections.abc import Callable
 
-__all__ = ["attach"]
+    from aiohttp import web
+
+    from squidd.web.host import DashboardHost
+
+__all__ = ["dashboard"]
 
 
-def attach(daemon: Daemon) -> bool:
-    """Mount the dashboard on the daemon's API channel; False when there is none."""
-    from squidd.channels.api import ApiChannel
+def dashboard(host: DashboardHost) -> Callable[[web.Application], None]:
+    """The dashboard's routes over `host`, to mount on the API channel's listener."""
     from squidd.web.dashboard import Dashboard
 
-    channel = daemon.channels.get("api")
-    if not isinstance(channel, ApiChannel):
-        return False
-    channel.pages = Dashboard(daemon, channel).mount
-    return True
+    return Dashboard(host).mount

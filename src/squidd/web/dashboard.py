@@ -3,7 +3,9 @@
 `/` is the login form until an API key was given, then the overview: the channels and
 their state, turns, today's usage and caps, the heartbeat and cron (all from
 `Daemon.snapshot`, what `squidd status` prints), pending approvals (approve / deny), the
-cron jobs (remove), parked messages; `/memory` shows MEMORY.md. Every response carries a
+cron jobs (pause, resume, run now, remove: the cron service's words when one is refused),
+parked messages; `/memory` shows MEMORY.md. Everything comes from the `DashboardHost`
+(web/host.py), never from the daemon's objects. Every response carries a
 strict Content-Security-Policy and no-store; every POST needs the session's CSRF token;
 nothing is read from a query string (the listener refuses one) and Host/Origin are checked
 by the listener for every request.
@@ -13,22 +15,22 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 from aiohttp import web
 
+from squidd.channels.api.server import CHANNEL
 from squidd.core.approvals import Choice
-from squidd.core.models import utcnow
+from squidd.core.cron import NoSuchJob
+from squidd.core.cron_service import CronJobs
+from squidd.errors import StorageError
 from squidd.fs import safe_name
 from squidd.web.audit_page import audit_status
 from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Login, Logins, new_token, same
+from squidd.web.host import DashboardHost
 from squidd.web.sessions import SessionCounts
-
-if TYPE_CHECKING:
-    from squidd.channels.api import ApiChannel
-    from squidd.gateway.daemon import Daemon
 
 log = structlog.get_logger()
 
@@ -110,12 +112,22 @@ def memory_form(login: Login, text: str, confirming: bool) -> str:
     )
 
 
+CronChange = Callable[[CronJobs, str], Awaitable[str]]
+CRON_CHANGES: dict[str, CronChange] = {
+    "pause": CronJobs.pause,
+    "resume": CronJobs.resume,
+    "run": CronJobs.run_now,
+    "remove": CronJobs.remove,
+}
+
+
 class Dashboard:
-    def __init__(self, daemon: Daemon, channel: ApiChannel) -> None:
-        self._daemon = daemon
-        self._channel = channel
+    """The pages and forms over one `DashboardHost`; `mount` adds their routes."""
+
+    def __init__(self, host: DashboardHost) -> None:
+        self._host = host
         self._logins = Logins()
-        self._counts = SessionCounts(daemon.settings.storage.data_dir)
+        self._counts = SessionCounts(host.data_dir)
 
     def mount(self, app: web.Application) -> None:
         app.router.add_get("/", self._home)
@@ -128,10 +140,7 @@ class Dashboard:
         app.router.add_get("/sessions", self._sessions_page)
         app.router.add_get("/sessions/{file}", self._session_page)
         app.router.add_post("/approvals/{id}/{choice}", self._approve)
-        app.router.add_post("/cron/{name}/remove", self._cron_remove)
-        app.router.add_post("/cron/{name}/pause", self._cron_pause)
-        app.router.add_post("/cron/{name}/resume", self._cron_pause)
-        app.router.add_post("/cron/{name}/run", self._cron_run)
+        app.router.add_post("/cron/{name}/{change}", self._cron)
 
     # --- sessions ---------------------------------------------------------------------
     def _session(self, request: web.Request) -> Login | None:
@@ -181,7 +190,7 @@ class Dashboard:
         form = await self._form(request)
         if not same(form.get("csrf"), request.cookies.get(LOGIN_COOKIE, "\0")):
             raise web.HTTPForbidden(text="refused: the login form's CSRF token is wrong")
-        if self._channel.keys.match(form.get("key", "")) is None:
+        if request.app[CHANNEL].keys.match(form.get("key", "")) is None:
             log.info("dashboard_login_refused")
             return self._login_page("That key is not one of the API keys.")
         token, _ = self._logins.start()
@@ -202,7 +211,7 @@ class Dashboard:
         login = self._session(request)
         if login is None:
             return self._login_page()
-        snap = await self._daemon.snapshot()
+        snap = await self._host.snapshot()
         parts = [
             button("/logout", login.csrf, "Log out"),
             '<p><a href="/memory">MEMORY.md</a> | <a href="/audit">audit log</a> | '
@@ -230,8 +239,7 @@ class Dashboard:
         return page("squidd", "".join(parts))
 
     async def _approvals(self, login: Login) -> str:
-        approvals = self._daemon.runtime.approvals
-        waiting = await approvals.waiting() if approvals is not None else []
+        waiting = await self._host.approvals_waiting()
         rows = [
             [
                 esc(q.id),
@@ -245,7 +253,7 @@ class Dashboard:
         return table(rows, ["id", "session", "question", ""])
 
     async def _jobs(self, login: Login) -> str:
-        jobs = await self._daemon.jobs.load()
+        jobs = await self._host.cron.jobs()
         rows = [
             [
                 esc(j.name),
@@ -269,7 +277,7 @@ class Dashboard:
         login = self._session(request)
         if login is None:
             return self._login_page()
-        text = await self._daemon.runtime.store.load_global_memory()
+        text = await self._host.memory()
         return page("MEMORY.md", '<p><a href="/">back</a></p>' + memory_form(login, text, False))
 
     async def _memory_save(self, request: web.Request) -> web.StreamResponse:
@@ -280,7 +288,7 @@ class Dashboard:
             # First the confirmation: the new text as it will be saved, and one more click.
             note = "<p><strong>Replace MEMORY.md with this text?</strong></p>"
             return page("MEMORY.md: confirm", note + memory_form(login, text, True))
-        await self._daemon.runtime.store.save_global_memory(text)
+        await self._host.save_memory(text)
         log.info("dashboard_memory_saved", chars=len(text))
         return web.Response(status=303, headers={**HEADERS, "Location": "/memory"})
 
@@ -304,11 +312,7 @@ class Dashboard:
         row = await self._counts.one(request.match_info["file"])
         if row is None:
             raise web.HTTPNotFound()
-        usage = [
-            u
-            for u in await self._daemon.runtime.usage.today_records()
-            if safe_name(u.session) == row.file
-        ]
+        usage = [u for u in await self._host.usage_today() if safe_name(u.session) == row.file]
         name = usage[0].session if usage else row.session_id
         tokens = sum(u.total_tokens for u in usage)
         body = (
@@ -322,7 +326,7 @@ class Dashboard:
     async def _audit(self, request: web.Request) -> web.Response:
         if self._session(request) is None:
             return self._login_page()
-        status, newest = await audit_status(self._daemon.settings.storage.data_dir)
+        status, newest = await audit_status(self._host.data_dir)
         # One list gives both the headers and each row's cells, so they cannot disagree.
         columns = [("at", "time"), ("session", "session"), ("tool", "tool")]
         columns += [("decision", "decision"), ("by", "by")]
@@ -337,44 +341,28 @@ class Dashboard:
         await self._checked(request)
         choices = {"yes": Choice.ONCE, "no": Choice.NO}
         choice = choices.get(request.match_info["choice"])
-        approvals = self._daemon.runtime.approvals
-        if choice is None or approvals is None:
+        if choice is None:
             raise web.HTTPNotFound()
-        said = await approvals.answer(
-            request.match_info["id"], "dashboard", choice, check_sender=False
-        )
+        said = await self._host.answer_approval(request.match_info["id"], choice)
+        if said is None:
+            raise web.HTTPNotFound()
         log.info("dashboard_approval", outcome=said)
         return self._back()
 
-    async def _cron_pause(self, request: web.Request) -> web.StreamResponse:
+    async def _cron(self, request: web.Request) -> web.StreamResponse:
+        """Pause, resume, run now or remove a job, through the cron service; when it
+        refuses, its words on a page (404 for a job that is not there)."""
         await self._checked(request)
-        name = request.match_info["name"]
-        paused = request.path.endswith("/pause")
-        await self._daemon.jobs.modify(
-            lambda jobs: [replace(j, paused=paused) if j.name == name else j for j in jobs]
-        )
-        self._changed()
-        log.info("dashboard_cron_paused" if paused else "dashboard_cron_resumed", job=name)
-        return self._back()
-
-    async def _cron_run(self, request: web.Request) -> web.StreamResponse:
-        await self._checked(request)
-        name = request.match_info["name"]
-        found = [j for j in await self._daemon.jobs.load() if j.name == name]
-        if not found:
+        name, change = request.match_info["name"], request.match_info["change"]
+        act = CRON_CHANGES.get(change)
+        if act is None:
             raise web.HTTPNotFound()
-        await self._daemon.scheduled.fire_cron(found[0], utcnow())
-        log.info("dashboard_cron_run", job=name)
-        return self._back()
-
-    def _changed(self) -> None:
-        if self._daemon.scheduler is not None:
-            self._daemon.scheduler.notify_changed()
-
-    async def _cron_remove(self, request: web.Request) -> web.StreamResponse:
-        await self._checked(request)
-        name = request.match_info["name"]
-        await self._daemon.jobs.modify(lambda jobs: [j for j in jobs if j.name != name])
-        self._changed()
-        log.info("dashboard_cron_removed", job=name)
+        try:
+            said = await act(self._host.cron, name)
+        except (ValueError, StorageError) as exc:
+            log.info("dashboard_cron_refused", job=name, change=change, reason=str(exc))
+            response = page("Cron job", f'<p><a href="/">back</a></p><p>{esc(exc)}</p>')
+            response.set_status(404 if isinstance(exc, NoSuchJob) else 409)
+            return response
+        log.info("dashboard_cron", job=name, change=change, said=said)
         return self._back()

@@ -11,7 +11,7 @@ it, and its stored reply), `wire` (the OpenAI request and reply shapes),
 
 from __future__ import annotations
 
-from squidd.channels.api.channel import ApiChannel
+from squidd.channels.api.channel import ApiChannel, Pages
 from squidd.channels.api.keys import ApiKeys
 from squidd.channels.api.requests import ReplyStore
 from squidd.config import Settings
@@ -19,7 +19,10 @@ from squidd.config import Settings
 __all__ = ["ApiChannel", "ReplyStore", "create_channel"]
 
 
-def create_channel(settings: Settings, replies: ReplyStore) -> ApiChannel:
-    """The API channel for `settings.api`, its replies kept in `replies`."""
+def create_channel(
+    settings: Settings, replies: ReplyStore, *, pages: Pages | None = None
+) -> ApiChannel:
+    """The API channel for `settings.api`, its replies kept in `replies`, serving `pages`
+    (the dashboard) beside the API."""
     keys = ApiKeys.load(settings.api.keys_path(settings.storage.data_dir))
-    return ApiChannel(settings.api, keys, replies)
+    return ApiChannel(settings.api, keys, replies, pages=pages)

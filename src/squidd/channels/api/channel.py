@@ -32,6 +32,8 @@ from squidd.errors import DeliveryError, DeliveryRefusedError, StorageError, Tra
 
 log = structlog.get_logger()
 
+Pages = Callable[[web.Application], None]
+"""More routes on the API's listener (the dashboard's), added to its application."""
 SWEEP_S = 3600.0
 SHUTDOWN_S = 1.0  # handlers still waiting when the channel stops are cut after this
 
@@ -43,7 +45,14 @@ def _digest(*parts: str) -> str:
 class ApiChannel:
     """`[api]`: the OpenAI-compatible endpoint as a `Channel`."""
 
-    def __init__(self, settings: ApiSettings, keys: ApiKeys, replies: ReplyStore) -> None:
+    def __init__(
+        self,
+        settings: ApiSettings,
+        keys: ApiKeys,
+        replies: ReplyStore,
+        *,
+        pages: Pages | None = None,
+    ) -> None:
         self.settings = settings
         self.keys = keys
         self.replies = replies
@@ -51,8 +60,8 @@ class ApiChannel:
         self._pending: dict[str, Pending] = {}
         self._inbox: Inbox | None = None
         self.port = 0
-        # More routes on this listener (the web dashboard, mounted by the daemon's command).
-        self.pages: Callable[[web.Application], None] | None = None
+        # More routes on this listener: the web dashboard, from the composition root.
+        self.pages = pages
 
     @property
     def name(self) -> str:

@@ -1,0 +1,55 @@
+"""What the dashboard asks of the daemon: `DashboardHost`, a narrow protocol defined here,
+on the web side, and implemented by a small adapter in the gateway
+(gateway/dashboard_host.py), built and attached by the composition root.
+
+The pages use nothing else of the daemon: a new page adds a method here (and its
+implementation in the adapter), never a reach into the daemon's objects.
+`tests/test_architecture.py` holds that web/ never imports the daemon's module nor names
+its class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from squidd.core.approvals import Choice, Question
+from squidd.core.cron_service import CronJobs
+from squidd.core.usage import UsageRecord
+
+
+class DashboardHost(Protocol):
+    """The running daemon, as far as the dashboard sees it."""
+
+    @property
+    def data_dir(self) -> Path:
+        """The data dir, read off the event loop by the audit and sessions pages."""
+        ...
+
+    @property
+    def cron(self) -> CronJobs:
+        """The cron service (list, pause, resume, remove, run now), the daemon's own."""
+        ...
+
+    async def snapshot(self) -> Mapping[str, Any]:
+        """What `squidd status` prints: channels, turns, usage, caps, heartbeat, parked."""
+        ...
+
+    async def approvals_waiting(self) -> list[Question]:
+        """The approval questions waiting for an answer (none when approvals are off)."""
+        ...
+
+    async def answer_approval(self, question_id: str, choice: Choice) -> str | None:
+        """Answer a question from the dashboard; what to tell, None when approvals are off."""
+        ...
+
+    async def memory(self) -> str:
+        """MEMORY.md as it is."""
+        ...
+
+    async def save_memory(self, text: str) -> None: ...
+
+    async def usage_today(self) -> list[UsageRecord]:
+        """Today's usage records, one per model call."""
+        ...
