@@ -23,9 +23,10 @@ REFUSAL = "Budget for scheduled jobs is used up for today."
 
 
 async def cron_add(config: Path, name: str, prompt: str, target: str) -> None:
-    """`squidd cron add` for a job due a moment from now (the command takes a moment to
-    start), as the owner types it."""
-    at = (datetime.now(UTC) + timedelta(seconds=4)).isoformat(timespec="seconds")
+    """`squidd cron add` for a job due a moment from now, as the owner types it (the moment
+    long enough for the command to start on a loaded machine: a time already past is
+    refused)."""
+    at = (datetime.now(UTC) + timedelta(seconds=8)).isoformat(timespec="seconds")
     argv = squidd_argv(config, "cron", "add", "--name", name, "--prompt", prompt, "--at", at)
     done = await anyio.run_process(
         [*argv, "--target", target], env=daemon_env(), check=False, stderr=subprocess.STDOUT
