@@ -456,7 +456,6 @@ PATCHED_TODAY = {
     "squidd.channels.matrix.channel",
     "squidd.channels.matrix.connection",
     "squidd.channels.matrix.verification.flows",
-    "squidd.web",
 }
 """Known to patch a collaborator and being rebuilt by the work on them; remove a name once
 clean."""
