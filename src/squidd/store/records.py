@@ -7,7 +7,7 @@ read back with no second list of fields to forget (a parked message once lost it
 ignores keys it does not know and gives a missing one the field's default, so what an
 older squidd wrote still loads.
 
-Two things a codec says explicitly:
+What a codec says explicitly:
 * `not_stored`: fields never written, each with the reason (a hook is a callable: the code
   that hands the record on gives it again). Reading gives them their defaults.
 * `fields`: a field's stored type where its JSON form is not pydantic's own for the type
