@@ -167,14 +167,50 @@ async def test_no_answer_in_time_is_denied(tmp_path: Path) -> None:
     asker = ScriptedAsker(None)
     setup = Setup(tmp_path, asker)
 
+    ran = anyio.Event()
+
     async def later() -> None:
         await asker.was_asked.wait()
-        setup.clock.now += timedelta(seconds=301)
+        while not ran.is_set():  # the timeout counts from the delivery: past it, whenever
+            setup.clock.now += timedelta(seconds=301)
+            await anyio.sleep(0.05)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(later)
         await setup.loop(shell(), "done").run(SESSION, "go", "matrix", turn_id="t1")
+        ran.set()
     assert setup.runs() == 0 and setup.decisions() == ["timeout"]
+
+
+class SlowAsker(ScriptedAsker):
+    """A chat channel whose prompt took 250 s of delivery retries to go out."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(None)
+        self.clock = clock
+
+    async def ask(self, question: Question) -> Answer | None:
+        self.clock.now += timedelta(seconds=250)
+        return await super().ask(question)
+
+
+async def test_the_timeout_counts_from_the_prompt_s_delivery(tmp_path: Path) -> None:
+    # Asked at 0, delivered at 250, answered at 350: within 300 s of the delivery, it counts.
+    setup = Setup(tmp_path, None)
+    asker = SlowAsker(setup.clock)
+    setup.approvals.add_asker("matrix", asker)
+    call = ToolCall(id="c1", name="shell", arguments='{"command": "echo ran >> ran.txt"}')
+
+    async def answer_late() -> None:
+        await asker.was_asked.wait()
+        setup.clock.now += timedelta(seconds=100)
+        [waiting] = await setup.approvals.waiting()
+        await setup.approvals.answer(waiting.id, OWNER, Choice.ONCE)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(answer_late)
+        verdict = await setup.approvals.gate(SESSION, "matrix", "turn-1", call)
+    assert verdict.run and verdict.by == OWNER
 
 
 async def test_a_question_outlives_its_process(tmp_path: Path) -> None:

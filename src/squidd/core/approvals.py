@@ -12,11 +12,14 @@ the answer comes later through `answer`). The question is bound to the arguments
 The states: WAITING, then exactly one of APPROVED, ALWAYS, DENIED, TIMEOUT, written once
 under the store's lock; a second answer finds the question decided and is ignored. The
 question's id is derived from the turn and the call, so a turn resumed from its journal
-after a restart meets the same question: still waiting (the prompt is not sent again), or
-decided while it was down, or, when its deadline passed meanwhile, TIMEOUT. The turn waits
-in its session's place (the next message of that session waits behind it, other sessions
-do not); answers therefore reach `answer` without queueing behind it (the first stage of
-the channel's pipeline, gateway/pipeline.py).
+after a restart meets the same question: still waiting (a prompt sent is not sent again), or
+decided while it was down, or, when its deadline passed meanwhile, TIMEOUT. A chat channel's
+prompt is delivered like a reply (core/prompts.py): a resumed turn asks again, and a prompt
+the crash kept undelivered goes out then, one already sent does not. The timeout counts
+from the prompt's delivery (in the running daemon; the deadline kept on disk is the
+ask's). The turn waits in its session's place (the next message of that session waits
+behind it, other sessions do not); answers therefore reach `answer` without queueing
+behind it (the first stage of the channel's pipeline, gateway/pipeline.py).
 """
 
 from __future__ import annotations
@@ -65,10 +68,14 @@ _STATE_OF = {
 }
 
 
+UNDELIVERED = "undelivered"
+"""Who "decided" a question whose prompt could never be delivered (core/prompts.py)."""
+
 # Who "decided" when no person could be asked, and how the model is told.
 _NO_ONE = {
     "nobody": "there is no one to ask on this channel",
     "no terminal": "there is no terminal to ask (squidd chat -m in a script)",
+    UNDELIVERED: "its approval prompt could not be delivered (see squidd parked list)",
 }
 
 
@@ -245,9 +252,16 @@ class Approvals:
             deadline=asked + timedelta(seconds=self._rules.timeout_s),
         )
         question, created = await self._store.create(fresh)
-        if created:
+        deadline = question.deadline
+        if created or (question.waiting and deadline > self._now()):
+            # A resumed turn asks again: a prompt kept undelivered by a crash goes out now,
+            # one sent before is not sent again (the channel's asker knows, core/prompts.py).
             question = await self._put(question)
-        return self._verdict(await self._wait(question))
+        if created:
+            # The timeout counts from the prompt's delivery: one retried for a while still
+            # gets its whole time. After a restart the kept deadline holds.
+            deadline = max(deadline, self._now() + timedelta(seconds=self._rules.timeout_s))
+        return self._verdict(await self._wait(question, deadline))
 
     async def _put(self, question: Question) -> Question:
         asker = self._askers.get(question.channel)
@@ -261,9 +275,9 @@ class Approvals:
             await self.answer(question.id, answer.by, answer.choice, check_sender=False)
         return await self._store.get(question.id) or question
 
-    async def _wait(self, question: Question) -> Question:
+    async def _wait(self, question: Question, deadline: datetime) -> Question:
         while question.waiting:
-            remaining = (question.deadline - self._now()).total_seconds()
+            remaining = (deadline - self._now()).total_seconds()
             if remaining <= 0:
                 await self._store.decide(question.id, QuestionState.TIMEOUT, "timeout")
             else:

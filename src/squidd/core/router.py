@@ -337,7 +337,7 @@ class Router:
         # sessions from running theirs. The session stays blocked, so its order holds.
         slot.release()
         try:
-            await self._deliver(inbound, pending)
+            await self.deliver(inbound, pending)
         except Refused as refused:
             await self._stored(lambda: self._handled.add(channel, source_id, failed=True))
             await self._stored(lambda: self._outbox.remove(channel, source_id))
@@ -347,7 +347,12 @@ class Router:
         await self._stored(lambda: self._outbox.remove(channel, source_id))
         await acknowledge(inbound)
 
-    async def _deliver(self, inbound: Inbound, pending: PendingReply) -> None:
+    async def deliver(
+        self, inbound: Inbound, pending: PendingReply, reactions: tuple[str, ...] = ()
+    ) -> None:
+        """Send `pending` (a reply to `inbound`, or an approval prompt: core/prompts.py) with
+        the retries above; raises `Refused` for a permanent refusal, `Undeliverable` when its
+        channel is not running."""
         outbound = Outbound(
             channel=pending.channel,
             target=pending.target,
@@ -356,6 +361,7 @@ class Router:
             in_reply_to=inbound if pending.channel == inbound.channel else None,
             subject=pending.subject,
             files=pending.files,
+            reactions=reactions,
         )
         failures = 0
         while True:

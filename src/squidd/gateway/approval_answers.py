@@ -4,15 +4,19 @@ taken out of line.
 `ChannelAsker` puts a question (core/approvals.py) where the turn's message came from: the
 exact call, its id and how to answer (`/approve <id>`, `/always <id>`, `/deny <id>`, or a
 reply "yes" / "no" — the way to answer by mail). The turn that asks is the one whose message
-the router is running, named by `asked_from` (set by the turn runner).
+the router is running, named by `asked_from` (set by the turn runner). The prompt is
+delivered like a reply (core/prompts.py): kept in the outbox first, sent with the router's
+retries, sent once across a crash, parked when refused for good (the call is then denied,
+the model told why). The question's timeout counts from the prompt's delivery
+(core/approvals.py), so an answer to a prompt that took its retries still counts.
 
 `ApprovalAnswers` is the first stage of the pipeline (gateway/pipeline.py): an answer is
 taken there, before the session's queue and before any stage that holds a message (bursts),
 because the turn waiting for it holds that session's place — behind it, the answer would
 only arrive after the timeout. The decision is written (fsync'd, once) before the message
 is acknowledged; a second answer, or one from someone who is not an approver, changes
-nothing and is acknowledged all the same. `/approvals` while a question waits in its conversation is
-answered here too. Anything else goes on to the queue untouched.
+nothing and is acknowledged all the same. `/approvals` while a question waits in its
+conversation is answered here too. Anything else goes on to the queue untouched.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from collections.abc import Mapping
 
 import structlog
 
-from squidd.core.approvals import Answer, Approvals, Choice, Question
+from squidd.core.approvals import UNDELIVERED, Answer, Approvals, Choice, Question
 from squidd.core.command_words import APPROVAL, parse
 from squidd.core.intake import acknowledge
-from squidd.core.models import Inbound, InboundKind, Outbound
+from squidd.core.models import Inbound, InboundKind, Outbound, PendingReply
 from squidd.core.ports import Channel, HandOn, Later
+from squidd.core.prompts import PromptDelivery
 from squidd.errors import SquiddError
 from squidd.gateway.chat_commands import approvals as approvals_command
 
@@ -68,10 +73,11 @@ def prompt_text(question: Question, timeout_s: float) -> str:
 
 
 class ChannelAsker:
-    """Sends the question into the conversation the turn answers; the answer comes later."""
+    """Sends the question into the conversation the turn answers, as the router delivers a
+    reply (core/prompts.py); the answer comes later."""
 
-    def __init__(self, channel: Channel, timeout_s: float) -> None:
-        self._channel = channel
+    def __init__(self, prompts: PromptDelivery, timeout_s: float) -> None:
+        self._prompts = prompts
         self._timeout_s = timeout_s
 
     async def ask(self, question: Question) -> Answer | None:
@@ -79,20 +85,17 @@ class ChannelAsker:
         destination = None if inbound is None else inbound.destination
         if inbound is None or destination is None:
             return Answer(Choice.NO, "nobody")
-        outbound = Outbound(
-            channel=destination.channel,
-            target=destination.target,
-            text=prompt_text(question, self._timeout_s),
-            session_id=inbound.session_id,
-            in_reply_to=inbound,
+        prompt = PendingReply(
+            destination.channel,
+            destination.target,
+            prompt_text(question, self._timeout_s),
+            inbound.session_id,
             subject=inbound.subject,
-            reactions=OFFERED,
         )
-        try:
-            await self._channel.send(outbound)
-        except SquiddError as exc:
-            log.warning("approval_prompt_undelivered", question=question.id, reason=str(exc))
-            return Answer(Choice.NO, "nobody")
+        refused = await self._prompts.send(inbound, question.id, prompt, OFFERED)
+        if refused is not None:
+            log.warning("approval_prompt_undelivered", question=question.id, reason=refused)
+            return Answer(Choice.NO, UNDELIVERED)
         return None
 
 

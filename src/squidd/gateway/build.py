@@ -39,6 +39,7 @@ from squidd.core.ports import (
     Stage,
     StreamsReplies,
 )
+from squidd.core.prompts import PromptDelivery
 from squidd.core.reply_files import Reply
 from squidd.core.resume import JournalCleanup
 from squidd.core.router import Router
@@ -152,10 +153,11 @@ def build_daemon(
     async def run_turn(inbound: Inbound) -> str | Reply:
         return await turns[0](inbound)
 
-    # Recording a message as done also drops its turn's journal (core/resume.py).
     done = handled if runtime.journal is None else JournalCleanup(handled, runtime.journal)
-    answers = _approvals_on_channels(runtime, by_name)
-    router = _router(settings, by_name, run_turn, supervisor, done, outbox, parked)
+    poison = PoisonGuard(AttemptsDir(data_dir), parked, max_attempts=gw.max_attempts)
+    router = _router(settings, by_name, run_turn, supervisor, done, outbox, poison)
+    prompts = PromptDelivery(deliver=router.deliver, outbox=outbox, handled=handled, poison=poison)
+    answers = _approvals_on_channels(runtime, by_name, prompts)
     scheduled = ScheduledRuns(
         router,
         PendingRunsDir(data_dir),
@@ -225,14 +227,14 @@ def _all(pages: list[Pages]) -> Pages:
     return mount
 
 
-def _router(
+def _router(  # `handled` drops a turn's journal as it records it done (core/resume.py)
     settings: Settings,
     channels: dict[str, Channel],
     run_turn: Callable[[Inbound], Awaitable[str | Reply]],
     supervisor: Supervisor,
     handled: HandledLog,
     outbox: OutboxDir,
-    parked: ParkedDir,
+    poison: PoisonGuard,
 ) -> Router:
     gw = settings.gateway
     return Router(
@@ -240,9 +242,7 @@ def _router(
         channels=channels,
         handled=handled,
         outbox=outbox,
-        poison=PoisonGuard(
-            AttemptsDir(settings.storage.data_dir), parked, max_attempts=gw.max_attempts
-        ),
+        poison=poison,
         health_of=supervisor.health,
         max_concurrent_turns=gw.max_concurrent_turns,
         delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
@@ -280,15 +280,16 @@ def stages_for(
 
 
 def _approvals_on_channels(
-    runtime: Runtime, channels: dict[str, Channel]
+    runtime: Runtime, channels: dict[str, Channel], prompts: PromptDelivery
 ) -> ApprovalAnswers | None:
-    """Each channel asks its questions in the conversation; answers are taken out of line."""
+    """Each channel asks its questions in the conversation, the prompt delivered like a
+    reply (core/prompts.py); answers are taken out of line."""
     approvals = runtime.approvals
     if approvals is None:
         return None
     timeout_s = runtime.settings.tools.approval.timeout_s
-    for name, channel in channels.items():
-        approvals.add_asker(name, ChannelAsker(channel, timeout_s))
+    for name in channels:
+        approvals.add_asker(name, ChannelAsker(prompts, timeout_s))
     return ApprovalAnswers(approvals, channels)
 
 
