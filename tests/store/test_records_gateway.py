@@ -14,7 +14,7 @@ import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from squidd.core.approvals import AlwaysRule, Question
+from squidd.core.approvals import AlwaysRule, Question, QuestionState
 from squidd.store.approvals import QuestionFiles
 from squidd.store.attempts import AttemptsDir
 from squidd.store.conversations import ConversationsFile
@@ -139,3 +139,31 @@ def test_files_written_before_the_codecs_load(tmp_path: Path) -> None:
         assert await handled.failed("email", "<m2@x>")
 
     anyio.run(main)
+
+
+def test_a_question_and_rules_written_before_the_codecs_load(tmp_path: Path) -> None:
+    folder = tmp_path / "approvals" / "questions"
+    folder.mkdir(parents=True)
+    (folder / "0a1b2c3d.json").write_text(
+        '{"id": "0a1b2c3d", "session": "s", "channel": "matrix", "tool": "shell",'
+        ' "arguments": "{\\"command\\": \\"ls\\"}", "args_sha256": "ab",'
+        ' "asked_at": "2026-03-02T12:00:00+00:00", "deadline": "2026-03-02T12:05:00+00:00",'
+        ' "state": "always", "by": "@alice:x"}\n'
+    )
+    (tmp_path / "approvals" / "always.json").write_text(
+        '[{"session": "s", "tool": "shell", "args_sha256": null, "executable": "ls"}]\n'
+    )
+    files = QuestionFiles(tmp_path)
+    assert files.get_sync("0a1b2c3d") == Question(
+        "0a1b2c3d",
+        "s",
+        "matrix",
+        "shell",
+        '{"command": "ls"}',
+        "ab",
+        datetime(2026, 3, 2, 12, tzinfo=UTC),
+        datetime(2026, 3, 2, 12, 5, tzinfo=UTC),
+        QuestionState.ALWAYS,
+        "@alice:x",
+    )
+    assert files.rules_sync("s") == [AlwaysRule("s", "shell", None, "ls")]

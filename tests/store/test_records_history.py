@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from squidd.core.audit import AuditEntry
 from squidd.core.journal import RecordedAnswer, Replay
-from squidd.core.models import HistoryWindow, Message, SessionId, ToolCall
+from squidd.core.models import Attachment, HistoryWindow, Message, SessionId, ToolCall
 from squidd.store import journal as journal_module
 from squidd.store.audit import ENTRY, AuditFile, Head
 from squidd.store.journal import JournalDir
@@ -107,3 +107,31 @@ def test_audit_log_entries_come_back_whole(entries: list[AuditEntry]) -> None:
             lines, last, (data / "audit" / "calls.jsonl").stat().st_size
         )
         assert lines == len(entries)
+
+
+def test_history_lines_written_before_the_codecs_load(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    path = store.history_path("s")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        '{"role":"user","content":"hi","ts":"2026-03-02T12:00:00+00:00","turn":"email:<m1@x>",'
+        '"attachments":[{"kind":"image","name":"a.png","mime":"image/png","size":3}]}\n'
+        '{"role":"assistant","content":null,"tool_calls":[{"id":"c1","name":"shell",'
+        '"arguments":"{}"}]}\n'
+        '{"role":"tool","content":"ok","tool_call_id":"c1","name":"shell"}\n'
+    )
+    window = anyio.run(store.load_window, SessionId("s"))
+    assert window == HistoryWindow(
+        0,
+        [
+            Message(
+                "user",
+                "hi",
+                ts="2026-03-02T12:00:00+00:00",
+                turn="email:<m1@x>",
+                attachments=(Attachment("image", "a.png", "image/png", 3),),
+            ),
+            Message("assistant", None, tool_calls=(ToolCall("c1", "shell", "{}"),)),
+            Message("tool", "ok", tool_call_id="c1", name="shell"),
+        ],
+    )
