@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -179,6 +180,39 @@ async def test_a_cron_job_runs_now_from_the_page(tmp_path: Path, fake_llm: FakeL
                 for r in fake_llm.chat_requests
             ):
                 await anyio.sleep(0.05)
+    finally:
+        daemon.close()
+
+
+async def test_the_cron_forms_say_the_cron_service_s_words(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Pause and resume keep the job's schedule; a job that is not there is refused with the
+    same words as `squidd cron` and the agent's tools get (before, the page said nothing)."""
+    daemon = ApiDaemon(tmp_path, fake_llm.base_url)
+    job = make_job("weekly", "tidy", every="168h", timezone="UTC", target="", now=datetime.now(UTC))
+    jobs = JobsFile(tmp_path / "data")
+    jobs.modify_sync(lambda found: [*found, job])
+    try:
+        await daemon.start()
+        async with daemon.http() as http:
+            csrf = await log_in(http, daemon.key)
+            for change in ("pause", "resume", "run", "remove"):
+                gone = await http.post(f"/cron/nope/{change}", data={"csrf": csrf}, headers=FORM)
+                assert gone.status_code == 404, (change, gone.text)
+                assert "no job named &#x27;nope&#x27;" in gone.text, gone.text
+                assert gone.headers["content-security-policy"] == CSP
+            assert (
+                await http.post("/cron/weekly/nap", data={"csrf": csrf}, headers=FORM)
+            ).status_code == 404
+            paused = await http.post("/cron/weekly/pause", data={"csrf": csrf}, headers=FORM)
+            assert paused.status_code == 303
+            assert jobs.load_sync() == [replace(job, paused=True)]
+            resumed = await http.post("/cron/weekly/resume", data={"csrf": csrf}, headers=FORM)
+            assert resumed.status_code == 303
+            assert jobs.load_sync() == [job]
+            refused = await http.post("/cron/weekly/remove", data={}, headers=FORM)
+            assert refused.status_code == 403 and jobs.load_sync() == [job]
     finally:
         daemon.close()
 
