@@ -156,8 +156,7 @@ def build_daemon(
     done = handled if runtime.journal is None else JournalCleanup(handled, runtime.journal)
     poison = PoisonGuard(AttemptsDir(data_dir), parked, max_attempts=gw.max_attempts)
     router = _router(settings, by_name, run_turn, supervisor, done, outbox, poison)
-    prompts = PromptDelivery(deliver=router.deliver, outbox=outbox, handled=handled, poison=poison)
-    answers = _approvals_on_channels(runtime, by_name, prompts)
+    answers = _approvals_on_channels(runtime, by_name, router, outbox, handled, poison)
     scheduled = ScheduledRuns(
         router,
         PendingRunsDir(data_dir),
@@ -280,13 +279,19 @@ def stages_for(
 
 
 def _approvals_on_channels(
-    runtime: Runtime, channels: dict[str, Channel], prompts: PromptDelivery
+    runtime: Runtime,
+    channels: dict[str, Channel],
+    router: Router,
+    outbox: OutboxDir,
+    handled: HandledLog,
+    poison: PoisonGuard,
 ) -> ApprovalAnswers | None:
     """Each channel asks its questions in the conversation, the prompt delivered like a
     reply (core/prompts.py); answers are taken out of line."""
     approvals = runtime.approvals
     if approvals is None:
         return None
+    prompts = PromptDelivery(deliver=router.deliver, outbox=outbox, handled=handled, poison=poison)
     timeout_s = runtime.settings.tools.approval.timeout_s
     for name in channels:
         approvals.add_asker(name, ChannelAsker(prompts, timeout_s))
