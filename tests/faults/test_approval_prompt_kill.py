@@ -1,8 +1,8 @@
 """An approval prompt kept in the outbox outlives a SIGKILL: a real `squidd run` child keeps
-the prompt durably and is killed before it is sent (the test-only "outbox" kill point,
-right after the first outbox write). After the restart the message's turn resumes from its
-journal, meets the same question, and the kept prompt is sent, once; `/approve <id>` runs
-the command exactly once and the reply follows."""
+the prompt durably and is killed before it is sent (the "outbox" kill point of
+tests/support/crash_points.py, right after the first outbox write). After the restart the
+message's turn resumes from its journal, meets the same question, and the kept prompt is
+sent, once; `/approve <id>` runs the command exactly once and the reply follows."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from squidd.store.approvals import QuestionFiles
 from tests.faults.harness import SPOOL, SpoolDaemon, wait_until
-from tests.faults.journal_support import CRASH_ENV
-from tests.support.daemon import DaemonProcess, daemon_env
+from tests.support.crash_points import crash_env
+from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 
 SESSION = "approval-prompt-session"
@@ -48,7 +48,7 @@ def test_a_prompt_kept_before_a_kill_is_sent_once_and_the_tool_runs_once(
     )
     (tmp_path / "ws").mkdir()
     try:
-        env = daemon_env(**{CRASH_ENV: "outbox"})
+        env = crash_env("outbox")
         first = DaemonProcess(daemon.config, tmp_path / "daemon-0.log", env=env, channel=SPOOL)
         daemon.runs.append(first)
         daemon.send("m1", "run it", SESSION)
