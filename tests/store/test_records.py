@@ -225,3 +225,19 @@ async def test_an_outbox_entry_with_an_unknown_file_kind_is_not_a_reply(tmp_path
 @given(manifest=manifests)
 def test_a_backup_manifest_comes_back_whole(manifest: Manifest) -> None:
     assert Manifest.from_json(manifest.to_json().encode()) == manifest
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "opaque value"
+
+
+def test_a_meta_value_json_cannot_hold_is_kept_as_its_text(tmp_path: Path) -> None:
+    """`meta` is the channel's own and typed Any: parking never fails on it."""
+    message = Inbound(
+        ChannelName("x"), SourceId("s"), SessionId("s"), "a", "t", meta={"o": Opaque()}
+    )
+    item = Parked("0123456789ab", "message", "x", "s", "s", "r", "E", 3, inbound=message)
+    ParkedDir(tmp_path).park_sync(item)
+    kept = ParkedDir(tmp_path).get_sync(item.id).inbound
+    assert kept is not None and kept.meta == {"o": "opaque value"}

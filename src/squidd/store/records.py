@@ -102,10 +102,12 @@ class Codec(Generic[T]):
         )
 
     def dump(self, record: T) -> dict[str, Any]:
-        """The record as a JSON object (plain dicts, lists, text, numbers)."""
+        """The record as a JSON object (plain dicts, lists, text, numbers). A value JSON
+        cannot hold, in a field typed `Any` (an inbound's `meta`, the channel's own), is
+        kept as its text rather than failing the write that keeps the record."""
         values = {name: getattr(record, name) for name in self.names}
         return self._model.model_construct(**values).model_dump(
-            mode="json", by_alias=True, exclude_defaults=self.omit_defaults
+            mode="json", by_alias=True, exclude_defaults=self.omit_defaults, fallback=str
         )
 
     def load(self, data: object) -> T:
