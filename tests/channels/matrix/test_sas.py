@@ -4,20 +4,19 @@ and each way it must refuse (methods we do not speak, a wrong MAC, a MAC of no k
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from typing import Any
 
 import pytest
 import vodozemac
+from canonicaljson import encode_canonical_json
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from unpaddedbase64 import encode_base64
 
-from squidd.channels.matrix.verification.sas import (
-    EMOJI,
-    Party,
-    SasError,
-    SasExchange,
-    canonical_json,
-    unpadded_b64,
-)
+from squidd.channels.matrix.verification.sas import EMOJI, Party, SasError, SasExchange
 
 BOT = Party("@bot:example.org", "BOTDEVICE")
 ALICE = Party("@alice:example.org", "ALICEDEV")
@@ -49,8 +48,8 @@ class Starter:
         self.bot_key = ""
 
     def take_key(self, accept: dict[str, Any], bot_key: str) -> None:
-        commitment = hashlib.sha256((bot_key + canonical_json(self.start)).encode()).digest()
-        assert accept["commitment"] == unpadded_b64(commitment)
+        commitment = hashlib.sha256(bot_key.encode() + encode_canonical_json(self.start))
+        assert accept["commitment"] == encode_base64(commitment.digest())
         self.bot_key = bot_key
         self.established = self.sas.diffie_hellman(
             vodozemac.Curve25519PublicKey.from_base64(bot_key)
@@ -151,3 +150,39 @@ def test_a_bad_or_second_key_is_refused() -> None:
     with pytest.raises(SasError) as caught:
         bot.receive_key({"key": vodozemac.Sas().public_key.to_base64()})
     assert caught.value.code == "m.unexpected_message"
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{"extra": float("nan")}, {"extra": float("inf")}, {"extra": "\ud800"}, {"\udfff": 1}],
+    ids=["nan", "infinity", "lone-surrogate-value", "lone-surrogate-key"],
+)
+def test_a_start_with_no_canonical_json_is_an_invalid_message(override: dict[str, Any]) -> None:
+    # json.loads lets all of these through from the wire; none has canonical JSON.
+    with pytest.raises(SasError) as caught:
+        SasExchange(BOT, ALICE, FLOW, start_content(**override))
+    assert caught.value.code == "m.invalid_message"
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(extra=st.dictionaries(st.text(), _JSON, max_size=4))
+def test_the_commitment_covers_the_canonical_json_of_any_start(extra: dict[str, Any]) -> None:
+    start = {**extra, **start_content()}
+    bot = SasExchange(BOT, ALICE, FLOW, start)
+    commitment = bot.accept_content()["commitment"]
+    digest = hashlib.sha256(bot.own_key.encode() + encode_canonical_json(start)).digest()
+    assert commitment == encode_base64(digest)
+    # The spec's canonical JSON of float-free content, spelled out: the same bytes.
+    spelled = json.dumps(start, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    by_hand = base64.b64encode(hashlib.sha256((bot.own_key + spelled).encode()).digest())
+    assert commitment == by_hand.decode().rstrip("=")

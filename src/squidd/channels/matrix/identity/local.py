@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import structlog
+from unpaddedbase64 import encode_base64
 
 from squidd.channels.matrix.identity.cross_signing import (
     MASTER,
@@ -30,7 +31,7 @@ from squidd.channels.matrix.identity.cross_signing import (
     USER_SIGNING,
     CrossSigningKeys,
 )
-from squidd.channels.matrix.identity.signed_json import b64decode, b64encode
+from squidd.channels.matrix.identity.signed_json import b64decode
 from squidd.errors import StorageError
 from squidd.fs import (
     atomic_write_text,
@@ -112,7 +113,7 @@ class IdentityFiles:
 
     async def save_keys(self, user_id: str, keys: CrossSigningKeys) -> None:
         data: dict[str, Any] = {"user_id": user_id}
-        data.update({name: b64encode(seed) for name, seed in keys.seeds().items()})
+        data.update({name: encode_base64(seed) for name, seed in keys.seeds().items()})
         await self.prepare()
         await self._write_json(self.identity_path, data)
 

@@ -26,10 +26,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, hmac
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from unpaddedbase64 import encode_base64
 
 from squidd.channels.matrix.identity.api import MatrixApi
 from squidd.channels.matrix.identity.cross_signing import SECRET_NAMES, CrossSigningKeys
-from squidd.channels.matrix.identity.signed_json import b64decode, b64encode
+from squidd.channels.matrix.identity.signed_json import b64decode
 
 ALGORITHM = "m.secret_storage.v1.aes-hmac-sha2"
 DEFAULT_KEY = "m.secret_storage.default_key"
@@ -163,7 +164,7 @@ async def store_keys(api: MatrixApi, storage_key: bytes, keys: CrossSigningKeys)
     await api.put_account_data(KEY_PREFIX + key_id, key_description(storage_key))
     for usage, seed in keys.seeds().items():
         name = SECRET_NAMES[usage]
-        encrypted = encrypt(storage_key, name, b64encode(seed).encode("ascii"))
+        encrypted = encrypt(storage_key, name, encode_base64(seed).encode("ascii"))
         await api.put_account_data(name, {"encrypted": {key_id: encrypted}})
     await api.put_account_data(DEFAULT_KEY, {"key": key_id})
     return key_id

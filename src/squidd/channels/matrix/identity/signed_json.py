@@ -1,4 +1,5 @@
-"""Signed JSON as the Matrix spec defines it: canonical bytes, Ed25519, unpadded base64.
+"""Signed JSON as the Matrix spec defines it: canonical bytes, Ed25519, unpadded base64
+(`unpaddedbase64`).
 
 A signature covers the object's canonical JSON (`canonicaljson`, the encoder Synapse uses)
 without its `signatures` and `unsigned` members, and is stored under
@@ -8,9 +9,9 @@ by their own public key. The spec's appendix test vectors are in the tests.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,22 +24,28 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
+from unpaddedbase64 import decode_base64, encode_base64
 
 SEED_BYTES = 32
 
 
-def b64encode(data: bytes) -> str:
-    """Unpadded standard base64, the spec's encoding of keys and signatures."""
-    return base64.b64encode(data).decode("ascii").rstrip("=")
+# Whole groups of four, then a last group of two or three characters, padded or not (or
+# padding alone after whole groups, which the strict stdlib decoder let through too).
+_C = "[A-Za-z0-9+/_-]"
+_BASE64 = re.compile(rf"(?:{_C}{{4}})*(?:{_C}{{2}}={{0,2}}|{_C}{{3}}=?)?|(?:{_C}{{4}})+=+")
 
 
 def b64decode(text: str) -> bytes:
-    """Standard or URL-safe base64, padded or not; ValueError when it is none."""
+    """Standard or URL-safe base64, padded or not, decoded by `unpaddedbase64`, which skips
+    characters outside the alphabet and stray padding: those are refused here first.
+    ValueError when it is none."""
     if not isinstance(text, str):
         raise ValueError("not a base64 string")  # noqa: TRY004 - callers expect ValueError
-    cleaned = text.strip().replace("-", "+").replace("_", "/")
+    cleaned = text.strip()
+    if not _BASE64.fullmatch(cleaned):
+        raise ValueError("not a base64 string")
     try:
-        return base64.b64decode(cleaned + "=" * (-len(cleaned) % 4), validate=True)
+        return decode_base64(cleaned)
     except binascii.Error as exc:
         raise ValueError("not a base64 string") from exc
 
@@ -59,7 +66,7 @@ class SigningKey:
         self.seed = seed
         self._private = Ed25519PrivateKey.from_private_bytes(seed)
         raw = self._private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-        self.public = b64encode(raw)
+        self.public = encode_base64(raw)
 
     @classmethod
     def generate(cls) -> SigningKey:
@@ -71,7 +78,7 @@ class SigningKey:
         return f"ed25519:{self.public}"
 
     def sign_bytes(self, data: bytes) -> str:
-        return b64encode(self._private.sign(data))
+        return encode_base64(self._private.sign(data))
 
     def sign(
         self, obj: Mapping[str, Any], signer: str, key_id: str | None = None

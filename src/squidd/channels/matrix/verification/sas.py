@@ -5,20 +5,21 @@ methods (`curve25519-hkdf-sha256`, `sha256`, `hkdf-hmac-sha256.v2`, emoji and de
 commit to our ephemeral key; both keys are exchanged; both people compare the emoji (or
 numbers); each side then MACs the long-term keys it vouches for, and checks the other's.
 The Curve25519 exchange, the HKDF and the HMACs are vodozemac's (matrix-nio's own crypto
-library), the commitment a SHA-256: nothing here is hand-made crypto, only the spec's
-strings and choices. Pure: messages in, content dicts out, no I/O.
+library), the commitment a SHA-256 over the start's canonical JSON (`canonicaljson`), in
+unpadded base64 (`unpaddedbase64`): nothing here is hand-made crypto or encoding, only the
+spec's strings and choices. Pure: messages in, content dicts out, no I/O.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import vodozemac
+from canonicaljson import encode_canonical_json
+from unpaddedbase64 import encode_base64
 
 SAS_V1 = "m.sas.v1"
 KEY_AGREEMENT = "curve25519-hkdf-sha256"
@@ -110,15 +111,6 @@ class Party:
     device_id: str
 
 
-def canonical_json(value: Any) -> str:
-    """The spec's canonical JSON (sorted keys, no spaces, UTF-8) for content without floats."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def unpadded_b64(data: bytes) -> str:
-    return base64.b64encode(data).decode().rstrip("=")
-
-
 def _pick(offered: Any, wanted: str, what: str) -> str:
     if not isinstance(offered, list) or wanted not in offered:
         raise SasError("m.unknown_method", f"no common {what} (we need {wanted})")
@@ -138,6 +130,7 @@ class SasExchange:
     _sas: vodozemac.Sas = field(default_factory=vodozemac.Sas)
     _established: vodozemac.EstablishedSas | None = None
     _their_key: str = ""
+    _canonical_start: bytes = b""
 
     def __post_init__(self) -> None:
         if self.start.get("method") != SAS_V1:
@@ -150,6 +143,10 @@ class SasExchange:
         if "decimal" not in common:
             raise SasError("m.unknown_method", "the decimal SAS is required")
         self.sas_methods = common
+        try:  # what the commitment covers; NaN, infinities and lone surrogates have none
+            self._canonical_start = encode_canonical_json(self.start)
+        except (ValueError, TypeError):
+            raise SasError("m.invalid_message", "the start is no canonical JSON") from None
 
     @property
     def own_key(self) -> str:
@@ -157,14 +154,14 @@ class SasExchange:
 
     def accept_content(self) -> dict[str, Any]:
         """Our `m.key.verification.accept` (without the flow's relation/transaction id)."""
-        commitment = hashlib.sha256((self.own_key + canonical_json(self.start)).encode())
+        commitment = hashlib.sha256(self.own_key.encode() + self._canonical_start)
         return {
             "method": SAS_V1,
             "key_agreement_protocol": KEY_AGREEMENT,
             "hash": HASH,
             "message_authentication_code": MAC_METHOD,
             "short_authentication_string": self.sas_methods,
-            "commitment": unpadded_b64(commitment.digest()),
+            "commitment": encode_base64(commitment.digest()),
         }
 
     def receive_key(self, content: Mapping[str, Any]) -> dict[str, Any]:
