@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,45 @@ async def test_the_files_of_a_reply_arrive_downloadable(
     assert (info["w"], info["h"], info["mimetype"]) == (800, 600, "image/jpeg")
     thumb = info["thumbnail_file" if encrypted else "thumbnail_url"]
     assert thumb and info["thumbnail_info"]["w"] == 320
+
+
+async def test_a_20_mb_file_is_streamed_encrypted_and_opens_byte_for_byte(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    data_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """Encrypted on its way to the homeserver: the process never holds the file (the old
+    way held it and its ciphertext, 2 x 20 MB); Alice's nio decrypts it to the same bytes."""
+    alice = await make_human("alice")
+    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    big = tmp_path / "archive.bin"
+    with big.open("wb") as handle:
+        for _ in range(20):
+            handle.write(os.urandom(1024 * 1024))
+    async with run_channel(settings, data_dir) as (channel, inbox):
+        room = await alice.create_room([bot.user_id], encrypted=True, direct=True)
+        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+        await alice.sync()
+        await alice.send(room, "the archive please")
+        await wait_until(lambda: len(inbox.acked) == 1, "the question answered")
+        await channel.send(reply(inbox.received[0], "Warming up."))  # first use off the count
+        ref = file_ref(big, "file", "application/octet-stream")
+        tracemalloc.start()
+        try:
+            await channel.send(reply(inbox.received[0], "Here it is.", ref))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        await alice.wait_for(lambda: len(media_events(alice, bot, room)) == 1, "the file")
+    assert peak < 8 * 1024 * 1024, f"peak {peak} bytes while sending 20 MB"
+    [shown] = media_events(alice, bot, room)
+    assert shown.content["info"]["size"] == 20 * 1024 * 1024
+    file = shown.content["file"]
+    assert file["v"] == "v2" and file["key"]["alg"] == "A256CTR"
+    got = await downloaded(alice, shown)  # nio's decrypt_attachment checks the hash first
+    assert hashlib.sha256(got).digest() == hashlib.sha256(big.read_bytes()).digest()
 
 
 async def test_the_same_pending_reply_delivered_twice_shows_its_file_once(

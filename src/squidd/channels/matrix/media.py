@@ -5,24 +5,22 @@ The event's `info.size` over the cap: nothing is downloaded, the assistant gets 
 type and size with "too large". Otherwise the content is streamed from the homeserver's
 authenticated media endpoint straight into the media sink (never whole in memory); in an
 encrypted room the event's `file` carries the AES-CTR key and IV and the SHA-256 of the
-ciphertext, which is checked before the file is kept. A caption is the `body` when it is
-not the file name; without one the message text names the file (`[image: cat.png]`).
+ciphertext, which is checked before the file is kept (`attachments.decrypt`). A caption is
+the `body` when it is not the file name; without one the message text names the file
+(`[image: cat.png]`).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
 import structlog
-from Crypto.Cipher import AES
-from Crypto.Util import Counter
 from nio import AsyncClient
 
+from squidd.channels.matrix.attachments import AttachmentError, decrypt
 from squidd.core.models import Attachment, AttachmentKind
 from squidd.core.ports import MediaSink
 from squidd.fs import display_name
@@ -102,11 +100,11 @@ async def fetch(
     try:
         chunks = _download(client, url)
         if isinstance(file, Mapping):
-            chunks = _decrypt(chunks, file)
+            chunks = decrypt(chunks, file)
         return await sink.save(
             session_id, kind=kind, name=name, mime=mime, chunks=chunks, max_bytes=max_bytes
         )
-    except (MediaError, aiohttp.ClientError, TimeoutError) as exc:
+    except (MediaError, AttachmentError, aiohttp.ClientError, TimeoutError) as exc:
         log.warning("matrix_media_failed", reason=str(exc) or type(exc).__name__)
         return Attachment(kind, display_name(name), mime, size, note="could not be downloaded")
 
@@ -134,38 +132,3 @@ async def _download(client: AsyncClient, url: str) -> AsyncIterator[bytes]:
             async for chunk in response.content.iter_chunked(_CHUNK):
                 yield chunk
             return
-
-
-def _b64(value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise MediaError("malformed encryption info")
-    text = value.replace("-", "+").replace("_", "/")
-    try:
-        return base64.b64decode(text + "=" * (-len(text) % 4))
-    except ValueError as exc:
-        raise MediaError("malformed encryption info") from exc
-
-
-async def _decrypt(chunks: AsyncIterator[bytes], file: Mapping[str, Any]) -> AsyncIterator[bytes]:
-    """Decrypt an encrypted attachment (AES-256-CTR) chunk by chunk; the ciphertext's
-    SHA-256 must match the event's before the last chunk is let through."""
-    key_info = file.get("key")
-    hashes = file.get("hashes")
-    if not isinstance(key_info, Mapping) or not isinstance(hashes, Mapping):
-        raise MediaError("malformed encryption info")
-    key, iv, expected = _b64(key_info.get("k")), _b64(file.get("iv")), _b64(hashes.get("sha256"))
-    if len(key) != 32 or len(iv) != 16:
-        raise MediaError("malformed encryption info")
-    counter = Counter.new(64, prefix=iv[:8], initial_value=int.from_bytes(iv[8:], "big"))
-    cipher = AES.new(key, AES.MODE_CTR, counter=counter)
-    digest = hashlib.sha256()
-    pending = b""
-    async for chunk in chunks:
-        digest.update(chunk)
-        if pending:
-            yield pending
-        pending = cipher.decrypt(chunk)
-    if digest.digest() != expected:
-        raise MediaError("the file does not match its hash")
-    if pending:
-        yield pending

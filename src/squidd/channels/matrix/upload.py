@@ -1,8 +1,9 @@
 """The files of a reply as Matrix media events: uploaded, then `m.image` / `m.file`.
 
 In a plain room each file is streamed from disk to the homeserver (nio reads it in
-chunks); in an encrypted room it is AES-CTR encrypted first, in memory (bounded by
-`media.max_send_bytes`), and the event carries the key in `file`. The homeserver's
+chunks); in an encrypted room it is streamed too, each chunk AES-CTR encrypted and hashed
+on its way into the request body (`attachments.Encryptor`), and the event carries the key
+and the hash in `file`: a file never sits whole in memory. The homeserver's
 `m.upload.size` is asked first: a file over it is not uploaded, and the room gets a short
 notice that names the file and the limit instead, so a refusal is never silent. Images get
 `w`/`h` and, when Pillow can make one, a small thumbnail uploaded the same way. A file that
@@ -18,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,9 @@ import anyio
 import anyio.to_thread
 import structlog
 from nio import AsyncClient, ContentRepositoryConfigResponse, ErrorResponse, UploadResponse
-from nio.crypto.attachments import encrypt_attachment
 from PIL import Image, UnidentifiedImageError
 
+from squidd.channels.matrix.attachments import AttachmentKey, Encryptor
 from squidd.channels.matrix.errors import NETWORK_ERRORS, describe
 from squidd.core.reply_files import FileRef
 from squidd.errors import DeliveryError
@@ -38,6 +39,7 @@ log = structlog.get_logger()
 THUMBNAIL_PX = 320
 _THUMBNAIL_SOURCE_MAX = 20 * 1024 * 1024  # bigger images get no thumbnail: not cheap
 Image.MAX_IMAGE_PIXELS = 64_000_000
+_CHUNK = 64 * 1024
 
 
 async def upload_limit(client: AsyncClient) -> int | None:
@@ -108,33 +110,61 @@ async def _upload(
     encrypted: bool,
 ) -> tuple[str | None, dict[str, Any] | None]:
     """(mxc url, the `file` keys when encrypted); (None, None) when the server says too large."""
-    keys: dict[str, Any] | None = None
-    if encrypted:
-        # Encrypted here, whole: nio's streaming encryption hands out the keys only once
-        # its generator is drained, which the HTTP body of a known size does not always do.
-        ciphertext, keys = await anyio.to_thread.run_sync(_encrypt, source)
-        source, size = ciphertext, len(ciphertext)
-    # Called again by nio after a 429 or a timeout: each call starts from the beginning.
-    provider: Callable[..., Path | io.BytesIO] = (
-        (lambda *_: source) if isinstance(source, Path) else (lambda *_: io.BytesIO(source))
-    )
+    key = AttachmentKey.fresh() if encrypted else None
+    passes: list[_Pass] = []
+
+    # Called again by nio after a 429: each call starts from the beginning.
+    def provider(*_: int) -> Path | io.BytesIO | AsyncIterator[bytes]:
+        if key is None:
+            return source if isinstance(source, Path) else io.BytesIO(source)
+        passes.append(_Pass(Encryptor(key)))
+        return _encrypted_chunks(source, size, passes[-1])
+
     try:
         response, _ = await client.upload(
             provider, content_type=mime, filename=name, encrypt=False, filesize=size
         )
     except NETWORK_ERRORS as exc:
+        if passes and passes[-1].shrank:
+            raise DeliveryError(f"upload: the file {name} shrank while it was read") from exc
         raise DeliveryError(f"upload: homeserver unreachable ({describe(exc)})") from exc
     if isinstance(response, UploadResponse):
-        return str(response.content_uri), keys
+        if not passes:
+            return str(response.content_uri), None
+        if passes[-1].encryptor.length != size:  # the body was not read to its end
+            raise DeliveryError(f"upload: the file {name} was not sent whole")
+        return str(response.content_uri), passes[-1].encryptor.file_info()
     if isinstance(response, ErrorResponse) and response.status_code == "M_TOO_LARGE":
         return None, None
     raise DeliveryError(f"upload refused by the homeserver: {describe_response(response)}")
 
 
-def _encrypt(source: Path | bytes) -> tuple[bytes, dict[str, Any]]:
-    plain = source.read_bytes() if isinstance(source, Path) else source
-    ciphertext, keys = encrypt_attachment(plain)
-    return bytes(ciphertext), dict(keys)
+@dataclasses.dataclass(slots=True)
+class _Pass:
+    encryptor: Encryptor
+    shrank: bool = False
+
+
+async def _encrypted_chunks(source: Path | bytes, size: int, run: _Pass) -> AsyncIterator[bytes]:
+    """The first `size` bytes of `source`, encrypted chunk by chunk as the body is sent."""
+    if isinstance(source, bytes):
+        for start in range(0, len(source), _CHUNK):
+            yield run.encryptor.update(source[start : start + _CHUNK])
+        return
+    async with await anyio.open_file(source, "rb") as handle:
+        left = size
+        while left > 0:
+            chunk = await handle.read(min(_CHUNK, left))
+            if not chunk:
+                run.shrank = True
+                raise _Shrank(source.name)
+            left -= len(chunk)
+            yield run.encryptor.update(chunk)
+
+
+class _Shrank(ConnectionError):
+    """The file ended before its size: the body cannot be completed (aiohttp reports
+    a failed write, nio hands it on; `_upload` names the cause)."""
 
 
 def describe_response(response: Any) -> str:
