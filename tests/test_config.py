@@ -158,8 +158,9 @@ def test_example_documents_every_key() -> None:
         line = raw.strip().lstrip("#").strip()
         if line.startswith("[") and line.endswith("]") and " " not in line:
             section = line.strip("[]")
-        elif "=" in line and section:
-            present.add(f"{section}.{line.split('=', 1)[0].strip()}")
+        elif "=" in line:
+            key = line.split("=", 1)[0].strip()
+            present.add(f"{section}.{key}" if section else key)
     missing = [k for k in _keys(Settings) if k not in present]
     assert missing == []
 

@@ -104,7 +104,8 @@ def render() -> str:
         head = key.rsplit(".", 1)[0] if "." in key else "(top level)"
         if head != section:
             section = head
-            lines += ["", f"## `[{head}]`", "", "| key | type | default |", "|---|---|---|"]
+            title = f"`[{head}]`" if "." in key else "Top level (before any section)"
+            lines += ["", f"## {title}", "", "| key | type | default |", "|---|---|---|"]
         kind = kind.replace("|", "\\|")
         lines.append(f"| `{key}` | `{kind}` | {default} |")
     return "\n".join(lines) + "\n"

@@ -4,6 +4,10 @@ Precedence, highest first: `SQUIDD_<SECTION>__<KEY>` environment variables, the 
 the defaults. The file is `--config PATH`, else `$SQUIDD_CONFIG`, else
 `~/.config/squidd/config.toml`, else `/etc/squidd/config.toml`; none at all is fine.
 Every problem is reported with its key path (`agents.keep_recent_ratio: ...`).
+
+`timezone` at the top level is the owner's: cron (`cron.default_timezone`), the heartbeat's
+active hours (`heartbeat.timezone`) and the caps' midnight (`limits.timezone`) use it unless
+their section sets its own (a config written before it existed keeps working unchanged).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -35,11 +39,16 @@ from squidd.config.sections import (
     LLMSettings,
     LoggingSettings,
     StorageSettings,
+    check_timezone,
 )
 from squidd.config.tools import ToolsSettings
 from squidd.errors import ConfigError
 
 __all__ = ["ConfigError", "Settings", "find_config_file", "load_settings"]
+
+
+# (section, key) of every timezone that follows the top-level one unless set itself.
+TIMEZONE_KEYS = (("cron", "default_timezone"), ("heartbeat", "timezone"), ("limits", "timezone"))
 
 
 class Settings(BaseSettings):
@@ -52,6 +61,8 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
+    # The owner's IANA timezone; a section's own timezone key, when set, wins over it.
+    timezone: str = "UTC"
     llm: LLMSettings = Field(default_factory=LLMSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
@@ -80,6 +91,20 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The TOML file arrives as init kwargs; the environment overrides it.
         return (env_settings, init_settings)
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        return check_timezone(value)
+
+    @model_validator(mode="after")
+    def _owner_timezone(self) -> Settings:
+        """The top-level timezone into each section that does not set its own."""
+        for section, key in TIMEZONE_KEYS:
+            model = getattr(self, section)
+            if key not in model.model_fields_set:
+                object.__setattr__(model, key, self.timezone)
+        return self
 
     @property
     def workspace_dir(self) -> Path:
