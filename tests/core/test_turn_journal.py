@@ -259,8 +259,8 @@ async def test_recording_the_message_as_done_drops_its_journal_and_a_sweep_finds
     tmp_path: Path,
 ) -> None:
     from squidd.core.models import ChannelName, SourceId
-    from squidd.core.resume import JournalCleanup
     from squidd.store.handled import HandledFile
+    from squidd.store.journal import JournalCleanup
 
     mock = MockLLM()
     mock.push(asks(("append", "one")), asks(("append", "two")))

@@ -6,9 +6,7 @@ age past which a journal is not resumed. `load_replay` reads a turn's records as
 prepared, or answers a journal too old to resume with a notice (no model call);
 `recorded_result` gives a call's recorded result, or None when the call is to run now, or
 tells the model the outcome is unknown when a call started without a result and its tool
-must not run twice. `JournalCleanup` is the router's handled record that also drops the
-turn's journal once the message is recorded as done (its reply delivered, refused for good
-or parked): the turn is in the history by then, and the journal has served.
+must not run twice.
 """
 
 from __future__ import annotations
@@ -26,11 +24,10 @@ from squidd.core.journal import (
     effect_of,
     may_rerun,
     stale_notice,
-    turn_key,
 )
-from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
+from squidd.core.models import ToolCall, utcnow
 from squidd.core.on_demand import LOAD_TOOLS
-from squidd.core.ports import HandledLog, Tool, TurnJournal
+from squidd.core.ports import Tool, TurnJournal
 
 log = structlog.get_logger()
 
@@ -106,23 +103,3 @@ async def recorded_result(
     content = INTERRUPTED.format(name=call.name)
     await recording.journal.result(key, call.id, content)
     return content
-
-
-class JournalCleanup:
-    """A `HandledLog` that drops the turn's journal right after the message is recorded as
-    done. A crash between the two leaves a journal of a handled message, which
-    `JournalDir.sweep` removes at the next start."""
-
-    def __init__(self, handled: HandledLog, journal: TurnJournal) -> None:
-        self._handled = handled
-        self._journal = journal
-
-    async def contains(self, channel: ChannelName, source_id: SourceId) -> bool:
-        return await self._handled.contains(channel, source_id)
-
-    async def failed(self, channel: ChannelName, source_id: SourceId) -> bool:
-        return await self._handled.failed(channel, source_id)
-
-    async def add(self, channel: ChannelName, source_id: SourceId, *, failed: bool = False) -> None:
-        await self._handled.add(channel, source_id, failed=failed)
-        await self._journal.remove(turn_key(channel, source_id))

@@ -41,7 +41,6 @@ from squidd.core.ports import (
 )
 from squidd.core.prompts import PromptDelivery
 from squidd.core.reply_files import Reply
-from squidd.core.resume import JournalCleanup
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import Supervisor
@@ -67,6 +66,7 @@ from squidd.store.attempts import AttemptsDir
 from squidd.store.audit import AuditFile
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
+from squidd.store.journal import JournalCleanup
 from squidd.store.outbox import OutboxDir
 from squidd.store.parked import ParkedDir
 from squidd.store.pending_runs import PendingRunsDir

@@ -29,8 +29,9 @@ from typing import Any
 import anyio
 import structlog
 
-from squidd.core.journal import RecordedAnswer, Replay
+from squidd.core.journal import RecordedAnswer, Replay, turn_key
 from squidd.core.models import ChannelName, SourceId, ToolCall, utcnow
+from squidd.core.ports import HandledLog, TurnJournal
 from squidd.errors import StorageError
 from squidd.fs import fsync_dir, make_private_dir, open_private, safe_name, write_all
 from squidd.store.records import TOOL_CALL
@@ -232,3 +233,24 @@ class JournalDir:
 def _unlink(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
+
+
+class JournalCleanup:
+    """A `HandledLog` that drops the turn's journal right after the message is recorded as
+    done (its reply delivered, refused for good or parked): the turn is in the history by
+    then, and the journal has served. A crash between the two leaves a journal of a handled
+    message, which `JournalDir.sweep` removes at the next start."""
+
+    def __init__(self, handled: HandledLog, journal: TurnJournal) -> None:
+        self._handled = handled
+        self._journal = journal
+
+    async def contains(self, channel: ChannelName, source_id: SourceId) -> bool:
+        return await self._handled.contains(channel, source_id)
+
+    async def failed(self, channel: ChannelName, source_id: SourceId) -> bool:
+        return await self._handled.failed(channel, source_id)
+
+    async def add(self, channel: ChannelName, source_id: SourceId, *, failed: bool = False) -> None:
+        await self._handled.add(channel, source_id, failed=failed)
+        await self._journal.remove(turn_key(channel, source_id))
