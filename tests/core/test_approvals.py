@@ -26,7 +26,7 @@ from squidd.core.approvals import (
 )
 from squidd.core.audit import Auditor
 from squidd.core.memory import MemoryManager
-from squidd.core.models import SessionId, ToolCall, utcnow
+from squidd.core.models import Inbound, SessionId, ToolCall, utcnow
 from squidd.core.tools import ToolRegistry
 from squidd.gateway.terminal_approval import TerminalAsker
 from squidd.store.approvals import QuestionFiles
@@ -59,10 +59,12 @@ class ScriptedAsker:
     def __init__(self, *choices: Choice | None) -> None:
         self.choices = list(choices)
         self.asked: list[Question] = []
+        self.asked_from: list[Inbound | None] = []
         self.was_asked = anyio.Event()
 
-    async def ask(self, question: Question) -> Answer | None:
+    async def ask(self, question: Question, asked_from: Inbound | None) -> Answer | None:
         self.asked.append(question)
+        self.asked_from.append(asked_from)
         self.was_asked.set()
         choice = self.choices.pop(0)
         return None if choice is None else Answer(choice, OWNER)
@@ -189,9 +191,9 @@ class SlowAsker(ScriptedAsker):
         super().__init__(None)
         self.clock = clock
 
-    async def ask(self, question: Question) -> Answer | None:
+    async def ask(self, question: Question, asked_from: Inbound | None) -> Answer | None:
         self.clock.now += timedelta(seconds=250)
-        return await super().ask(question)
+        return await super().ask(question, asked_from)
 
 
 async def test_the_timeout_counts_from_the_prompt_s_delivery(tmp_path: Path) -> None:
@@ -281,3 +283,14 @@ async def test_without_a_terminal_the_answer_is_no(tmp_path: Path) -> None:
     assert setup.runs() == 0 and setup.decisions() == ["denied"]
     assert "there is no terminal to ask" in llm_seen[0]
     assert asker.refused and "no terminal" in asker.refused[0]
+
+
+async def test_the_question_goes_where_the_turn_s_message_came_from(tmp_path: Path) -> None:
+    # The message the turn answers is an argument of the turn, handed to the asker: a turn
+    # that answers none (a sub-agent's run) has no one to ask, whatever ran before it.
+    asker = ScriptedAsker(Choice.ONCE, Choice.NO)
+    setup = Setup(tmp_path, asker)
+    message = Inbound("matrix", "$m1", SessionId(SESSION), OWNER, "go")
+    await setup.loop(shell(), "done").run(SESSION, "go", "matrix", turn_id="t1", asked_from=message)
+    await setup.loop(shell(), "not run").run(SESSION, "again", "matrix", turn_id="t2")
+    assert asker.asked_from == [message, None]

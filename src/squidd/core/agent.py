@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from squidd.core.models import Attachment, SessionId
+from squidd.core.models import Attachment, Inbound, SessionId
 from squidd.core.ports import LLMPort, Tool
 from squidd.core.tool_calls import DEFAULT_MAX_RESULT_CHARS
 from squidd.core.turn_services import TurnLimits, TurnServices
@@ -48,6 +48,7 @@ class AgentLoop:
         purpose: str | None = None,
         extra_parts: Sequence[str] = (),
         attachments: Sequence[Attachment] = (),
+        asked_from: Inbound | None = None,
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
 
@@ -65,6 +66,8 @@ class AgentLoop:
         Raises `LLMError` when the model cannot answer; the user message is still kept in
         the session's history then (as it is when anything else breaks the turn).
         `max_tool_rounds` lowers the round limit for this turn (a sub-agent's step cap).
+        `asked_from` is the message the turn answers, where an approval question is put
+        (core/approvals.py); None: no one to ask there.
         """
         ask = TurnInput(
             session=session,
@@ -78,6 +81,7 @@ class AgentLoop:
             purpose=purpose,
             extra_parts=extra_parts,
             attachments=attachments,
+            asked_from=asked_from,
         )
         steps = self._steps
         window = await self._memory.load_window(session)

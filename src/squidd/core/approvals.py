@@ -38,7 +38,7 @@ import anyio
 import structlog
 
 from squidd.core.audit import Decision, arguments_hash, canonical_arguments
-from squidd.core.models import SessionId, ToolCall, utcnow
+from squidd.core.models import Inbound, SessionId, ToolCall, utcnow
 
 log = structlog.get_logger()
 
@@ -177,7 +177,7 @@ class Asker(Protocol):
     """How one channel puts a question: `ask` returns the answer when it has it at once
     (the terminal), or None once the prompt is sent (the answer comes through `answer`)."""
 
-    async def ask(self, question: Question) -> Answer | None: ...
+    async def ask(self, question: Question, asked_from: Inbound | None) -> Answer | None: ...
 
 
 @dataclass(frozen=True)
@@ -231,8 +231,15 @@ class Approvals:
         return hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
     async def gate(
-        self, session: SessionId, channel: str, turn_key: str | None, call: ToolCall
+        self,
+        session: SessionId,
+        channel: str,
+        turn_key: str | None,
+        call: ToolCall,
+        asked_from: Inbound | None = None,
     ) -> Verdict:
+        """Whether `call` may run; a question is put where `asked_from` (the message the
+        turn answers) came from, and waited for."""
         if not self.needs_approval(call.name):
             return Verdict(True, Decision.ALLOWED)
         digest = arguments_hash(call.name, call.arguments)
@@ -256,21 +263,21 @@ class Approvals:
         if created or (question.waiting and deadline > self._now()):
             # A resumed turn asks again: a prompt kept undelivered by a crash goes out now,
             # one sent before is not sent again (the channel's asker knows, core/prompts.py).
-            question = await self._put(question)
+            question = await self._put(question, asked_from)
         if created:
             # The timeout counts from the prompt's delivery: one retried for a while still
             # gets its whole time. After a restart the kept deadline holds.
             deadline = max(deadline, self._now() + timedelta(seconds=self._rules.timeout_s))
         return self._verdict(await self._wait(question, deadline))
 
-    async def _put(self, question: Question) -> Question:
+    async def _put(self, question: Question, asked_from: Inbound | None) -> Question:
         asker = self._askers.get(question.channel)
         if asker is None:
             decided = await self._store.decide(question.id, QuestionState.DENIED, "nobody")
             log.info("approval_unaskable", tool=question.tool, channel=question.channel)
             return decided or question
         log.info("approval_asked", question=question.id, tool=question.tool)
-        answer = await asker.ask(question)
+        answer = await asker.ask(question, asked_from)
         if answer is not None:
             await self.answer(question.id, answer.by, answer.choice, check_sender=False)
         return await self._store.get(question.id) or question

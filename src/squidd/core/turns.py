@@ -42,6 +42,7 @@ from squidd.core.loop_guard import LoopGuard
 from squidd.core.models import (
     Attachment,
     HistoryWindow,
+    Inbound,
     LLMEvent,
     Message,
     SessionId,
@@ -85,6 +86,8 @@ class TurnInput:
     purpose: str | None = None
     extra_parts: Sequence[str] = ()
     attachments: Sequence[Attachment] = ()
+    asked_from: Inbound | None = None
+    """The message the turn answers: where an approval question goes (core/approvals.py)."""
 
 
 @dataclass
@@ -258,7 +261,7 @@ class TurnSteps:
                 self._services.approvals is not None and call.name in turn.tools
             ):  # else not run anyway
                 verdict = await self._services.approvals.gate(
-                    turn.session, turn.ask.channel, turn.key, call
+                    turn.session, turn.ask.channel, turn.key, call, turn.ask.asked_from
                 )
             if verdict.run:
                 if journal is not None and turn.key is not None:

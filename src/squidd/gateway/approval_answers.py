@@ -4,7 +4,8 @@ taken out of line.
 `ChannelAsker` puts a question (core/approvals.py) where the turn's message came from: the
 exact call, its id and how to answer (`/approve <id>`, `/always <id>`, `/deny <id>`, or a
 reply "yes" / "no" — the way to answer by mail). The turn that asks is the one whose message
-the router is running, named by `asked_from` (set by the turn runner). The prompt is
+the router is running, handed down as `asked_from` (the turn runner's argument to
+`AgentLoop.run`, on to `Approvals.gate` and the asker). The prompt is
 delivered like a reply (core/prompts.py): kept in the outbox first, sent with the router's
 retries, sent once across a crash, parked when refused for good (the call is then denied,
 the model told why). The question's timeout counts from the prompt's delivery
@@ -21,7 +22,6 @@ conversation is answered here too. Anything else goes on to the queue untouched.
 
 from __future__ import annotations
 
-import contextvars
 import re
 from collections.abc import Mapping
 
@@ -38,11 +38,7 @@ from squidd.gateway.chat_commands import approvals as approvals_command
 
 log = structlog.get_logger()
 
-__all__ = ["ApprovalAnswers", "ChannelAsker", "asked_from"]
-
-asked_from: contextvars.ContextVar[Inbound | None] = contextvars.ContextVar(
-    "asked_from", default=None
-)
+__all__ = ["ApprovalAnswers", "ChannelAsker"]
 
 _COMMAND = re.compile(rf"/({'|'.join(sorted(APPROVAL))})\s+([0-9a-f]{{8}})\b", re.IGNORECASE)
 _WORDS = {
@@ -80,8 +76,8 @@ class ChannelAsker:
         self._prompts = prompts
         self._timeout_s = timeout_s
 
-    async def ask(self, question: Question) -> Answer | None:
-        inbound = asked_from.get()
+    async def ask(self, question: Question, asked_from: Inbound | None) -> Answer | None:
+        inbound = asked_from
         destination = None if inbound is None else inbound.destination
         if inbound is None or destination is None:
             return Answer(Choice.NO, "nobody")

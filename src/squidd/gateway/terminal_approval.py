@@ -15,6 +15,7 @@ from typing import TextIO
 import anyio.to_thread
 
 from squidd.core.approvals import Answer, Choice, Question
+from squidd.core.models import Inbound
 from squidd.log import escape_unprintable
 
 __all__ = ["TerminalAsker"]
@@ -33,7 +34,7 @@ class TerminalAsker:
         self._out = out
         self.refused: list[str] = []
 
-    async def ask(self, question: Question) -> Answer:
+    async def ask(self, question: Question, asked_from: Inbound | None = None) -> Answer:
         if not self._is_tty:
             self.refused.append(
                 f"{question.tool} was not run: it needs approval and there is no terminal "

@@ -33,7 +33,6 @@ from squidd.core.models import (
 from squidd.core.ports import StreamsReplies
 from squidd.core.reply_files import Reply, ReplyFiles
 from squidd.core.turns import OnEvent, now_iso
-from squidd.gateway.approval_answers import asked_from
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.chat_commands import ChatCommands
 from squidd.gateway.conversations import STOPPED, Conversations
@@ -83,8 +82,6 @@ class TurnRunner:
             self.done += 1
         if inbound.kind is InboundKind.SUBAGENT:
             return await self._tools.subagents.run_background_turn(inbound)
-        # An approval this turn asks for goes where its message came from.
-        asked_from.set(inbound)
         conversations = self.conversations
         conversation = inbound.session_id
         turn = dataclasses.replace(inbound, session_id=await conversations.session(conversation))
@@ -105,6 +102,7 @@ class TurnRunner:
                 attachments=turn.attachments,
                 purpose=PURPOSES.get(turn.kind),
                 on_event=self._partials(inbound),
+                asked_from=inbound,  # an approval question goes where it came from
             )
         if scope.cancelled_caught:
             with anyio.CancelScope(shield=True):

@@ -22,6 +22,7 @@ import structlog
 
 from squidd.core.approvals import Answer, Choice, Question, QuestionState
 from squidd.core.heartbeat import HEARTBEAT_SESSION
+from squidd.core.models import Inbound
 
 __all__ = [
     "SETTING",
@@ -70,7 +71,7 @@ class UnattendedAsker:
         self._allowed = {session: frozenset(tools) for session, tools in allowed.items()}
         self._denied: dict[str, _Denied] = {}
 
-    async def ask(self, question: Question) -> Answer:
+    async def ask(self, question: Question, asked_from: Inbound | None = None) -> Answer:
         if question.tool in self._allowed.get(question.session, frozenset()):
             log.info("approval_unattended_allowed", session=question.session, tool=question.tool)
             return Answer(Choice.ONCE, SETTING)
