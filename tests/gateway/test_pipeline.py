@@ -192,3 +192,25 @@ async def test_a_plain_answer_reaches_the_question_past_the_quiet_window(
     tool_result = fake_llm.chat_requests[1]["messages"][-1]
     assert tool_result["role"] == "tool"
     assert ("denied" in str(tool_result["content"]).lower()) is (answer == "no")
+
+
+async def test_a_message_whose_answer_had_begun_is_never_merged_into_a_burst() -> None:
+    # After a restart the old message comes again (its answer was streaming when the
+    # daemon stopped) and a new one right after it: merged, the old one would be answered
+    # anew; alone, its answer is finished and the new one gets its own.
+    out = Collect()
+    begun_ids = {"m-old"}
+
+    async def begun(message: Inbound) -> bool:
+        return message.source_id in begun_ids
+
+    bursts = Bursts(quiet_s=0.2, running=NoTurns(), begun=begun)  # type: ignore[arg-type]
+    pipeline = Pipeline([bursts], out)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+        await tg.start(pipeline.run)
+        await pipeline.put(_message("what did I ask?", "m-old"))
+        await pipeline.put(_message("and one more thing", "m-new"))
+        await pipeline.put(_message("thanks", "m-newer"))
+        await _until(out, 2)
+        tg.cancel_scope.cancel()
+    assert out.put_texts == ["what did I ask?", "and one more thing\n\nthanks"]

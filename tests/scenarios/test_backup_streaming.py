@@ -33,7 +33,9 @@ def contents(data_dir: Path, role: str, text: str) -> int:
     return sum(1 for m in history(data_dir) if m.get("role") == role and m.get("content") == text)
 
 
+@pytest.mark.parametrize("next_message", ["after", "at_once"])
 async def test_a_backup_mid_stream_restored_elsewhere_holds_the_answer_once(
+    next_message: str,
     synapse: SynapseServer,
     bot: User,
     make_human: Callable[..., Any],
@@ -48,7 +50,9 @@ async def test_a_backup_mid_stream_restored_elsewhere_holds_the_answer_once(
     taken is finished in place — one answer in her chat, never a second message — and the
     restored bot holds that exchange once: once in the history, once in the record of
     handled messages, nothing left or doubled in its outbox. Her next message is answered
-    as usual."""
+    as usual — also when she sends it the moment the bot is back, while her old question
+    comes back to it: the two are not merged into one answer (the old one's answer had
+    begun; it is finished, and the new one gets its own)."""
     gate = Gate()
     streamed = Reply(content=ANSWER, piece_chars=40, gate=gate, gate_after=400)
     # The restored bot asks the model again (an answer without tools is not journaled).
@@ -86,10 +90,12 @@ async def test_a_backup_mid_stream_restored_elsewhere_holds_the_answer_once(
     config_new = matrix_config(new, fake_llm.base_url, synapse, bot, [alice.user_id])
     second = await start_squidd(squidds, config_new, new / "squidd.log")
     # Her question comes back to the restored bot (it was not answered when the backup ran).
-    await wait_until(lambda: asked in handled_ids(restored), "the question handled", 60)
+    if next_message == "after":
+        await wait_until(lambda: asked in handled_ids(restored), "the question handled", 60)
     fake_llm.push("Good night.")
     later = await alice.send(room, "thanks, good night")
     assert await chat.wait_reply(later) == "Good night."
+    await wait_until(lambda: asked in handled_ids(restored), "the question handled", 60)
     assert await second.stop() == 0
 
     assert [m.event.event_id for m, _ in chat.replies(asked)] == [message.event.event_id]

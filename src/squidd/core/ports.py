@@ -200,6 +200,14 @@ class StreamsReplies(Protocol):
     def partials(self, inbound: Inbound) -> PartialReply | None: ...
 
 
+@runtime_checkable
+class ShowsAnswers(Protocol):
+    """A channel that shows an answer while it is written and keeps a record of it until
+    it is delivered: whether an answer to `inbound` had already begun (before a restart)."""
+
+    async def answer_begun(self, inbound: Inbound) -> bool: ...
+
+
 ControlOp = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 """A request the running daemon answers on its local socket (`{"op": NAME, ...}` in, a JSON
 object out), e.g. the operator's confirmation of a verification."""
@@ -240,6 +248,10 @@ class TurnJournal(Protocol):
     core/journal.py; each record is durable when the call returns."""
 
     async def load(self, turn: str) -> Replay | None: ...
+
+    async def holds(self, turn: str) -> bool:
+        """Whether the turn recorded anything (without reading it)."""
+        ...
 
     async def answer(
         self, turn: str, session: str, text: str, calls: Sequence[ToolCall]

@@ -28,6 +28,7 @@ from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
 from squidd.core.cron_service import CronJobs
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
+from squidd.core.journal import turn_key
 from squidd.core.models import Destination, Inbound
 from squidd.core.poison import PoisonGuard
 from squidd.core.ports import (
@@ -36,6 +37,7 @@ from squidd.core.ports import (
     HandledLog,
     HasQuietWindow,
     HasStages,
+    ShowsAnswers,
     Stage,
     StreamsReplies,
 )
@@ -179,7 +181,9 @@ def build_daemon(
         parked_retries=ParkedRetries(parked, outbox, router, poll_s=gw.parked_poll_s),
         jobs=jobs,
         router=router,
-        pipelines=_pipelines(by_name, answers, turns[0].conversations, router),
+        pipelines=_pipelines(
+            by_name, answers, turns[0].conversations, router, _begun(runtime, outbox, by_name)
+        ),
         turns=turns[0],
         caps=caps,
         scheduled=scheduled,
@@ -253,16 +257,48 @@ def _pipelines(
     answers: ApprovalAnswers | None,
     conversations: Conversations,
     router: Router,
+    begun: Begun,
 ) -> dict[str, Pipeline]:
     """Each channel's pipeline: its stages in order, then the router's inbox."""
     return {
-        name: Pipeline(stages_for(channel, answers, conversations), router.inbox(name))
+        name: Pipeline(stages_for(channel, answers, conversations, begun=begun), router.inbox(name))
         for name, channel in channels.items()
     }
 
 
+Begun = Callable[[Inbound], Awaitable[bool]]
+
+
+def _begun(runtime: Runtime, outbox: OutboxDir, channels: dict[str, Channel]) -> Begun:
+    """Whether a message's answer had begun before a restart: its turn journal, its reply
+    in the outbox, or its channel's record of a streamed answer (gateway/bursts.py)."""
+
+    async def begun(inbound: Inbound) -> bool:
+        journal = runtime.journal
+        if journal is not None and await journal.holds(turn_key(inbound.channel, inbound.record)):
+            return True
+        if await outbox.get(inbound.channel, inbound.record) is not None:
+            return True
+        channel = channels.get(inbound.channel)
+        return channel is not None and await _shows_begun(channel, inbound)
+
+    return begun
+
+
+async def _shows_begun(channel: Channel, inbound: Inbound) -> bool:
+    return isinstance(channel, ShowsAnswers) and await channel.answer_begun(inbound)
+
+
+async def _not_begun(inbound: Inbound) -> bool:
+    return False
+
+
 def stages_for(
-    channel: Channel, answers: ApprovalAnswers | None, conversations: Conversations
+    channel: Channel,
+    answers: ApprovalAnswers | None,
+    conversations: Conversations,
+    *,
+    begun: Begun = _not_begun,
 ) -> list[Stage]:
     """The pipeline before the session queue of `channel`, in order (gateway/pipeline.py):
     the answers to an open question and `/stop` before anything that holds a message."""
@@ -274,7 +310,7 @@ def stages_for(
         stages.extend(channel.stages())
     quiet_s = channel.quiet_window_s() if isinstance(channel, HasQuietWindow) else None
     if quiet_s is not None:
-        stages.append(Bursts(quiet_s=quiet_s, running=conversations))
+        stages.append(Bursts(quiet_s=quiet_s, running=conversations, begun=begun))
     return stages
 
 

@@ -11,14 +11,17 @@ the router has delivered the answer: a crash before that leaves them all unackno
 for their source to deliver again. A chat command (a known command word,
 core/command_words.py) is never merged: what waits is handed on first, then the
 command, so the order holds; `/usr is full` is no command and is merged like any text. A
-message that is not a person's (cron, heartbeat) passes straight through. An answer to an
-approval question and `/stop` never reach this stage: earlier stages take them.
+message that is not a person's (cron, heartbeat) passes straight through, and so does one
+whose answer had already begun before a restart (`begun`: its turn journal, its reply in
+the outbox, or the channel's streamed message of it): merged with newer messages, it would
+be answered anew instead of its answer being finished. An answer to an approval question
+and `/stop` never reach this stage: earlier stages take them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -67,12 +70,23 @@ class _Burst:
     changed: anyio.Event = field(default_factory=anyio.Event)
 
 
+async def _never_begun(message: Inbound) -> bool:
+    return False
+
+
 class Bursts:
     """The stage merging the bursts of each conversation (see the module)."""
 
-    def __init__(self, *, quiet_s: float, running: RunningTurns) -> None:
+    def __init__(
+        self,
+        *,
+        quiet_s: float,
+        running: RunningTurns,
+        begun: Callable[[Inbound], Awaitable[bool]] = _never_begun,
+    ) -> None:
         self._quiet_s = quiet_s
         self._running = running
+        self._begun = begun
         self._bursts: dict[str, _Burst] = {}
 
     async def take(self, message: Inbound, then: HandOn, later: Later) -> None:
@@ -80,7 +94,7 @@ class Bursts:
         if message.kind is not InboundKind.MESSAGE:
             await then(message)
             return
-        if parse(message.command or message.text) is not None:
+        if parse(message.command or message.text) is not None or await self._begun(message):
             waiting = self._bursts.pop(session, None)
             if waiting is not None and waiting.items:
                 await then(merge(waiting.items))

@@ -123,6 +123,9 @@ class JournalDir:
                 os.fsync(handle.fileno())
         return replay
 
+    async def holds(self, turn: str) -> bool:
+        return self.path(turn).name in await self._names()
+
     async def load(self, turn: str) -> Replay | None:
         """What the turn recorded before, None if it recorded nothing."""
         path = self.path(turn)

@@ -144,6 +144,11 @@ class MatrixChannel:
         status = self._carried.identity.status
         return {"identity": status.as_dict()} if status is not None else {}
 
+    async def answer_begun(self, inbound: Inbound) -> bool:
+        """Whether an answer to `inbound` was streamed before a restart (its record kept)."""
+        key = turn_key(inbound.channel, inbound.source_id)
+        return await self._streams.get(key) is not None
+
     def partials(self, inbound: Inbound) -> PartialReply | None:
         """The answer to `inbound` streamed by edits (stream.py), or None where it is off."""
         client, settings, destination = self._client, self._settings, inbound.destination
