@@ -5,32 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from squidd import cli
 from squidd.commands import Commands, Start
 from squidd.config import Settings
 from squidd.errors import EXIT_CONFIG
-from tests.support.daemon import daemon_env
+from tests.support.daemon import run_python
 
 COMMANDS_DIR = Path(cli.__file__).parent / "commands"
-
-
-@pytest.fixture(autouse=True)
-def _logging_back_to_defaults() -> Iterator[None]:
-    """`main` points the logs at the captured stdout, which closes after the test."""
-    yield
-    structlog.reset_defaults()
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, "squidd_handler", False)]:
-        root.removeHandler(handler)
 
 
 class _Planted:
@@ -130,6 +115,7 @@ def test_every_command_has_a_handler() -> None:
 PROBE = """
 import json, sys
 from squidd.cli import _parser
+from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
 _parser().parse_args(["status"])
 print(json.dumps(sorted(m for m in ("openai", "httpx2", "nio", "aioimaplib", "aiosmtplib", "mcp")
                         if m in sys.modules)))
@@ -139,13 +125,6 @@ print(json.dumps(sorted(m for m in ("openai", "httpx2", "nio", "aioimaplib", "ai
 def test_building_the_parser_loads_no_adapter_library() -> None:
     """Every command module is imported to build the parser: `squidd status` or `squidd usage`
     must not pay for the LLM client or the Matrix library that `squidd run` loads."""
-    probe = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    probe = run_python("-c", PROBE)
     assert probe.returncode == 0, probe.stderr
     assert json.loads(probe.stdout.strip().splitlines()[-1]) == []

@@ -4,25 +4,13 @@ processes: exit codes and the lines a person reads."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from squidd.store.format import CURRENT, MARKER
 from tests.support.config import write_daemon_config
-from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
-
-
-def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        squidd_argv(config, *args),
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from tests.support.daemon import DaemonProcess, run_squidd
 
 
 def config_for(tmp: Path, **sections: dict[str, object]) -> Path:
@@ -38,22 +26,22 @@ def test_create_verify_restore_and_refusals(tmp_path: Path) -> None:
     (data / "sessions").mkdir(parents=True)
     (data / "sessions" / "s.jsonl").write_text('{"role":"user","content":"hi"}\n')
     archive = tmp_path / "out" / "b.tar.gz"
-    made = squidd(config, "backup", "create", str(archive), "--verify")
+    made = run_squidd(config, "backup", "create", str(archive), "--verify")
     assert made.returncode == 0, made.stderr
     assert "verified" in made.stdout and "secrets left out" in made.stdout
-    checked = squidd(config, "backup", "verify", str(archive))
+    checked = run_squidd(config, "backup", "verify", str(archive))
     assert checked.returncode == 0 and "is whole: 1 files" in checked.stdout
 
     damaged = tmp_path / "damaged.tar.gz"
     damaged.write_bytes(archive.read_bytes()[:-40])
-    bad = squidd(config, "backup", "verify", str(damaged))
+    bad = run_squidd(config, "backup", "verify", str(damaged))
     assert bad.returncode == 1
     assert str(damaged) in bad.stderr and len(bad.stderr.splitlines()) == 1
 
-    refused = squidd(config, "backup", "restore", str(archive), "--target", str(data))
+    refused = run_squidd(config, "backup", "restore", str(archive), "--target", str(data))
     assert refused.returncode == 1 and "not empty" in refused.stderr
     target = tmp_path / "restored"
-    restored = squidd(config, "backup", "restore", str(archive), "--target", str(target))
+    restored = run_squidd(config, "backup", "restore", str(archive), "--target", str(target))
     assert restored.returncode == 0, restored.stderr
     assert (target / "sessions" / "s.jsonl").read_text() == '{"role":"user","content":"hi"}\n'
 
@@ -74,12 +62,12 @@ def test_every_declared_secret_is_left_out_unless_asked_for(tmp_path: Path) -> N
         (data / name).parent.mkdir(parents=True, exist_ok=True)
         (data / name).write_text(text)
     plain, full = tmp_path / "plain.tar.gz", tmp_path / "full.tar.gz"
-    assert squidd(config, "backup", "create", str(plain)).returncode == 0
-    made = squidd(config, "backup", "create", str(full), "--include-secrets")
+    assert run_squidd(config, "backup", "create", str(plain)).returncode == 0
+    made = run_squidd(config, "backup", "create", str(full), "--include-secrets")
     assert made.returncode == 0, made.stderr
     for archive, kept in ((plain, set()), (full, set(secret))):
         target = tmp_path / f"restored-{archive.stem}"
-        restored = squidd(config, "backup", "restore", str(archive), "--target", str(target))
+        restored = run_squidd(config, "backup", "restore", str(archive), "--target", str(target))
         assert restored.returncode == 0, restored.stderr
         found = {p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()}
         assert {"sessions/s.jsonl", "matrix/sync.json"} <= found
@@ -89,7 +77,7 @@ def test_every_declared_secret_is_left_out_unless_asked_for(tmp_path: Path) -> N
 def test_create_without_a_file_names_it_in_the_backup_dir(tmp_path: Path) -> None:
     config = config_for(tmp_path, backup={"dir": str(tmp_path / "kept")})
     (tmp_path / "data").mkdir()
-    made = squidd(config, "backup", "create")
+    made = run_squidd(config, "backup", "create")
     assert made.returncode == 0, made.stderr
     [archive] = (tmp_path / "kept").iterdir()
     assert archive.name.startswith("squidd-backup-") and archive.name.endswith(".tar.gz")
@@ -100,7 +88,7 @@ def test_run_refuses_a_newer_data_dir_with_one_line_and_exit_2(tmp_path: Path) -
     data = tmp_path / "data"
     data.mkdir()
     (data / MARKER).write_text(json.dumps({"format": CURRENT + 1, "squidd": "9.9.9"}))
-    done = squidd(config, "run")
+    done = run_squidd(config, "run")
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.startswith("config:")]
     assert len(lines) == 1
@@ -109,7 +97,7 @@ def test_run_refuses_a_newer_data_dir_with_one_line_and_exit_2(tmp_path: Path) -
         ["chat", "-m", "hi"],
         ["cron", "add", "--name", "n", "--prompt", "p", "--every", "1d"],
     ):
-        other = squidd(config, *command)
+        other = run_squidd(config, *command)
         assert other.returncode != 0
         assert len(other.stderr.splitlines()) == 1, other.stderr
         assert f"holds data format {CURRENT + 1}" in other.stderr
@@ -136,4 +124,4 @@ async def test_run_migrates_a_format_1_data_dir_after_a_backup(tmp_path: Path) -
     assert json.loads((data / MARKER).read_text())["format"] == CURRENT
     assert oct(history.stat().st_mode & 0o777) == "0o600"
     [backup] = (data / "backups").iterdir()
-    assert squidd(config, "backup", "verify", str(backup)).returncode == 0
+    assert run_squidd(config, "backup", "verify", str(backup)).returncode == 0

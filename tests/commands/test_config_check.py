@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.cli import config_check
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config.example.toml"
 
@@ -47,13 +49,7 @@ def test_config_check_names_the_spawn_and_skills_keys(tmp_path: Path) -> None:
         "[tools.spawn]\nmax_depth = 0\n[tools.skills]\nextra_dirs = 3\n[tools]\n"
         "search_history_across_sessions = 'maybe'\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "squidd", "config", "check", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = config_check(config)
     assert result.returncode == 2
     out = result.stdout + result.stderr
     for key in (

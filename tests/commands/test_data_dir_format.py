@@ -14,7 +14,7 @@ import pytest
 
 from squidd.store.format import CURRENT, MARKER, read_format
 from tests.support.config import write_daemon_config
-from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
+from tests.support.daemon import DaemonProcess, daemon_env, run_squidd, squidd_argv
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.anyio
@@ -33,17 +33,6 @@ READING = {
     "status": ["status"],
     "skills list": ["skills", "list"],
 }
-
-
-def _squidd(config: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        squidd_argv(config, *args),
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _marked_current(data: Path) -> None:
@@ -71,7 +60,7 @@ async def test_a_data_dir_made_by_a_command_is_marked_current(
 ) -> None:
     config = write_daemon_config(tmp_path, fake_llm.base_url, api_key="sk-test-format-0001")
     data = tmp_path / "data"
-    done = _squidd(config, MAKING[command])
+    done = run_squidd(config, *MAKING[command])
     assert done.returncode == 0, done.stderr
     _marked_current(data)
     assert len(list(data.iterdir())) > 1  # the command's own state beside the marker
@@ -84,7 +73,7 @@ def test_a_command_that_only_reads_makes_no_data_dir(
 ) -> None:
     config = write_daemon_config(tmp_path, fake_llm.base_url, api_key="sk-test-format-0002")
     data = tmp_path / "data"
-    _squidd(config, READING[command])
+    run_squidd(config, *READING[command])
     if data.exists():  # made after all: then marked like any other
         _marked_current(data)
 

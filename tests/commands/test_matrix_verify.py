@@ -4,7 +4,6 @@ and its answer, --yes/--no, and a clear line when no daemon runs."""
 
 from __future__ import annotations
 
-import logging
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -13,10 +12,10 @@ from typing import Any
 
 import anyio
 import pytest
-import structlog
 
 from squidd.cli import main
 from squidd.gateway.status import StatusServer
+from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
 
 FLOW = {
     "id": "txn-1",
@@ -29,15 +28,6 @@ FLOW = {
     "age_s": 3.0,
     "cancel_code": None,
 }
-
-
-@pytest.fixture(autouse=True)
-def _logging_back_to_defaults() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, "squidd_handler", False)]:
-        root.removeHandler(handler)
 
 
 @pytest.fixture

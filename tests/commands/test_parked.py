@@ -4,28 +4,16 @@ fault test)."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from squidd.cli import main
 from squidd.commands.status import format_status
 from squidd.core.models import ChannelName, Inbound, PendingReply, SessionId, SourceId
 from squidd.core.poison import Parked, ParkState
 from squidd.store.parked import ParkedDir
-
-
-@pytest.fixture(autouse=True)
-def _logging_back_to_defaults() -> Iterator[None]:
-    """`main` points the logs at the captured stdout, which closes after the test."""
-    yield
-    structlog.reset_defaults()
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, "squidd_handler", False)]:
-        root.removeHandler(handler)
+from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
 
 
 def _config(tmp_path: Path) -> Path:

@@ -3,26 +3,14 @@ model, purpose, day), read from the ledger the daemon writes."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-import structlog
 
 from squidd.cli import main
 from squidd.store.usage import UsageLedger
-
-
-@pytest.fixture(autouse=True)
-def _logging_back_to_defaults() -> Iterator[None]:
-    """`main` points the logs at the captured stdout, which closes after the test."""
-    yield
-    structlog.reset_defaults()
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, "squidd_handler", False)]:
-        root.removeHandler(handler)
+from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
 
 
 def _config(tmp_path: Path) -> Path:

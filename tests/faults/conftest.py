@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.harness import REPORTED
+from tests.support.daemon import daemons as daemons
 from tests.support.mail import mail_server as mail_server
 from tests.support.matrix import bot as bot
 from tests.support.matrix import make_human as make_human

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.config import write_daemon_config
-from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.daemon import daemon_env, run_squidd, squidd_argv
 
 pytestmark = pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs /proc/locks")
 
@@ -32,12 +32,6 @@ def waiting_for_a_lock(pid: int) -> bool:
         if len(fields) > 5 and fields[1] == "->" and fields[5] == str(pid):
             return True
     return False
-
-
-def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        squidd_argv(config, *args), env=daemon_env(), capture_output=True, text=True, check=False
-    )
 
 
 def test_a_backup_killed_midway_leaves_nothing_that_passes_for_one(tmp_path: Path) -> None:
@@ -77,11 +71,11 @@ def test_a_backup_killed_midway_leaves_nothing_that_passes_for_one(tmp_path: Pat
     assert leftovers, "the kill came before anything was written: move the lock later"
     for partial in leftovers:
         assert partial.name.endswith(".partial")
-        checked = squidd(config, "backup", "verify", str(partial))
+        checked = run_squidd(config, "backup", "verify", str(partial))
         assert checked.returncode == 1, checked.stdout
-    assert squidd(config, "backup", "verify", str(archive)).returncode == 1
+    assert run_squidd(config, "backup", "verify", str(archive)).returncode == 1
 
-    made = squidd(config, "backup", "create", str(archive), "--verify")
+    made = run_squidd(config, "backup", "create", str(archive), "--verify")
     assert made.returncode == 0, made.stderr
     assert "31 files" in made.stdout
 
@@ -96,7 +90,7 @@ def test_a_restore_killed_midway_leaves_the_target_empty(tmp_path: Path) -> None
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text('{"role":"user","content":"hi"}\n' * 20)
     archive = tmp_path / "backup.tar.gz"
-    assert squidd(config, "backup", "create", str(archive)).returncode == 0
+    assert run_squidd(config, "backup", "create", str(archive)).returncode == 0
     target = tmp_path / "restored"
     proc = subprocess.Popen(
         squidd_argv(config, "backup", "restore", str(archive), "--target", str(target)),
@@ -113,6 +107,6 @@ def test_a_restore_killed_midway_leaves_the_target_empty(tmp_path: Path) -> None
     proc.wait(timeout=30)
     assert not target.exists()
 
-    again = squidd(config, "backup", "restore", str(archive), "--target", str(target))
+    again = run_squidd(config, "backup", "restore", str(archive), "--target", str(target))
     assert again.returncode == 0, again.stderr
     assert len(list((target / "sessions").iterdir())) == 600

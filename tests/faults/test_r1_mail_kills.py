@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -36,14 +35,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow, pytest.mark
 ALICE = f"alice@{DOMAIN}"
 MAILS = 100
 KILLS = 5
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for daemon in started:
-        daemon.kill()
 
 
 def echo(request: dict[str, object]) -> Reply:

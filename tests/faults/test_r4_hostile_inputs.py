@@ -5,14 +5,13 @@ each message answered once (the tools' refusals go back to the model)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.faults.harness import Counts, SpoolDaemon, wait_until
-from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.daemon import run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
 
 NASTY_IDS = [
@@ -132,14 +131,7 @@ def test_a_broken_config_line_is_a_clear_error(tmp_path: Path, line: str) -> Non
     config = tmp_path / "config.toml"
     config.write_text(f"[storage]\ndata_dir = '{tmp_path / 'data'}'\n{line}\n", encoding="utf-8")
     for command in (["config", "check"], ["run"]):
-        done = subprocess.run(
-            squidd_argv(config, *command),
-            env=daemon_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_squidd(config, *command, timeout=60)
         assert done.returncode == 2, (command, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr + done.stdout
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("*.jsonl"))

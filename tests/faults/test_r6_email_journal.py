@@ -9,7 +9,6 @@ delivery and before the send, the restart sends the stored reply, once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,14 +42,6 @@ from tests.support.fake_llm import FakeLLM
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow, pytest.mark.timeout(300)]
 
 ALICE = f"alice@{DOMAIN}"
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for daemon in started:
-        daemon.kill()
 
 
 @pytest.mark.parametrize("point", POINTS)

@@ -4,8 +4,6 @@ when its channel is enabled; two channels of one name are a config problem."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from squidd.core.ports import Channel, MediaSink
 from squidd.errors import ConfigError
 from squidd.gateway.channels import ChannelRegistry, builtin_channels, fixed_channels
 from tests.support.config import write_daemon_config
-from tests.support.daemon import daemon_env
+from tests.support.daemon import run_python
 from tests.support.memory_channel import MemoryChannel
 
 PROBE = """
@@ -49,14 +47,7 @@ def test_the_builtin_registry_names_matrix_email_and_api() -> None:
 
 def test_no_adapter_is_imported_while_its_channel_is_off(tmp_path: Path) -> None:
     config = write_daemon_config(tmp_path, "http://127.0.0.1:9/v1", api_key="sk-channels")
-    probe = subprocess.run(
-        [sys.executable, "-c", PROBE, str(config)],
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    probe = run_python("-c", PROBE, str(config))
     assert probe.returncode == 0, probe.stderr
     assert json.loads(probe.stdout.strip().splitlines()[-1]) == {"built": [], "loaded": []}
 

@@ -9,12 +9,10 @@ config without servers, then lists which of those libraries got imported.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.support.config import write_daemon_config
-from tests.support.daemon import daemon_env
+from tests.support.daemon import run_python
 
 PROBE = """
 import json, sys
@@ -31,14 +29,7 @@ print(json.dumps(sorted(m for m in ("mcp", "mcp_types", "pypdf", "PIL") if m in 
 
 def test_optional_libraries_are_not_imported_at_start(tmp_path: Path) -> None:
     config = write_daemon_config(tmp_path, "http://127.0.0.1:9/v1", api_key="sk-lazy-imports")
-    probe = subprocess.run(
-        [sys.executable, "-c", PROBE, str(config)],
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    probe = run_python("-c", PROBE, str(config))
     assert probe.returncode == 0, probe.stderr
     assert json.loads(probe.stdout.strip().splitlines()[-1]) == []
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.config import write_daemon_config
-from tests.support.daemon import SPOOL, DaemonProcess, daemon_env, squidd_argv
+from tests.support.daemon import SPOOL, DaemonProcess, daemon_env, run_squidd, squidd_argv
 from tests.support.fake_llm import FakeLLM
 from tests.support.spool_channel import write_atomic
 
@@ -44,17 +44,6 @@ def open_umask() -> Iterator[None]:
         os.umask(previous)
 
 
-def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        squidd_argv(config, *args),
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_init_makes_a_private_config_and_workspace(tmp_path: Path, open_umask: None) -> None:
     config = tmp_path / "etc" / "squidd" / "config.toml"
     env = {**daemon_env(), "HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "d")}
@@ -71,9 +60,9 @@ async def test_the_data_dir_is_private_whatever_the_umask(
 ) -> None:
     config = write_daemon_config(tmp_path, fake_llm.base_url, api_key="sk-test-private-0001")
     data = tmp_path / "data"
-    added = squidd(config, "cron", "add", "--name", "daily", "--prompt", "hi", "--every", "1d")
+    added = run_squidd(config, "cron", "add", "--name", "daily", "--prompt", "hi", "--every", "1d")
     assert added.returncode == 0, added.stderr
-    chat = squidd(config, "chat", "-m", "hello from the terminal")
+    chat = run_squidd(config, "chat", "-m", "hello from the terminal")
     assert chat.returncode == 0, chat.stderr
     assert "echo: hello from the terminal" in chat.stdout
 

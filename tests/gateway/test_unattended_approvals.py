@@ -8,7 +8,6 @@ audit log naming that setting."""
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from squidd.store.audit import AuditFile
 from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon
 from tests.gateway.conftest import eventually, make_settings, running_daemon
-from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.daemon import run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.web.test_dashboard import FORM, log_in
 
@@ -40,17 +39,6 @@ TOLD = "not run: shell needs approval and there is no one to ask on this channel
 
 def _job(name: str) -> CronJob:
     return make_job(name, "tidy up", every="168h", timezone="UTC", target="", now=datetime.now(UTC))
-
-
-def _squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        squidd_argv(config, *args),
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 async def _requests(fake_llm: FakeLLM, count: int) -> None:
@@ -97,11 +85,11 @@ async def test_a_cron_run_asking_for_the_shell_is_denied_and_the_operator_told(
         [denied] = snapshot["unattended_denied"]
         assert denied["session"] == "cron:nightly" and denied["tools"] == ["shell"]
         assert denied["denied"] == 2
-        status = await anyio.to_thread.run_sync(_squidd, daemon.config, "status")
+        status = await anyio.to_thread.run_sync(run_squidd, daemon.config, "status")
         assert status.returncode == 0, status.stderr
         assert "cron:nightly: shell denied 2 time(s)" in status.stdout, status.stdout
         assert '[tools.approval.unattended] "cron:nightly" = ["shell"]' in status.stdout
-        doctor = await anyio.to_thread.run_sync(_squidd, daemon.config, "doctor")
+        doctor = await anyio.to_thread.run_sync(run_squidd, daemon.config, "doctor")
         assert "✗ cron and heartbeat approvals:" in doctor.stdout, doctor.stdout
         assert "cron:nightly: shell denied 2 time(s)" in doctor.stdout, doctor.stdout
         assert (

@@ -6,13 +6,11 @@ written past the head by a crash is adopted, a torn tail cut off."""
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-import structlog
 
 from squidd.cli import main
 from squidd.core.audit import Auditor, ChainBroken, Decision, arguments_hash
@@ -23,6 +21,7 @@ from squidd.log import SecretRedactor
 from squidd.store.audit import AuditFile
 from squidd.store.jsonl import JsonlStore
 from tests.support.agent import agent_loop
+from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -151,17 +150,7 @@ async def test_a_line_past_the_head_is_adopted_and_a_torn_tail_cut(tmp_path: Pat
     assert [r["n"] for r in log.records()] == [1, 2, 3, 4, 5]
 
 
-@pytest.fixture
-def _logging_back_to_defaults() -> Iterator[None]:
-    """`main` points the logs at the captured stdout, which closes after the test."""
-    yield
-    structlog.reset_defaults()
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, "squidd_handler", False)]:
-        root.removeHandler(handler)
-
-
-@pytest.mark.usefixtures("_logging_back_to_defaults")
+@pytest.mark.usefixtures("logging_back_to_defaults")
 async def test_the_cli_lists_filters_and_verifies(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,11 +16,12 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0
@@ -38,6 +39,36 @@ def daemon_env(**extra: str) -> dict[str, str]:
 
 def squidd_argv(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "squidd", "--config", str(config), *args]
+
+
+def run_squidd(
+    config: Path, *args: str, timeout: float = 120, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`squidd --config <config> <args>` as a child run to its end, its output captured (a
+    failing exit code is for the test to read, not an exception)."""
+    return subprocess.run(
+        squidd_argv(config, *args),
+        env=daemon_env(),
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_python(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python <args>` (e.g. `-c`, a probe's source) in a squidd child's environment, its
+    output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
+        env=daemon_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def run_argv(config: Path, channel: str | None = None) -> list[str]:
@@ -152,3 +183,12 @@ def kill_leftovers(
         daemon.kill()
         _started.remove(daemon)
     return left
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[DaemonProcess]]:
+    """The `squidd run` children a test appends here, killed by PID at its end."""
+    started: list[DaemonProcess] = []
+    yield started
+    for daemon in started:
+        daemon.kill()

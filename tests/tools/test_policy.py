@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +9,7 @@ import pytest
 from squidd.config import ConfigError, load_settings
 from squidd.core.models import SessionId
 from squidd.tools.policy import ConfiguredToolPolicy
+from tests.support.cli import config_check
 
 CONFIG = """
 [tools.shell]
@@ -78,13 +77,7 @@ def test_rule_without_allow_or_deny_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_config_check_shows_the_policy(config: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "squidd", "config", "check", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = config_check(config)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     terminal = "terminal: read_file, write_file, edit_file, list_dir, read_skill, web_fetch, shell"
@@ -98,12 +91,6 @@ def test_config_check_shows_the_policy(config: Path) -> None:
 def test_config_check_warns_about_the_test_only_switch(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text("[tools.web_fetch]\nallow_private_addresses_test_only = true\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "squidd", "config", "check", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = config_check(path)
     assert result.returncode == 0, result.stderr
     assert "warning:   tools.web_fetch.allow_private_addresses_test_only is on" in result.stdout

@@ -5,8 +5,6 @@ format: SearXNG's `/search?format=json` and the Brave Search API's `/res/v1/web/
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +18,7 @@ from structlog.testing import capture_logs
 from squidd.config.tools import WebSearchSettings
 from squidd.errors import ToolError
 from squidd.tools.web_search import build_web_search
+from tests.support.cli import config_check
 
 pytestmark = pytest.mark.anyio
 
@@ -229,13 +228,7 @@ async def test_ddgs_without_the_package_says_how_to_install_it() -> None:
 def test_config_check_names_the_web_search_key(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[tools.web_search]\nenabled = true\nbackend = "bing"\n')
-    result = subprocess.run(
-        [sys.executable, "-m", "squidd", "config", "check", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = config_check(config)
     assert result.returncode == 2
     assert "tools.web_search.backend" in result.stdout + result.stderr
     key = tmp_path / "brave_key"
@@ -243,12 +236,6 @@ def test_config_check_names_the_web_search_key(tmp_path: Path) -> None:
     config.write_text(
         f'[tools.web_search]\nenabled = true\nbackend = "brave"\napi_key_file = "{key}"\n'
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "squidd", "config", "check", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = config_check(config)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "web_search" in result.stdout

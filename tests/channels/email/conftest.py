@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.channels.email.mailbox import MailServer
+from tests.support.daemon import daemons
 from tests.support.mail import mail_server
 
-__all__ = ["mail_server"]
+__all__ = ["daemons", "mail_server"]
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ restart does not take the backlog up again. With `backlog = "answer"` they are a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
 ALICE = f"alice@{DOMAIN}"
 OLD = 20
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for daemon in started:
-        daemon.kill()
 
 
 def config(tmp: Path, server: MailServer, bot: str, llm_url: str, **email: Any) -> Path:

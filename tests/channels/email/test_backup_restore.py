@@ -4,9 +4,7 @@ handled ids, no mail answered a second time, and the next mail answered once."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ from tests.channels.email.mailbox import (
     wait_for,
 )
 from tests.support.config import write_daemon_config
-from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
+from tests.support.daemon import DaemonProcess, run_squidd
 from tests.support.fake_llm import FakeLLM, Reply, _last_user_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
@@ -46,25 +44,6 @@ class HeldLLM:
             self.held.set()
             self.release.wait(120)
         return Reply(content=f"answer {len(text)}")
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for daemon in started:
-        daemon.kill()
-
-
-def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        squidd_argv(config, *args),
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def config_at(tmp: Path, server: MailServer, bot: str, llm_url: str) -> Path:
@@ -97,7 +76,9 @@ async def test_backup_while_answering_then_restore_and_start_from_it(
         data = tmp_path / "a" / "data"
         (data / "workspace").mkdir(parents=True)
         (data / "workspace" / "MEMORY.md").write_text("# Memory\nAlice likes tea.\n")
-        added = squidd(config, "cron", "add", "--name", "weekly", "--prompt", "hi", "--every", "7d")
+        added = run_squidd(
+            config, "cron", "add", "--name", "weekly", "--prompt", "hi", "--every", "7d"
+        )
         assert added.returncode == 0, added.stderr
         first = DaemonProcess(config, tmp_path / "a" / "daemon.log")
         daemons.append(first)
@@ -110,7 +91,7 @@ async def test_backup_while_answering_then_restore_and_start_from_it(
         in_flight = await mail(mail_server, bot, "later", body="hold this one")
         assert await anyio.to_thread.run_sync(llm.held.wait, 60)
         archive = tmp_path / "backup.tar.gz"
-        made = squidd(config, "backup", "create", str(archive), "--verify")
+        made = run_squidd(config, "backup", "create", str(archive), "--verify")
         assert made.returncode == 0, made.stderr
         assert "verified" in made.stdout
         llm.release.set()
@@ -119,7 +100,7 @@ async def test_backup_while_answering_then_restore_and_start_from_it(
         assert await first.stop() == 0
 
         target = tmp_path / "b" / "data"
-        restored = squidd(config, "backup", "restore", str(archive), "--target", str(target))
+        restored = run_squidd(config, "backup", "restore", str(archive), "--target", str(target))
         assert restored.returncode == 0, restored.stderr
         assert (target / "workspace" / "MEMORY.md").read_text() == "# Memory\nAlice likes tea.\n"
         assert (target / "cron" / "jobs.json").read_bytes() == (
@@ -135,7 +116,7 @@ async def test_backup_while_answering_then_restore_and_start_from_it(
         second = DaemonProcess(config_b, tmp_path / "b" / "daemon.log")
         daemons.append(second)
         await second.wait_log("email_connected")
-        cron = squidd(config_b, "cron", "list")
+        cron = run_squidd(config_b, "cron", "list")
         assert "weekly" in cron.stdout, cron.stdout + cron.stderr
         newest = await mail(mail_server, bot, "after the restore")
         await wait_for(mail_server, ALICE, replies_to(newest), timeout=60)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +59,6 @@ def write_config(
             server, bot, reconnect_initial_delay_s=0.2, reconnect_max_delay_s=1.0, **email
         ),
     )
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for daemon in started:
-        daemon.kill()
 
 
 class GatedLLM:
