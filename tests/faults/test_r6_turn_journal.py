@@ -30,9 +30,8 @@ from squidd.core.runs import PendingRun
 from squidd.store.pending_runs import PendingRunsDir
 from tests.faults.harness import SpoolDaemon, wait_until
 from tests.faults.journal_support import DONE, Model
-from tests.gateway.test_run_process import squidd
 from tests.support.crash_points import crash_env
-from tests.support.daemon import SPOOL, DaemonProcess
+from tests.support.daemon import SPOOL, DaemonProcess, run_squidd
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -196,7 +195,7 @@ def test_killed_after_the_answer_before_delivery(
     assert len(journal_files(spool)) == 1  # the reply was not delivered: kept
     second = start(spool)
     wait_until(lambda: second.count("reply_resumed_from_outbox") >= 1, "the reply resumed")
-    status = squidd(spool.config, "status")
+    status = run_squidd(spool.config, "status")
     assert status.returncode == 0, status.stderr
     assert "turns with tool calls not yet delivered (journal):" in status.stdout
     assert f"{SESSION} " in status.stdout and "1 tool call(s)" in status.stdout

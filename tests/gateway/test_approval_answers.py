@@ -7,45 +7,24 @@ lists and revokes."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from squidd.commands.status import approval_lines
-from squidd.config import Settings
 from squidd.store.audit import AuditFile
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import (
+    RAN_COMMAND,
+    question_id,
+    running_daemon,
+    shell_approval_settings,
+)
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio
 
 OWNER = "alice"
-COMMAND = "echo ran >> ran.txt"
-
-
-def _settings(tmp_path: Path, llm_url: str) -> tuple[Settings, Path]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    settings = make_settings(
-        tmp_path / "data",
-        llm_url,
-        agents={"workspace": str(workspace)},
-        tools={
-            "shell": {"enabled": True},
-            "policy": {"default_deny": []},
-            "approval": {"approvers": [OWNER], "timeout_s": 300},
-        },
-    )
-    return settings, workspace / "ran.txt"
-
-
-def _question_id(text: str) -> str:
-    found = re.search(r"Approval needed \(([0-9a-f]{8})\): Run shell: (.*)\?\n", text)
-    assert found is not None, text
-    assert found.group(2) == COMMAND
-    return found.group(1)
 
 
 def _runs(marker: Path) -> int:
@@ -55,14 +34,16 @@ def _runs(marker: Path) -> int:
 async def test_approve_by_command_once_and_a_reply_no_denies(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    settings, marker = _settings(tmp_path, fake_llm.base_url)
-    shell = Reply(tool_calls=[("shell", {"command": COMMAND})])
+    settings, marker = shell_approval_settings(
+        tmp_path, fake_llm.base_url, approvers=[OWNER], timeout_s=300
+    )
+    shell = Reply(tool_calls=[("shell", {"command": RAN_COMMAND})])
     fake_llm.push(shell, "done once", shell, "not done")
     channel = MemoryChannel("memory")
     async with running_daemon(settings, [channel]):
         channel.inject("run it", sender=OWNER, source_id="m1")
         await channel.wait_for(1)
-        question = _question_id(channel.sent[0].text)
+        question = question_id(channel.sent[0].text, RAN_COMMAND)
         waiting = approval_lines(settings)
         assert waiting[0] == "approvals waiting: 1" and waiting[1].startswith(f"  {question}  ")
         channel.inject(f"/approve {question}", sender="mallory", source_id="m2")
@@ -76,12 +57,12 @@ async def test_approve_by_command_once_and_a_reply_no_denies(
 
         channel.inject("again", sender=OWNER, source_id="m5")
         await channel.wait_for(3)
-        _question_id(channel.sent[2].text)
+        question_id(channel.sent[2].text, RAN_COMMAND)
         # `/approvals` is answered while the question waits (not queued behind the turn).
         channel.inject("/approvals", sender=OWNER, source_id="m5b")
         await channel.wait_for(4)
         assert "Waiting for an answer: 1" in channel.sent[3].text
-        assert f"Run shell: {COMMAND}?" in channel.sent[3].text
+        assert f"Run shell: {RAN_COMMAND}?" in channel.sent[3].text
         channel.inject("No.", sender=OWNER, source_id="m6")
         await channel.wait_for(5)
         assert channel.sent[4].text == "not done" and _runs(marker) == 1
@@ -96,14 +77,16 @@ async def test_approve_by_command_once_and_a_reply_no_denies(
 async def test_always_runs_now_and_the_next_identical_call_without_asking(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    settings, marker = _settings(tmp_path, fake_llm.base_url)
-    shell = Reply(tool_calls=[("shell", {"command": COMMAND})])
+    settings, marker = shell_approval_settings(
+        tmp_path, fake_llm.base_url, approvers=[OWNER], timeout_s=300
+    )
+    shell = Reply(tool_calls=[("shell", {"command": RAN_COMMAND})])
     fake_llm.push(shell, "first", shell, "second")
     channel = MemoryChannel("memory")
     async with running_daemon(settings, [channel]):
         channel.inject("run it", sender=OWNER, source_id="m1")
         await channel.wait_for(1)
-        question = _question_id(channel.sent[0].text)
+        question = question_id(channel.sent[0].text, RAN_COMMAND)
         channel.inject(f"/always {question}", sender=OWNER, source_id="m2")
         await channel.wait_for(2)
         channel.inject("run it again", sender=OWNER, source_id="m3")

@@ -16,8 +16,8 @@ from squidd.core.approvals import ApprovalRules, Approvals, Question
 from squidd.core.models import Inbound, SessionId
 from squidd.gateway.chat_commands import ChatCommands
 from squidd.store.approvals import QuestionFiles
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM
+from tests.support.gateway import make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

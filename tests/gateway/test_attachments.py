@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from squidd.store.media import MediaStore
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import make_settings, running_daemon
 from tests.support.media_files import jpeg_with_exif, pdf_with_text, wav_tone
 from tests.support.memory_channel import MemoryChannel
 from tests.support.transcription_server import TranscriptionServer

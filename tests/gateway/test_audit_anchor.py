@@ -13,7 +13,7 @@ import pytest
 from squidd.core.models import Destination
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.store.audit import AuditFile
-from tests.gateway.conftest import make_settings, running_daemon
+from tests.support.gateway import make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

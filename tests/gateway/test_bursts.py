@@ -12,8 +12,8 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

@@ -16,16 +16,17 @@ from typing import Any
 
 import pytest
 
-from tests.gateway.test_run_process import (
+from tests.support.config import write_daemon_config
+from tests.support.daemon import run_squidd
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.spool_daemon import (
     GRACE_S,
     Daemon,
     drop_message,
     replies,
-    squidd,
+    start_ready,
     wait_until,
 )
-from tests.support.config import write_daemon_config
-from tests.support.fake_llm import FakeLLM, Reply
 from tests.tools.mcp.servers import servers_toml, time_server
 from tests.tools.test_web_search import SearchServer
 
@@ -33,14 +34,6 @@ TASK = "find out how many hearts a squid has"
 SKILL_BODY = "When asked about squids, always mention their three hearts (skill-body-7f3a)."
 ON_IT = "It is morning in Tokyo; a sub-agent is counting hearts."
 ANSWER = "Your researcher says squids have 3 hearts."
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for daemon in started:
-        daemon.close()
 
 
 @pytest.fixture
@@ -113,9 +106,7 @@ def test_mcp_skill_search_and_a_sub_agent_reporting_once_across_a_restart(
     config = write_setup(tmp_path, fake_llm.base_url, search.url)
     data = tmp_path / "data"
 
-    first = Daemon(tmp_path, config)
-    daemons.append(first)
-    first.wait_for_notify("READY=1")
+    first = start_ready(tmp_path, config, daemons)
     wait_until(lambda: "mcp_server_up" in first.log_text())
     drop_message(data, "t1", "plan my squid morning")
     wait_until(lambda: replies(data, "t1"))
@@ -135,7 +126,7 @@ def test_mcp_skill_search_and_a_sub_agent_reporting_once_across_a_restart(
     assert any("started in the background" in c for c in tool_results)
     assert search.requests and search.requests[0][1]["q"] == ["squid facts"]
 
-    status = squidd(config, "status")
+    status = run_squidd(config, "status")
     assert status.returncode == 0, status.stderr
     assert "sub-agents: 1 running" in status.stdout
     assert "  spool-s1: 1 running" in status.stdout
@@ -143,18 +134,14 @@ def test_mcp_skill_search_and_a_sub_agent_reporting_once_across_a_restart(
     first.proc.send_signal(signal.SIGKILL)  # in the middle of the sub-agent's work
     first.proc.wait(timeout=10)
 
-    second = Daemon(tmp_path, config)
-    daemons.append(second)
-    second.wait_for_notify("READY=1")
+    second = start_ready(tmp_path, config, daemons)
     wait_until(lambda: any(r["text"] == ANSWER for r in all_replies(data)))
     wait_until(lambda: not list((data / "gateway" / "runs").glob("*.json")))
     assert "scheduled_run_resumed" in second.log_text()
     second.proc.send_signal(signal.SIGTERM)
     assert second.proc.wait(timeout=GRACE_S + 10) == 0
 
-    third = Daemon(tmp_path, config)  # a later start answers nothing again
-    daemons.append(third)
-    third.wait_for_notify("READY=1")
+    start_ready(tmp_path, config, daemons)  # a later start answers nothing again
     drop_message(data, "t2", "thanks, anything else?")
     wait_until(lambda: replies(data, "t2"))
 

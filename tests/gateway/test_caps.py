@@ -12,8 +12,8 @@ import pytest
 from squidd.commands.status import format_status
 from squidd.core.cron import make_job
 from squidd.core.models import utcnow
-from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import eventually, make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

@@ -13,8 +13,8 @@ import pytest
 from squidd.core.command_words import ANSWERED, APPROVAL, KNOWN
 from squidd.core.models import Inbound, InboundKind, SessionId
 from squidd.gateway.chat_commands import COMMANDS, ChatCommand, ChatCommands, parse
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

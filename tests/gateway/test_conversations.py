@@ -15,8 +15,8 @@ import pytest
 from squidd.fs import safe_name
 from squidd.gateway.conversations import STOPPED
 from squidd.store.conversations import ConversationsFile
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

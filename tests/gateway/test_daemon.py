@@ -19,8 +19,8 @@ from squidd.gateway.build import build_daemon
 from squidd.gateway.channels import fixed_channels
 from squidd.gateway.status import DaemonAlreadyRunningError, socket_path
 from squidd.store.outbox import OutboxDir
-from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import eventually, make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

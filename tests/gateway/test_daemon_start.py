@@ -11,8 +11,8 @@ import pytest
 from anyio.abc import TaskStatus
 
 from squidd.core.ports import Inbox
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM
+from tests.support.gateway import make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from squidd.commands.status import format_status
-from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import eventually, make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 from tests.tools.mcp.servers import free_port, http_server, running_http_server
 

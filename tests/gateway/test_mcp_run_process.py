@@ -7,30 +7,20 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.gateway.test_run_process import (
+from tests.support.daemon import run_squidd
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.spool_daemon import (
     GRACE_S,
     Daemon,
     drop_message,
     replies,
-    squidd,
+    start_ready,
     wait_until,
     write_config,
 )
-from tests.support.fake_llm import FakeLLM, Reply
 from tests.tools.mcp.servers import servers_toml, time_server
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for daemon in started:
-        daemon.close()
 
 
 def test_a_turn_calls_an_mcp_tool_through_squidd_run(
@@ -44,9 +34,7 @@ def test_a_turn_calls_an_mcp_tool_through_squidd_run(
         Reply(tool_calls=[("time__get_current_time", {"timezone": "Asia/Tokyo"})]),
         "it is morning in Tokyo",
     )
-    daemon = Daemon(tmp_path, config)
-    daemons.append(daemon)
-    daemon.wait_for_notify("READY=1")
+    daemon = start_ready(tmp_path, config, daemons)
     wait_until(lambda: "mcp_server_up" in daemon.log_text())
 
     drop_message(data, "t1", "what time is it in Tokyo?")
@@ -55,7 +43,7 @@ def test_a_turn_calls_an_mcp_tool_through_squidd_run(
     tool_messages = [m for m in fake_llm.chat_requests[1]["messages"] if m["role"] == "tool"]
     assert json.loads(tool_messages[0]["content"])["timezone"] == "Asia/Tokyo"
 
-    status = squidd(config, "status")
+    status = run_squidd(config, "status")
     assert status.returncode == 0, status.stderr
     assert "MCP servers:" in status.stdout
     assert "time       up           2 tool(s)" in status.stdout

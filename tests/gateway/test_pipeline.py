@@ -6,7 +6,6 @@ to an approval prompt reaches the waiting question while the turn that asked sti
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,15 +21,20 @@ from squidd.gateway.conversations import StopEarly
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import build_runtime
 from squidd.gateway.turn_runner import TurnRunner
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.gateway.test_bursts import MatrixLike
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import (
+    RAN_COMMAND,
+    make_settings,
+    question_id,
+    running_daemon,
+    shell_approval_settings,
+)
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio
 
 OWNER = "alice"
-COMMAND = "echo ran >> ran.txt"
 
 
 class Marker:
@@ -150,39 +154,19 @@ async def test_a_held_burst_is_handed_on_by_the_pipeline_not_by_one_connection()
     assert sorted(out.put_texts[0].split("\n\n")) == ["one", "two"]
 
 
-def _settings(tmp_path: Path, llm_url: str) -> tuple[object, Path]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    settings = make_settings(
-        tmp_path / "data",
-        llm_url,
-        agents={"workspace": str(workspace)},
-        tools={
-            "shell": {"enabled": True},
-            "policy": {"default_deny": []},
-            "approval": {"approvers": [OWNER], "timeout_s": 60},
-        },
-    )
-    return settings, workspace / "ran.txt"
-
-
-def _question(text: str) -> str:
-    found = re.search(r"Approval needed \(([0-9a-f]{8})\): Run shell: (.*)\?\n", text)
-    assert found is not None, text
-    return found.group(1)
-
-
 @pytest.mark.parametrize(("answer", "runs", "reply"), [("yes", 1, "done"), ("no", 0, "denied")])
 async def test_a_plain_answer_reaches_the_question_past_the_quiet_window(
     tmp_path: Path, fake_llm: FakeLLM, answer: str, runs: int, reply: str
 ) -> None:
-    settings, marker = _settings(tmp_path, fake_llm.base_url)
-    fake_llm.push(Reply(tool_calls=[("shell", {"command": COMMAND})]), reply)
+    settings, marker = shell_approval_settings(
+        tmp_path, fake_llm.base_url, approvers=[OWNER], timeout_s=60
+    )
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": RAN_COMMAND})]), reply)
     channel = MatrixLike()  # Matrix's default quiet window, 1.5 s
     async with running_daemon(settings, [channel]):  # type: ignore[arg-type]
         channel.inject("run it", session="!room", sender=OWNER, source_id="m1")
         await channel.wait_for(1)
-        _question(channel.sent[0].text)
+        question_id(channel.sent[0].text)
         channel.inject(answer, session="!room", sender=OWNER, source_id="m2")
         await channel.wait_for(2)
         await channel.wait_for(2, what="acked")

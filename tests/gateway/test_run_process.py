@@ -5,126 +5,30 @@ spool channel (tests/support/spool_channel.py), handed to the builder by the tes
 
 from __future__ import annotations
 
-import json
 import signal
-import socket
 import subprocess
-import threading
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.config import write_daemon_config
-from tests.support.daemon import REPO, SPOOL, DaemonProcess, daemon_env, squidd_argv
+from tests.support.daemon import REPO, run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.spool_channel import write_atomic
-
-GRACE_S = 5
-
-
-def write_config(tmp: Path, llm_url: str) -> Path:
-    return write_daemon_config(
-        tmp,
-        llm_url,
-        api_key="sk-test-run-process-key-1234",
-        gateway={"shutdown_grace_s": GRACE_S},
-        cron={"poll_s": 0.2},
-    )
-
-
-def env_for(notify: Path | None = None) -> dict[str, str]:
-    return daemon_env(NOTIFY_SOCKET=str(notify)) if notify is not None else daemon_env()
-
-
-class Daemon(DaemonProcess):
-    """A `squidd run` child process with its notify socket."""
-
-    def __init__(self, tmp: Path, config: Path, **env: str) -> None:
-        self.notify_path = tmp / f"n{uuid.uuid4().hex[:6]}.sock"
-        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.notify.bind(str(self.notify_path))
-        super().__init__(
-            config,
-            tmp / f"daemon-{uuid.uuid4().hex[:6]}.log",
-            env={**env_for(self.notify_path), **env},
-            channel=SPOOL,
-        )
-        self.messages: list[str] = []
-        # Read continuously, as systemd does: a full datagram queue would drop notifications.
-        self.closing = threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        self.notify.settimeout(0.2)
-        while not self.closing.is_set():
-            try:
-                self.messages.append(self.notify.recv(4096).decode())
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-
-    def wait_for_notify(self, needle: str) -> list[str]:
-        wait_until(lambda: any(needle in m.splitlines() for m in list(self.messages)))
-        return list(self.messages)
-
-    def close(self) -> None:
-        """Kill the process if it still runs; stop reading notifications."""
-        self.kill()
-        self.closing.set()
-        self.reader.join(timeout=5)
-        self.notify.close()
-
-
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for daemon in started:
-        daemon.close()
-
-
-def squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        squidd_argv(config, *args),
-        env=env_for(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-
-
-def drop_message(data: Path, message_id: str, text: str, session: str = "spool-s1") -> None:
-    write_atomic(
-        data / "spool" / "in" / f"{message_id}.json",
-        {"session": session, "sender": "tester", "text": text},
-    )
-
-
-def replies(data: Path, message_id: str) -> list[dict[str, str]]:
-    out = data / "spool" / "out"
-    if not out.exists():
-        return []
-    return [json.loads(p.read_text()) for p in sorted(out.glob(f"{message_id}.*.json"))]
-
-
-def wait_until(check: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.05)
+from tests.support.spool_daemon import (
+    GRACE_S,
+    Daemon,
+    drop_message,
+    replies,
+    start_ready,
+    wait_until,
+    write_config,
+)
 
 
 def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]) -> None:
     config = write_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
-    assert "not running" in squidd(config, "status").stderr
+    assert "not running" in run_squidd(config, "status").stderr
     daemon = Daemon(tmp_path, config, WATCHDOG_USEC="400000")
     daemons.append(daemon)
     messages = daemon.wait_for_notify("READY=1")
@@ -136,14 +40,14 @@ def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: li
     assert replies(data, "m1")[0]["text"] == "echo: hello daemon"
     wait_until(lambda: (data / "spool" / "done" / "m1.json").exists())
 
-    status = squidd(config, "status")
+    status = run_squidd(config, "status")
     print(status.stdout)
     assert status.returncode == 0, status.stderr
     assert "spool" in status.stdout and "connected" in status.stdout
     assert "last in" in status.stdout
     assert oct((data / "squidd.sock").stat().st_mode & 0o777) == "0o600"
 
-    second = squidd(config, "run")  # one daemon per data dir
+    second = run_squidd(config, "run")  # one daemon per data dir
     assert second.returncode == 1
     assert "another squidd daemon answers" in second.stderr
 
@@ -155,7 +59,7 @@ def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: li
     assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
     daemon.wait_for_notify("STOPPING=1")
     assert not (data / "squidd.sock").exists()
-    assert "not running" in squidd(config, "status").stderr
+    assert "not running" in run_squidd(config, "status").stderr
 
 
 def test_sigterm_lets_the_turn_in_flight_finish(
@@ -164,9 +68,7 @@ def test_sigterm_lets_the_turn_in_flight_finish(
     config = write_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
     fake_llm.push(Reply(content="worth the wait", delay=1.5))
-    daemon = Daemon(tmp_path, config)
-    daemons.append(daemon)
-    daemon.wait_for_notify("READY=1")
+    daemon = start_ready(tmp_path, config, daemons)
     drop_message(data, "slow", "take your time")
     wait_until(lambda: len(fake_llm.chat_requests) == 1)
     daemon.proc.send_signal(signal.SIGTERM)
@@ -181,9 +83,7 @@ def test_sigkill_mid_turn_is_answered_exactly_once_after_restart(
     config = write_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
     fake_llm.push(Reply(content="never delivered", delay=3))
-    first = Daemon(tmp_path, config)
-    daemons.append(first)
-    first.wait_for_notify("READY=1")
+    first = start_ready(tmp_path, config, daemons)
     drop_message(data, "k1", "answer me once")
     wait_until(lambda: len(fake_llm.chat_requests) == 1)
     first.proc.send_signal(signal.SIGKILL)
@@ -191,16 +91,12 @@ def test_sigkill_mid_turn_is_answered_exactly_once_after_restart(
     assert replies(data, "k1") == []
     assert (data / "spool" / "in" / "k1.json").exists()  # not acknowledged
 
-    second = Daemon(tmp_path, config)
-    daemons.append(second)
-    second.wait_for_notify("READY=1")
+    second = start_ready(tmp_path, config, daemons)
     wait_until(lambda: (data / "spool" / "done" / "k1.json").exists())
     # A third start must not answer it again either.
     second.proc.send_signal(signal.SIGTERM)
     assert second.proc.wait(timeout=GRACE_S + 10) == 0
-    third = Daemon(tmp_path, config)
-    daemons.append(third)
-    third.wait_for_notify("READY=1")
+    start_ready(tmp_path, config, daemons)
     drop_message(data, "k2", "a later message")
     wait_until(lambda: replies(data, "k2"))
     sent = replies(data, "k1")
@@ -211,11 +107,11 @@ def test_bad_config_exits_2_before_starting(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     # Channels are no config key: they are handed to the builder.
     config.write_text('[gateway]\nextra_channels = ["no.such.module:create_channel"]\n')
-    result = squidd(config, "run")
+    result = run_squidd(config, "run")
     assert result.returncode == 2
     assert "extra_channels" in result.stderr
     config.write_text("[gateway]\nmax_concurrent_turns = 0\n")
-    assert squidd(config, "run").returncode == 2
+    assert run_squidd(config, "run").returncode == 2
 
 
 def test_a_configured_workspace_that_does_not_exist_is_made_and_the_shell_runs_in_it(
@@ -234,9 +130,7 @@ def test_a_configured_workspace_that_does_not_exist_is_made_and_the_shell_runs_i
         + "[tools.policy]\ndefault_deny = []\n[tools.approval]\ntools = []\n"
     )
     fake_llm.push(Reply(tool_calls=[("shell", {"command": "pwd"})]), "done")
-    daemon = Daemon(tmp_path, config)
-    daemons.append(daemon)
-    daemon.wait_for_notify("READY=1")
+    start_ready(tmp_path, config, daemons)
     assert workspace.is_dir()
     drop_message(tmp_path / "data", "w1", "where are you?")
     wait_until(lambda: replies(tmp_path / "data", "w1"))
@@ -253,7 +147,7 @@ def test_a_workspace_that_cannot_be_made_refuses_the_start_naming_it(tmp_path: P
     config = write_daemon_config(
         tmp_path, "http://127.0.0.1:9/v1", api_key="sk-test", agents={"workspace": str(workspace)}
     )
-    result = squidd(config, "run")
+    result = run_squidd(config, "run")
     assert result.returncode == 2
     assert f"agents.workspace: cannot create the workspace {workspace}" in result.stderr
 
@@ -291,9 +185,7 @@ def test_usage_and_daily_cap_of_a_running_daemon(
     )
     data = tmp_path / "data"
     fake_llm.push(Reply(content="costly answer", usage=(990, 30, 500)))
-    daemon = Daemon(tmp_path, config)
-    daemons.append(daemon)
-    daemon.wait_for_notify("READY=1")
+    daemon = start_ready(tmp_path, config, daemons)
     drop_message(data, "u1", "first")
     wait_until(lambda: replies(data, "u1"))
     drop_message(data, "u2", "second")
@@ -301,10 +193,10 @@ def test_usage_and_daily_cap_of_a_running_daemon(
     assert replies(data, "u2")[0]["text"] == "Budget used up for today."
     assert len(fake_llm.chat_requests) == 1
 
-    status = squidd(config, "status")
+    status = run_squidd(config, "status")
     assert "1020 tokens (990 input, 500 cached, 30 output) in 1 calls" in status.stdout
     assert "limit daily_tokens: 1020 of 1000 today - REACHED" in status.stdout
-    usage = squidd(config, "usage")
+    usage = run_squidd(config, "usage")
     assert usage.returncode == 0, usage.stderr
     first, _, session = usage.stdout.splitlines()[:3]
     assert first.startswith("today") and "total       1020" in first

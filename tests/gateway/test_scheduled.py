@@ -21,9 +21,9 @@ from squidd.store.cron_jobs import JobsFile
 from squidd.store.parked import ParkedDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.cron import CronToolContext, cron_tools
-from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.clock import FakeClock
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import eventually, make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

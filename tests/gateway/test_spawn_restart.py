@@ -11,15 +11,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.gateway.test_run_process import (
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.spool_daemon import (
     GRACE_S,
     Daemon,
-    daemons,  # noqa: F401 -- the fixture, shared
     drop_message,
+    start_ready,
     wait_until,
     write_config,
 )
-from tests.support.fake_llm import FakeLLM, Reply
 
 TASK = "dig into the squid literature"
 
@@ -32,7 +32,7 @@ def all_replies(data: Path) -> list[dict[str, Any]]:
 def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
     tmp_path: Path,
     fake_llm: FakeLLM,
-    daemons: list[Daemon],  # noqa: F811 -- the fixture imported above
+    daemons: list[Daemon],
 ) -> None:
     sub_requests = 0
     report_turns: list[list[dict[str, Any]]] = []
@@ -58,9 +58,7 @@ def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
     fake_llm.responder = respond
     config = write_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
-    first = Daemon(tmp_path, config)
-    daemons.append(first)
-    first.wait_for_notify("READY=1")
+    first = start_ready(tmp_path, config, daemons)
     drop_message(data, "m1", "research squids for me")
     wait_until(lambda: sub_requests == 1)
     wait_until(lambda: any("On it" in r["text"] for r in all_replies(data)))
@@ -68,18 +66,14 @@ def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=10)
 
-    second = Daemon(tmp_path, config)
-    daemons.append(second)
-    second.wait_for_notify("READY=1")
+    second = start_ready(tmp_path, config, daemons)
     wait_until(lambda: any("3 hearts" in r["text"] for r in all_replies(data)))
     wait_until(lambda: not list((data / "gateway" / "runs").glob("*.json")))
     assert "scheduled_run_resumed" in second.log_text()
     second.proc.send_signal(signal.SIGTERM)
     assert second.proc.wait(timeout=GRACE_S + 10) == 0
 
-    third = Daemon(tmp_path, config)  # a later start answers nothing again
-    daemons.append(third)
-    third.wait_for_notify("READY=1")
+    start_ready(tmp_path, config, daemons)  # a later start answers nothing again
     later: list[list[dict[str, Any]]] = []
 
     def respond_later(request: dict[str, Any]) -> Reply:

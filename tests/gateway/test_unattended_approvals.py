@@ -26,9 +26,9 @@ from squidd.ops.doctor.local import unattended_check
 from squidd.store.audit import AuditFile
 from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon
-from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.daemon import run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import eventually, make_settings, running_daemon
 from tests.web.test_dashboard import FORM, log_in
 
 pytestmark = pytest.mark.anyio
