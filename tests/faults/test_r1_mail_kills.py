@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from tests.channels.email.mailbox import (
-    DOMAIN,
+    ALICE,
     MailServer,
     Stored,
     bot_email_section,
@@ -32,7 +32,6 @@ from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow, pytest.mark.timeout(600)]
 
-ALICE = f"alice@{DOMAIN}"
 MAILS = 100
 KILLS = 5
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.channels.email.mailbox import (
+    ALICE,
     DOMAIN,
     MailServer,
     auth_pass,
@@ -26,8 +27,6 @@ from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow, pytest.mark.timeout(300)]
-
-ALICE = f"alice@{DOMAIN}"
 
 
 def raw(bot: str, mid: str, headers: str, body: bytes, *, auth: bool = True) -> bytes:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.channels.email.mailbox import (
-    DOMAIN,
+    ALICE,
     MailServer,
     bot_email_section,
     inject,
@@ -40,8 +40,6 @@ from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow, pytest.mark.timeout(300)]
-
-ALICE = f"alice@{DOMAIN}"
 
 
 @pytest.mark.parametrize("point", POINTS)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.channels.email.mailbox import (
-    DOMAIN,
+    ALICE,
     MailServer,
     bot_email_section,
     inject,
@@ -24,8 +24,6 @@ from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow, pytest.mark.timeout(300)]
-
-ALICE = f"alice@{DOMAIN}"
 
 
 async def test_rate_limit_counts_survive_a_sigkill(mail_server: MailServer, tmp_path: Path) -> None:

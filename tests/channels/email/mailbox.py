@@ -41,6 +41,8 @@ HERE = Path(__file__).resolve().parent
 SERVERS = HERE.parent.parent / "servers" / "mail"
 TRUSTED_ID = "mx.example.test"
 DOMAIN = "example.test"
+# The one person the test bots answer (`allowed_senders`) and the usual sender of test mail.
+ALICE = f"alice@{DOMAIN}"
 PASSWORD = "secret-pw-1"
 BOTS = [f"bot{i}" for i in range(1, 41)]
 HUMANS = ["alice", "bob"]
@@ -190,7 +192,7 @@ def bot_email_section(server: MailServer, bot: str, **overrides: Any) -> dict[st
         "smtp_port": server.smtp_port,
         "smtp_security": "starttls",
         "ca_file": server.ca_file,
-        "allowed_senders": [f"alice@{DOMAIN}"],
+        "allowed_senders": [ALICE],
         "trusted_authserv_id": TRUSTED_ID,
         "timeout_s": 10,
         "reconnect_initial_delay_s": 0.1,
@@ -218,7 +220,7 @@ def auth_pass(domain: str = DOMAIN, authserv_id: str = TRUSTED_ID) -> str:
 def make_mail(
     *,
     to: str,
-    sender: str = f"alice@{DOMAIN}",
+    sender: str = ALICE,
     subject: str = "Hello",
     body: str = "Hi there, how are you?",
     auth: str | None = "pass",

@@ -13,7 +13,7 @@ import pytest
 
 from squidd.store.audit import AuditFile
 from tests.channels.email.mailbox import (
-    DOMAIN,
+    ALICE,
     MailServer,
     bot_email_section,
     find,
@@ -28,7 +28,6 @@ from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
-ALICE = f"alice@{DOMAIN}"
 COMMAND = "echo ran >> ran.txt"
 SHELL = Reply(tool_calls=[("shell", {"command": COMMAND})])
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.channels.email.mailbox import (
-    DOMAIN,
+    ALICE,
     MailServer,
     append,
     bot_email_section,
@@ -27,7 +27,6 @@ from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
-ALICE = f"alice@{DOMAIN}"
 OLD = 20
 
 

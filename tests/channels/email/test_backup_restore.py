@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from tests.channels.email.mailbox import (
-    DOMAIN,
+    ALICE,
     MailServer,
     bot_email_section,
     inject,
@@ -26,8 +26,6 @@ from tests.support.daemon import DaemonProcess, run_squidd
 from tests.support.fake_llm import FakeLLM, Reply, _last_user_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
-
-ALICE = f"alice@{DOMAIN}"
 
 
 class HeldLLM:

@@ -21,6 +21,7 @@ from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState
 from squidd.errors import DeliveryError, DeliveryRefusedError, PermanentError
 from tests.channels.email.mailbox import (
+    ALICE,
     DOMAIN,
     TRUSTED_ID,
     MailServer,
@@ -37,8 +38,6 @@ from tests.channels.email.mailbox import (
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail]
-
-ALICE = f"alice@{DOMAIN}"
 
 
 @asynccontextmanager

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.channels.email.mailbox import (
-    DOMAIN,
+    ALICE,
     MailServer,
     bot_email_section,
     inject,
@@ -24,8 +24,6 @@ from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
-
-ALICE = f"alice@{DOMAIN}"
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from tests.channels.email.mailbox import (
+    ALICE,
     DOMAIN,
     MailServer,
     append,
@@ -29,7 +30,6 @@ from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
-ALICE = f"alice@{DOMAIN}"
 # Everyone at the test domain is answered, not only Alice.
 WHOLE_DOMAIN: dict[str, Any] = {"allowed_senders": [], "allowed_domains": [DOMAIN]}
 

@@ -19,6 +19,7 @@ import anyio
 import pytest
 
 from tests.channels.email.mailbox import (
+    ALICE,
     DOMAIN,
     MailServer,
     auth_pass,
@@ -34,7 +35,6 @@ from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow, pytest.mark.timeout(300)]
 
-ALICE = f"alice@{DOMAIN}"
 CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]")
 CASE_RE = re.compile(r"case-[a-z0-9-]+")
 

@@ -20,7 +20,7 @@ import pytest
 from squidd.fs import make_private_dir, safe_name
 from squidd.store.format import CURRENT
 from tests.channels.email.mailbox import (
-    DOMAIN,
+    ALICE,
     MailServer,
     bot_email_section,
     eventually,
@@ -35,7 +35,6 @@ from tests.support.fake_llm import FakeLLM, Reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
-ALICE = f"alice@{DOMAIN}"
 MAX_ATTEMPTS = 3
 
 
