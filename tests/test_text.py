@@ -13,16 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from squidd.core.models import Inbound, Message, SessionId, TextDelta, ToolCall
-from squidd.core.router import Router
-from squidd.core.supervisor import Backoff, ChildHealth
 from squidd.fs import atomic_write_text
 from squidd.store.jsonl import JsonlStore
 from squidd.text import clean_text, decode_bytes, utf8
 from tests.core.test_agent import make_loop
-from tests.core.test_router import Collect, Records
-from tests.support.doubles import memory_poison
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
+from tests.support.router import Collect, Records, build_router
 
 pytestmark = pytest.mark.anyio
 
@@ -85,18 +82,8 @@ async def test_every_channel_hands_the_router_clean_text() -> None:
         return "ok"
 
     records = Records()
-    health: dict[str, ChildHealth] = {}
     channel = Collect()
-    router = Router(
-        run_turn=turn,
-        channels={"c": channel},
-        handled=records,
-        outbox=records,
-        poison=memory_poison(),
-        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
-        max_concurrent_turns=2,
-        delivery_backoff=Backoff(0.01, 0.01),
-    )
+    router = build_router(turn, {"c": channel}, records=records)
     async with anyio.create_task_group() as tg:
         await tg.start(router.run)
         await router.inbox("c").put(

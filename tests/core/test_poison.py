@@ -12,7 +12,6 @@ import anyio.lowlevel
 import pytest
 from structlog.testing import capture_logs
 
-from squidd.core.backoff import Backoff
 from squidd.core.models import Inbound, Outbound, SessionId
 from squidd.core.poison import (
     PoisonGuard,
@@ -28,8 +27,8 @@ from squidd.errors import (
     StorageError,
     TransientError,
 )
-from tests.core.test_router import Records
 from tests.support.doubles import MemoryAttempts, MemoryDeadLetters
+from tests.support.router import Records, build_router
 
 pytestmark = pytest.mark.anyio
 
@@ -104,7 +103,6 @@ def router_with(
     sleep: Callable[[float], Any] | None = None,
 ) -> tuple[Router, Records]:
     records = Records()
-    health: dict[str, ChildHealth] = {}
 
     async def turn(message: Inbound) -> str:
         return f"re: {message.text}"
@@ -112,15 +110,11 @@ def router_with(
     async def no_sleep(delay: float) -> None:
         await anyio.lowlevel.checkpoint()
 
-    router = Router(
-        run_turn=turn,
-        channels={"c": channel},
-        handled=records,
-        outbox=records,
+    router = build_router(
+        turn,
+        {"c": channel},
+        records=records,
         poison=PoisonGuard(attempts, dead, max_attempts=max_attempts),
-        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
-        max_concurrent_turns=2,
-        delivery_backoff=Backoff(0.01, 0.01),
         sleep=sleep or no_sleep,
     )
     return router, records
@@ -278,15 +272,13 @@ async def test_a_shutdown_during_an_attempt_does_not_count_it() -> None:
         await anyio.sleep_forever()
         return ""
 
-    router = Router(
-        run_turn=turn,
-        channels={"c": Flaky(set(), ValueError)},
-        handled=records,
-        outbox=records,
+    router = build_router(
+        turn,
+        {"c": Flaky(set(), ValueError)},
+        records=records,
         poison=PoisonGuard(attempts, dead),
-        health_of=ChildHealth,
         max_concurrent_turns=1,
-        delivery_backoff=Backoff(0.01, 0.01),
+        health_of=ChildHealth,
     )
     async with anyio.create_task_group() as tg:
         await tg.start(router.run)

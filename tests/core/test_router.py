@@ -16,32 +16,10 @@ from squidd.core.intake import CRASH_APOLOGY
 from squidd.core.models import Destination, Inbound, Outbound, PendingReply, SessionId
 from squidd.core.reply_files import FileRef, Reply
 from squidd.core.router import Router
-from squidd.core.supervisor import ChildHealth
 from squidd.errors import DeliveryError, DeliveryRefusedError
-from tests.support.doubles import MemoryHandledLog, MemoryOutbox, memory_poison
+from tests.support.router import Collect, Records, build_router
 
 pytestmark = pytest.mark.anyio
-
-
-class Records(MemoryHandledLog, MemoryOutbox):
-    """The router's handled log and outbox in one object, from the shared doubles."""
-
-    def __init__(self) -> None:
-        MemoryHandledLog.__init__(self)
-        MemoryOutbox.__init__(self)
-
-
-class Collect:
-    name = "c"
-
-    def __init__(self) -> None:
-        self.sent: list[Outbound] = []
-
-    async def run(self, inbox: object, *, task_status: object) -> None:
-        raise NotImplementedError
-
-    async def send(self, outbound: Outbound) -> None:
-        self.sent.append(outbound)
 
 
 def make_router(
@@ -49,18 +27,20 @@ def make_router(
 ) -> tuple[Router, Any, Records]:
     records = Records()
     channel = channel or Collect()
-    health: dict[str, ChildHealth] = {}
-    router = Router(
-        run_turn=turn,  # type: ignore[arg-type]
-        channels={"c": channel},
-        handled=records,
-        outbox=records,
-        poison=memory_poison(),
-        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
-        max_concurrent_turns=cap,
-        delivery_backoff=Backoff(0.01, 0.01),
-    )
+    router = build_router(turn, {"c": channel}, records=records, max_concurrent_turns=cap)  # type: ignore[arg-type]
     return router, channel, records
+
+
+async def answer_first(router: Router, *, quiet_reply: str | None = None) -> None:
+    """Run `router` until message 1 of session `a` is acknowledged, then stop it."""
+    acked: list[str] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(router.run)
+        await router.submit(inbound(1, "a", acked, quiet_reply=quiet_reply))
+        with anyio.fail_after(10):  # a guard against hanging, not a timing assertion
+            while not acked:  # noqa: ASYNC110 - polls state that has no event
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
 
 
 def inbound(
@@ -177,14 +157,8 @@ async def test_the_files_of_a_reply_are_kept_in_the_outbox_and_delivered() -> No
         return Reply("HEARTBEAT_OK", (ref,))
 
     router, channel, records = make_router(turn, channel=Peek())
-    acked: list[str] = []
-    async with anyio.create_task_group() as tg:
-        await tg.start(router.run)
-        # A quiet reply that carries a file is not quiet: the file goes out.
-        await router.submit(inbound(1, "a", acked, quiet_reply="HEARTBEAT_OK"))
-        while not acked:  # noqa: ASYNC110 - polls state that has no event
-            await anyio.sleep(0.01)
-        tg.cancel_scope.cancel()
+    # A quiet reply that carries a file is not quiet: the file goes out.
+    await answer_first(router, quiet_reply="HEARTBEAT_OK")
     assert [o.files for o in channel.sent] == [(ref,)]
     assert kept[0] is not None and kept[0].files == (ref,)
     assert records.entries == {}
@@ -198,13 +172,7 @@ async def test_a_reply_resumed_from_the_outbox_keeps_its_files() -> None:
 
     router, channel, records = make_router(turn)
     records.entries[("c", "m1")] = PendingReply("c", "u", "kept", SessionId("a"), files=(ref,))
-    acked: list[str] = []
-    async with anyio.create_task_group() as tg:
-        await tg.start(router.run)
-        await router.submit(inbound(1, "a", acked))
-        while not acked:  # noqa: ASYNC110 - polls state that has no event
-            await anyio.sleep(0.01)
-        tg.cancel_scope.cancel()
+    await answer_first(router)
     assert [(o.text, o.files) for o in channel.sent] == [("kept", (ref,))]
 
 
@@ -238,7 +206,6 @@ async def test_a_failing_delivery_does_not_hold_a_turn_slot() -> None:
     keep the other channels' messages from being answered."""
     records = Records()
     down, up = Refusing(), Collect()
-    health: dict[str, ChildHealth] = {}
     retrying = anyio.Event()
     never = anyio.Event()
 
@@ -249,15 +216,12 @@ async def test_a_failing_delivery_does_not_hold_a_turn_slot() -> None:
     async def turn(message: Inbound) -> str:
         return f"re: {message.text}"
 
-    router = Router(
-        run_turn=turn,
-        channels={"down": down, "c": up},
-        handled=records,
-        outbox=records,
-        poison=memory_poison(),
-        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
+    router = build_router(
+        turn,
+        {"down": down, "c": up},
+        records=records,
         max_concurrent_turns=1,
-        delivery_backoff=Backoff(1.0, 1.0),
+        backoff=Backoff(1.0, 1.0),
         sleep=stuck_retry,
     )
     async with anyio.create_task_group() as tg:
@@ -286,13 +250,7 @@ async def test_redelivery_after_a_crash_before_the_outbox_cleanup_drops_the_entr
     router, channel, records = make_router(turn)
     records.handled.add(("c", "m1"))
     records.entries[("c", "m1")] = PendingReply("c", "u", "sent before", SessionId("a"))
-    acked: list[str] = []
-    async with anyio.create_task_group() as tg:
-        await tg.start(router.run)
-        await router.submit(inbound(1, "a", acked))
-        while not acked:  # noqa: ASYNC110 - polls state that has no event
-            await anyio.sleep(0.01)
-        tg.cancel_scope.cancel()
+    await answer_first(router)
     assert channel.sent == []
     assert records.entries == {}
 
@@ -369,7 +327,6 @@ async def test_a_permanent_refusal_ends_the_delivery_and_frees_the_session() -> 
     answered; the router is idle at once, so a shutdown does not wait for it."""
     records = Records()
     channel = RefusingFor("nobody@x")
-    health: dict[str, ChildHealth] = {}
     sleeps: list[float] = []
 
     async def no_sleep(delay: float) -> None:
@@ -378,16 +335,8 @@ async def test_a_permanent_refusal_ends_the_delivery_and_frees_the_session() -> 
     async def turn(message: Inbound) -> str:
         return f"re: {message.text}"
 
-    router = Router(
-        run_turn=turn,
-        channels={"c": channel},
-        handled=records,
-        outbox=records,
-        poison=memory_poison(),
-        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
-        max_concurrent_turns=1,
-        delivery_backoff=Backoff(0.01, 0.01),
-        sleep=no_sleep,
+    router = build_router(
+        turn, {"c": channel}, records=records, max_concurrent_turns=1, sleep=no_sleep
     )
     acked: list[str] = []
     failed: list[tuple[str, str]] = []

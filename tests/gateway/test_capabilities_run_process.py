@@ -138,8 +138,7 @@ def test_mcp_skill_search_and_a_sub_agent_reporting_once_across_a_restart(
     wait_until(lambda: any(r["text"] == ANSWER for r in all_replies(data)))
     wait_until(lambda: not list((data / "gateway" / "runs").glob("*.json")))
     assert "scheduled_run_resumed" in second.log_text()
-    second.proc.send_signal(signal.SIGTERM)
-    assert second.proc.wait(timeout=GRACE_S + 10) == 0
+    assert second.terminate() == 0
 
     start_ready(tmp_path, config, daemons)  # a later start answers nothing again
     drop_message(data, "t2", "thanks, anything else?")

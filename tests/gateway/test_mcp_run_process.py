@@ -6,13 +6,11 @@ MCP, skills, web search and sub-agents builds on."""
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
 from tests.support.daemon import run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_daemon import (
-    GRACE_S,
     Daemon,
     drop_message,
     replies,
@@ -48,5 +46,4 @@ def test_a_turn_calls_an_mcp_tool_through_squidd_run(
     assert "MCP servers:" in status.stdout
     assert "time       up           2 tool(s)" in status.stdout
 
-    daemon.proc.send_signal(signal.SIGTERM)
-    assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
+    assert daemon.terminate() == 0

@@ -10,16 +10,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from squidd.core.backoff import Backoff
 from squidd.core.models import Inbound, PendingReply, SessionId
 from squidd.core.poison import Parked, ParkState, PoisonGuard, parked_id
-from squidd.core.router import Router
 from squidd.core.supervisor import ChildHealth
 from squidd.gateway.parked import ParkedRetries, record_id
 from squidd.store.parked import ParkedDir
 from tests.core.test_poison import Flaky
-from tests.core.test_router import Records
 from tests.support.doubles import MemoryAttempts
+from tests.support.router import Records, build_router
 
 pytestmark = pytest.mark.anyio
 
@@ -51,15 +49,12 @@ class Setup:
         self.records = Records()
         self.folder = ParkedDir(tmp_path)
         self.channel = channel
-        self.router = Router(
-            run_turn=turn,
-            channels={"c": channel},
-            handled=self.records,
-            outbox=self.records,
+        self.router = build_router(
+            turn,
+            {"c": channel},
+            records=self.records,
             poison=PoisonGuard(MemoryAttempts(), self.folder, max_attempts=2),
             health_of=ChildHealth,
-            max_concurrent_turns=2,
-            delivery_backoff=Backoff(0.01, 0.01),
         )
         self.retries = ParkedRetries(self.folder, self.records, self.router, poll_s=0.01)
 

@@ -15,7 +15,6 @@ from tests.support.config import write_daemon_config
 from tests.support.daemon import REPO, run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_daemon import (
-    GRACE_S,
     Daemon,
     drop_message,
     replies,
@@ -55,8 +54,7 @@ def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: li
     wait_until(lambda: "prompt_reload_requested" in daemon.log_text())
     assert daemon.proc.poll() is None
 
-    daemon.proc.send_signal(signal.SIGTERM)
-    assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
+    assert daemon.terminate() == 0
     daemon.wait_for_notify("STOPPING=1")
     assert not (data / "squidd.sock").exists()
     assert "not running" in run_squidd(config, "status").stderr
@@ -71,8 +69,7 @@ def test_sigterm_lets_the_turn_in_flight_finish(
     daemon = start_ready(tmp_path, config, daemons)
     drop_message(data, "slow", "take your time")
     wait_until(lambda: len(fake_llm.chat_requests) == 1)
-    daemon.proc.send_signal(signal.SIGTERM)
-    assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
+    assert daemon.terminate() == 0
     assert [r["text"] for r in replies(data, "slow")] == ["worth the wait"]
     assert (data / "spool" / "done" / "slow.json").exists()
 
@@ -94,8 +91,7 @@ def test_sigkill_mid_turn_is_answered_exactly_once_after_restart(
     second = start_ready(tmp_path, config, daemons)
     wait_until(lambda: (data / "spool" / "done" / "k1.json").exists())
     # A third start must not answer it again either.
-    second.proc.send_signal(signal.SIGTERM)
-    assert second.proc.wait(timeout=GRACE_S + 10) == 0
+    assert second.terminate() == 0
     start_ready(tmp_path, config, daemons)
     drop_message(data, "k2", "a later message")
     wait_until(lambda: replies(data, "k2"))
@@ -201,5 +197,4 @@ def test_usage_and_daily_cap_of_a_running_daemon(
     first, _, session = usage.stdout.splitlines()[:3]
     assert first.startswith("today") and "total       1020" in first
     assert session.split()[0] == "spool-s1"
-    daemon.proc.send_signal(signal.SIGTERM)
-    assert daemon.proc.wait(timeout=GRACE_S + 10) == 0
+    assert daemon.terminate() == 0

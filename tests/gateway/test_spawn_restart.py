@@ -13,7 +13,6 @@ from typing import Any
 
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_daemon import (
-    GRACE_S,
     Daemon,
     drop_message,
     start_ready,
@@ -70,8 +69,7 @@ def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
     wait_until(lambda: any("3 hearts" in r["text"] for r in all_replies(data)))
     wait_until(lambda: not list((data / "gateway" / "runs").glob("*.json")))
     assert "scheduled_run_resumed" in second.log_text()
-    second.proc.send_signal(signal.SIGTERM)
-    assert second.proc.wait(timeout=GRACE_S + 10) == 0
+    assert second.terminate() == 0
 
     start_ready(tmp_path, config, daemons)  # a later start answers nothing again
     later: list[list[dict[str, Any]]] = []

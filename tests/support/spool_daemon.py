@@ -5,6 +5,7 @@ and replies read from it, and a poll for a condition with a bound."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -67,6 +68,11 @@ class Daemon(DaemonProcess):
     def wait_for_notify(self, needle: str) -> list[str]:
         wait_until(lambda: any(needle in m.splitlines() for m in list(self.messages)))
         return list(self.messages)
+
+    def terminate(self) -> int:
+        """SIGTERM, as systemd stops it; its exit code, waited for within the grace period."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=GRACE_S + 10)
 
     def close(self) -> None:
         """Kill the process if it still runs; stop reading notifications."""

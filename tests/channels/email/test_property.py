@@ -28,19 +28,16 @@ from squidd.channels.email.inbound import make_inbound, prompt_text
 from squidd.channels.email.policy import Gate
 from squidd.channels.email.send import send_reply
 from squidd.config.email import EmailSettings
-from squidd.core.backoff import Backoff
 from squidd.core.memory import MemoryManager
 from squidd.core.models import Inbound, Outbound
-from squidd.core.router import APOLOGY, Router
-from squidd.core.supervisor import ChildHealth
+from squidd.core.router import APOLOGY
 from squidd.core.tools import ToolRegistry
 from squidd.store.jsonl import JsonlStore
-from tests.core.test_router import Records
 from tests.support.agent import agent_loop
-from tests.support.doubles import memory_poison
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 from tests.support.prompt import StaticPrompt
+from tests.support.router import Records, build_router
 
 BOT = "bot@example.net"
 ALICE = "alice@example.org"
@@ -140,17 +137,7 @@ async def round_trip(raw: bytes, data: Path) -> None:
 
     channel = Channel()
     records = Records()
-    health: dict[str, ChildHealth] = {}
-    router = Router(
-        run_turn=turn,
-        channels={"email": channel},
-        handled=records,
-        outbox=records,
-        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
-        max_concurrent_turns=2,
-        delivery_backoff=Backoff(0.01, 0.01),
-        poison=memory_poison(),
-    )
+    router = build_router(turn, {"email": channel}, records=records)
     odd = inbound_of(raw)
     follow_up = inbound_of(
         f"From: {ALICE}\r\nMessage-ID: <next@example.org>\r\nSubject: next\r\n\r\nand now?".encode()

@@ -20,13 +20,11 @@ import pytest
 
 from squidd.channels.email.channel import EmailChannel
 from squidd.config.email import EmailSettings
-from squidd.core.backoff import Backoff
 from squidd.core.models import ChannelName, Destination, Inbound, SessionId, SourceId
 from squidd.core.poison import PoisonGuard
 from squidd.core.router import Router
-from squidd.core.supervisor import ChildHealth
-from tests.core.test_router import Records
 from tests.support.doubles import MemoryAttempts, MemoryDeadLetters
+from tests.support.router import build_router
 
 pytestmark = pytest.mark.anyio
 
@@ -60,8 +58,6 @@ def _channel(tmp_path: Path, port: int) -> EmailChannel:
 
 
 def _router(channel: EmailChannel, dead: MemoryDeadLetters, tries: list[float]) -> Router:
-    health: dict[str, ChildHealth] = {}
-
     async def turn(message: Inbound) -> str:
         return "the answer"
 
@@ -69,15 +65,11 @@ def _router(channel: EmailChannel, dead: MemoryDeadLetters, tries: list[float]) 
         tries.append(delay)
         await anyio.lowlevel.checkpoint()
 
-    return Router(
-        run_turn=turn,
-        channels={"email": channel},
-        handled=Records(),
-        outbox=Records(),
+    return build_router(
+        turn,
+        {"email": channel},
         poison=PoisonGuard(MemoryAttempts(), dead, max_attempts=MAX_ATTEMPTS),
-        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
         max_concurrent_turns=1,
-        delivery_backoff=Backoff(0.01, 0.01),
         sleep=no_sleep,
     )
 
