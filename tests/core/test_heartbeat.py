@@ -3,7 +3,9 @@ missed while the machine slept."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, time, timedelta
+from typing import Any
 
 import anyio
 import pytest
@@ -41,6 +43,28 @@ def test_active_hours() -> None:
     assert within_hours(time(23, 59), always)
 
 
+def half_hourly(
+    checklist: Callable[[], Awaitable[str]],
+    fired: list[datetime],
+    clock: FakeClock,
+    **extra: Any,
+) -> Heartbeat:
+    """A heartbeat every 30 minutes at any hour (UTC) that notes when each beat fires."""
+
+    async def fire(prompt: str, when: datetime) -> None:
+        fired.append(when)
+
+    return Heartbeat(
+        interval=timedelta(minutes=30),
+        active_hours=(time(0, 0), time(0, 0)),
+        timezone="UTC",
+        read_checklist=checklist,
+        fire=fire,
+        clock=clock,
+        **extra,
+    )
+
+
 @pytest.mark.anyio
 async def test_heartbeat_after_a_long_suspend_beats_once_not_twice() -> None:
     """The machine slept through several intervals: one beat on waking, the next one a
@@ -51,17 +75,7 @@ async def test_heartbeat_after_a_long_suspend_beats_once_not_twice() -> None:
     async def checklist() -> str:
         return "- [ ] water the plants\n"
 
-    async def fire(prompt: str, when: datetime) -> None:
-        fired.append(when)
-
-    heartbeat = Heartbeat(
-        interval=timedelta(minutes=30),
-        active_hours=(time(0, 0), time(0, 0)),
-        timezone="UTC",
-        read_checklist=checklist,
-        fire=fire,
-        clock=clock,
-    )
+    heartbeat = half_hourly(checklist, fired, clock)
     async with anyio.create_task_group() as tg:
         await tg.start(heartbeat.run, ChildHealth("heartbeat"))
         clock.advance(5 * 3600)  # asleep for five hours
@@ -84,18 +98,7 @@ async def test_heartbeat_skips_its_call_when_nothing_changed_since_its_last_run(
     async def checklist() -> str:
         return checklist_text[0]
 
-    async def fire(prompt: str, when: datetime) -> None:
-        fired.append(when)
-
-    heartbeat = Heartbeat(
-        interval=timedelta(minutes=30),
-        active_hours=(time(0, 0), time(0, 0)),
-        timezone="UTC",
-        read_checklist=checklist,
-        fire=fire,
-        clock=FakeClock(NOW),
-        activity=lambda: turns[0],
-    )
+    heartbeat = half_hourly(checklist, fired, FakeClock(NOW), activity=lambda: turns[0])
     assert await heartbeat.beat(NOW) is True
     assert await heartbeat.beat(NOW + timedelta(minutes=30)) is False
     turns[0] += 1  # the owner wrote in a room

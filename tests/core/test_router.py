@@ -31,8 +31,9 @@ def make_router(
     return router, channel, records
 
 
-async def answer_first(router: Router, *, quiet_reply: str | None = None) -> None:
-    """Run `router` until message 1 of session `a` is acknowledged, then stop it."""
+async def answer_first(router: Router, *, quiet_reply: str | None = None) -> list[str]:
+    """Run `router` until message 1 of session `a` is acknowledged, then stop it; the ids
+    acknowledged."""
     acked: list[str] = []
     async with anyio.create_task_group() as tg:
         await tg.start(router.run)
@@ -41,6 +42,7 @@ async def answer_first(router: Router, *, quiet_reply: str | None = None) -> Non
             while not acked:  # noqa: ASYNC110 - polls state that has no event
                 await anyio.sleep(0.01)
         tg.cancel_scope.cancel()
+    return acked
 
 
 def inbound(
@@ -262,15 +264,8 @@ async def test_a_crashed_turn_gets_an_honest_apology_and_is_acknowledged() -> No
         raise KeyError("bug")
 
     router, channel, records = make_router(turn)
-    acked: list[str] = []
     with capture_logs() as logs:
-        async with anyio.create_task_group() as tg:
-            await tg.start(router.run)
-            await router.submit(inbound(1, "a", acked))
-            with anyio.fail_after(5):
-                while not acked:  # noqa: ASYNC110 - polls state that has no event
-                    await anyio.sleep(0.01)
-            tg.cancel_scope.cancel()
+        await answer_first(router)
     assert [o.text for o in channel.sent] == [CRASH_APOLOGY]
     assert "language model" not in CRASH_APOLOGY
     assert records.handled == {("c", "m1")}
@@ -394,13 +389,5 @@ async def test_a_refusal_without_a_failure_hook_acknowledges() -> None:
         return "x"
 
     router, _, records = make_router(turn, channel=RefusingFor("u"))
-    acked: list[str] = []
-    async with anyio.create_task_group() as tg:
-        await tg.start(router.run)
-        await router.submit(inbound(1, "a", acked))
-        with anyio.fail_after(5):
-            while not acked:  # noqa: ASYNC110 - polls state that has no event
-                await anyio.sleep(0.01)
-        tg.cancel_scope.cancel()
-    assert acked == ["m1"]
+    assert await answer_first(router) == ["m1"]
     assert records.failed_ids == {("c", "m1")}

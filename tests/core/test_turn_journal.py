@@ -90,6 +90,16 @@ async def history(store: JsonlStore) -> list[tuple[str, str | None]]:
     return [(m.role, m.content) for m in window.messages]
 
 
+async def crash_in_the_call(tmp_path: Path, mock: MockLLM, tool: Appender) -> JournalDir:
+    """One daemon life whose turn asks for `tool` with "one" and dies in that call (the
+    tool's own `crash`); the journal it leaves."""
+    mock.push(asks((tool.name, "one")))
+    loop, _, journal = daemon(tmp_path, mock, [tool])
+    with pytest.raises(Crash):
+        await loop.run(SESSION, "do it", "cron", turn_id=TURN)
+    return journal
+
+
 async def test_a_turn_without_tool_calls_writes_no_journal(tmp_path: Path) -> None:
     mock = MockLLM()
     mock.push("hello")
@@ -100,11 +110,8 @@ async def test_a_turn_without_tool_calls_writes_no_journal(tmp_path: Path) -> No
 
 async def test_a_tool_call_cut_short_with_a_side_effect_is_not_run_again(tmp_path: Path) -> None:
     mock = MockLLM()
-    mock.push(asks(("append", "one")))
     tool = Appender("append", Effect.SIDE_EFFECT, crash="after")
-    loop, _, _ = daemon(tmp_path, mock, [tool])
-    with pytest.raises(Crash):
-        await loop.run(SESSION, "do it", "cron", turn_id=TURN)
+    await crash_in_the_call(tmp_path, mock, tool)
     assert tool.lines == ["one"] and len(mock.requests) == 1
 
     mock.push("I could not confirm the line was added.")
@@ -127,11 +134,8 @@ async def test_a_call_cut_short_that_may_run_twice_runs_again(
     tmp_path: Path, effect: Effect
 ) -> None:
     mock = MockLLM()
-    mock.push(asks(("put", "one")))
     tool = Appender("put", effect, crash="before")
-    loop, _, _ = daemon(tmp_path, mock, [tool])
-    with pytest.raises(Crash):
-        await loop.run(SESSION, "do it", "cron", turn_id=TURN)
+    await crash_in_the_call(tmp_path, mock, tool)
     mock.push("done")
     loop, store, _ = daemon(tmp_path, mock, [tool])
     assert await loop.run(SESSION, "do it", "cron", turn_id=TURN) == "done"
@@ -170,11 +174,8 @@ async def test_recorded_results_are_used_and_the_turn_goes_on_from_the_first_ste
 
 async def test_a_journal_too_old_is_not_resumed_and_the_person_is_told(tmp_path: Path) -> None:
     mock = MockLLM()
-    mock.push(asks(("append", "one")))
     tool = Appender("append", Effect.SIDE_EFFECT, crash="after")
-    loop, _, _ = daemon(tmp_path, mock, [tool])
-    with pytest.raises(Crash):
-        await loop.run(SESSION, "do it", "cron", turn_id=TURN)
+    await crash_in_the_call(tmp_path, mock, tool)
 
     later = utcnow() + timedelta(hours=25)
     loop, store, _ = daemon(tmp_path, mock, [tool], now=lambda: later)
@@ -189,11 +190,8 @@ async def test_a_torn_journal_resumes_from_its_last_good_record_logged_once(
     tmp_path: Path,
 ) -> None:
     mock = MockLLM()
-    mock.push(asks(("append", "one")))
     tool = Appender("append", Effect.SIDE_EFFECT, crash="after")
-    loop, _, journal = daemon(tmp_path, mock, [tool])
-    with pytest.raises(Crash):
-        await loop.run(SESSION, "do it", "cron", turn_id=TURN)
+    journal = await crash_in_the_call(tmp_path, mock, tool)
     path = journal.path(TURN)
     records = path.read_bytes().splitlines(keepends=True)
     assert [json.loads(r)["t"] for r in records] == ["answer", "start"]
@@ -214,12 +212,9 @@ async def test_a_torn_journal_resumes_from_its_last_good_record_logged_once(
 
 async def test_a_configured_effect_overrides_the_tools_own(tmp_path: Path) -> None:
     mock = MockLLM()
-    mock.push(asks(("append", "one")))
     tool = Appender("append", None, crash="after")  # declares nothing: a side effect
     assert effect_of("append", tool, {}) is Effect.SIDE_EFFECT
-    loop, _, _ = daemon(tmp_path, mock, [tool])
-    with pytest.raises(Crash):
-        await loop.run(SESSION, "do it", "cron", turn_id=TURN)
+    await crash_in_the_call(tmp_path, mock, tool)
     mock.push("done")
     loop, _, _ = daemon(tmp_path, mock, [tool], effects={"append": Effect.IDEMPOTENT})
     assert await loop.run(SESSION, "do it", "cron", turn_id=TURN) == "done"
@@ -238,11 +233,8 @@ async def test_status_lists_the_journals_and_which_were_resumed(tmp_path: Path) 
     from squidd.commands.status import format_status
 
     mock = MockLLM()
-    mock.push(asks(("append", "one")))
     tool = Appender("append", Effect.SIDE_EFFECT, crash="after")
-    loop, _, _ = daemon(tmp_path, mock, [tool])
-    with pytest.raises(Crash):
-        await loop.run(SESSION, "do it", "cron", turn_id=TURN)
+    await crash_in_the_call(tmp_path, mock, tool)
     journal = JournalDir(tmp_path)
     [listed] = await journal.in_flight()
     assert listed["turn"] == TURN and listed["session"] == SESSION

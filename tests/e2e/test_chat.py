@@ -14,9 +14,11 @@ from pathlib import Path
 from tests.support.fake_llm import FakeLLM, Reply
 
 
-def run_chat(
-    data: Path, base_url: str, message: str, *extra: str, **env_extra: str
+def squidd_chat(
+    data: Path, base_url: str, *args: str, input: str | None = None, **env_extra: str
 ) -> subprocess.CompletedProcess[str]:
+    """`squidd chat <args>` configured from the environment only (no config file), its
+    data in `data` and its home beside it."""
     env = dict(os.environ)
     env.pop("SQUIDD_CONFIG", None)
     env.update(
@@ -24,20 +26,26 @@ def run_chat(
             "SQUIDD_LLM__BASE_URL": base_url,
             "SQUIDD_LLM__API_KEY": "sk-test-not-a-real-key-42",
             "SQUIDD_STORAGE__DATA_DIR": str(data),
-            "SQUIDD_AGENTS__CONSOLIDATION_THRESHOLD": "6",
-            "SQUIDD_LLM__MAX_RETRIES": "0",
             "HOME": str(data.parent),
             **env_extra,
         }
     )
     return subprocess.run(
-        [sys.executable, "-m", "squidd", "chat", "-m", message, *extra],
+        [sys.executable, "-m", "squidd", "chat", *args],
+        input=input,
         capture_output=True,
         text=True,
         env=env,
         timeout=60,
         check=False,
     )
+
+
+def run_chat(
+    data: Path, base_url: str, message: str, *extra: str, **env_extra: str
+) -> subprocess.CompletedProcess[str]:
+    quick = {"SQUIDD_AGENTS__CONSOLIDATION_THRESHOLD": "6", "SQUIDD_LLM__MAX_RETRIES": "0"}
+    return squidd_chat(data, base_url, "-m", message, *extra, **{**quick, **env_extra})
 
 
 def summary_files(data: Path) -> list[Path]:
@@ -148,24 +156,10 @@ def test_rejected_key_is_one_clear_line_without_the_key(tmp_path: Path, fake_llm
 
 
 def test_interactive_chat_streams_and_exits(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    env = dict(os.environ)
-    env.pop("SQUIDD_CONFIG", None)
-    env.update(
-        {
-            "SQUIDD_LLM__BASE_URL": fake_llm.base_url,
-            "SQUIDD_LLM__API_KEY": "sk-test-not-a-real-key-42",
-            "SQUIDD_STORAGE__DATA_DIR": str(tmp_path / "data"),
-            "HOME": str(tmp_path),
-        }
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "squidd", "chat"],
+    result = squidd_chat(
+        tmp_path / "data",
+        fake_llm.base_url,
         input="first question\n\nsecond question\n/exit\nnever sent\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert "echo: first question" in result.stdout
@@ -205,27 +199,13 @@ def test_chat_is_held_to_the_daily_caps_and_the_owner_can_lift_them_for_one_run(
 
 def test_the_interactive_chat_is_held_to_the_caps_too(tmp_path: Path, fake_llm: FakeLLM) -> None:
     fake_llm.responder = lambda request: Reply(content="an answer", usage=(60, 10, 0))
-    env = dict(os.environ)
-    env.pop("SQUIDD_CONFIG", None)
-    env.update(
-        {
-            "SQUIDD_LLM__BASE_URL": fake_llm.base_url,
-            "SQUIDD_LLM__API_KEY": "sk-test-not-a-real-key-42",
-            "SQUIDD_STORAGE__DATA_DIR": str(tmp_path / "data"),
-            "SQUIDD_LLM__MAX_RETRIES": "0",
-            "SQUIDD_LIMITS__DAILY_TOKENS": "100",
-            "SQUIDD_LIMITS__REFUSAL_TEXT": "Budget used up for today.",
-            "HOME": str(tmp_path),
-        }
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "squidd", "chat"],
+    result = squidd_chat(
+        tmp_path / "data",
+        fake_llm.base_url,
         input="one\ntwo\nthree\nfour\n/exit\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
+        SQUIDD_LLM__MAX_RETRIES="0",
+        SQUIDD_LIMITS__DAILY_TOKENS="100",
+        SQUIDD_LIMITS__REFUSAL_TEXT="Budget used up for today.",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("an answer") == 2

@@ -52,6 +52,15 @@ def _prompted(daemon: SpoolDaemon) -> str:
     return found.group(1)
 
 
+def _asked_to_run(daemon: SpoolDaemon, fake_llm: FakeLLM, *, then: str) -> str:
+    """Start `daemon`; message m1 makes the model ask for `echo ran >> ran.txt` (and answer
+    `then` after the call); the id of the approval question that is put."""
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), then)
+    daemon.start()
+    daemon.send("m1", "run it", SESSION)
+    return _prompted(daemon)
+
+
 def _runs(tmp_path: Path) -> int:
     marker = tmp_path / "ws" / "ran.txt"
     return len(marker.read_text().splitlines()) if marker.exists() else 0
@@ -61,12 +70,9 @@ def _runs(tmp_path: Path) -> int:
 def test_killed_while_waiting_the_question_stays_open_and_yes_runs_once(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), "done")
     daemon = _daemon(tmp_path, fake_llm.base_url, timeout_s=600)
     try:
-        daemon.start()
-        daemon.send("m1", "run it", SESSION)
-        question = _prompted(daemon)
+        question = _asked_to_run(daemon, fake_llm, then="done")
         daemon.current.kill()
 
         [waiting] = QuestionFiles(daemon.data).waiting_sync()
@@ -92,12 +98,9 @@ def test_killed_while_waiting_the_question_stays_open_and_yes_runs_once(
 
 @pytest.mark.slow
 def test_a_deadline_passed_while_down_is_a_timeout(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), "gave up")
     daemon = _daemon(tmp_path, fake_llm.base_url, timeout_s=600)
     try:
-        daemon.start()
-        daemon.send("m1", "run it", SESSION)
-        question = _prompted(daemon)
+        question = _asked_to_run(daemon, fake_llm, then="gave up")
         daemon.current.kill()
         # The daemon stays down past the deadline (moved into the past on disk).
         path = daemon.data / "approvals" / "questions" / f"{question}.json"
@@ -124,12 +127,9 @@ def test_a_stop_while_waiting_leaves_the_question_open_for_the_next_start(
     """SIGTERM while a turn waits for an answer: the daemon stops after its grace period
     (the wait is cancelled, the message not acknowledged), exit 0; the question stays open
     and is answered after the next start, the command run once."""
-    fake_llm.push(Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})]), "done")
     daemon = _daemon(tmp_path, fake_llm.base_url, timeout_s=600)
     try:
-        daemon.start()
-        daemon.send("m1", "run it", SESSION)
-        question = _prompted(daemon)
+        question = _asked_to_run(daemon, fake_llm, then="done")
         assert anyio.run(daemon.current.stop) == 0
         [waiting] = QuestionFiles(daemon.data).waiting_sync()
         assert waiting.id == question and daemon.pending() == 1  # m1 not acknowledged
