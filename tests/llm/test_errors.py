@@ -5,7 +5,6 @@ defect (an exception no endpoint can cause) is raised unchanged after one attemp
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncIterator, Callable
 from types import ModuleType
 
@@ -17,18 +16,9 @@ from openai import _exceptions as openai_exceptions
 from squidd.errors import LLMCredentialsError, LLMUnavailableError
 from squidd.llm.errors import TABLE, translate
 from tests.llm.test_openai import HELLO, _sse, collect, llm_over, text_of
+from tests.support.libraries import exception_classes
 
 pytestmark = pytest.mark.anyio
-
-
-def exception_classes(*modules: ModuleType) -> set[type[BaseException]]:
-    """The exception classes a library defines (not the builtins it re-exports)."""
-    found: set[type[BaseException]] = set()
-    for module in modules:
-        for _, value in inspect.getmembers(module, inspect.isclass):
-            if issubclass(value, BaseException) and value.__module__ != "builtins":
-                found.add(value)
-    return found
 
 
 @pytest.mark.parametrize(

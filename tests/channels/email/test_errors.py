@@ -4,9 +4,7 @@ it means), and an exception no server can cause is left alone (a defect, not a r
 
 from __future__ import annotations
 
-import inspect
 import ssl
-from types import ModuleType
 
 import aioimaplib
 import aiosmtplib
@@ -15,15 +13,7 @@ from aioimaplib import aioimaplib as aioimaplib_module
 
 from squidd.channels.email.errors import IMAP_TABLE, SMTP_TABLE, imap_error, smtp_error
 from squidd.errors import DeliveryError, PermanentError, TransientError
-
-
-def exception_classes(*modules: ModuleType) -> set[type[BaseException]]:
-    found: set[type[BaseException]] = set()
-    for module in modules:
-        for _, value in inspect.getmembers(module, inspect.isclass):
-            if issubclass(value, BaseException) and value.__module__ != "builtins":
-                found.add(value)
-    return found
+from tests.support.libraries import exception_classes
 
 
 def test_every_aioimaplib_exception_is_in_the_imap_table() -> None:

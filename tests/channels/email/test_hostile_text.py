@@ -240,12 +240,9 @@ def test_a_forward_of_a_forward_shows_both_enclosed_mails() -> None:
     assert "Subject: Original question" in text and "Can we meet?" in text
 
 
-def test_a_digest_of_three_shows_each_mail() -> None:
-    parts = b"".join(
-        b"--d\r\n\r\n" + plain_mail(f"P{i} <p{i}@example.com>", f"Topic {i}", f"Text {i}")
-        for i in range(1, 4)
-    )
-    raw = (
+def digest(parts: bytes) -> bytes:
+    """A multipart/digest mail (boundary `d`) around `parts`."""
+    return (
         head(
             b"Subject: Digest",
             b"MIME-Version: 1.0",
@@ -254,6 +251,14 @@ def test_a_digest_of_three_shows_each_mail() -> None:
         + parts
         + b"--d--\r\n"
     )
+
+
+def test_a_digest_of_three_shows_each_mail() -> None:
+    parts = b"".join(
+        b"--d\r\n\r\n" + plain_mail(f"P{i} <p{i}@example.com>", f"Topic {i}", f"Text {i}")
+        for i in range(1, 4)
+    )
+    raw = digest(parts)
     text = extract_text(raw, max_chars=5000).text
     for i in range(1, 4):
         assert f"Forwarded message {i} " in text
@@ -264,15 +269,7 @@ def test_a_digest_of_three_shows_each_mail() -> None:
 def test_enclosed_mails_stay_under_the_body_cap() -> None:
     big = plain_mail("Bob <bob@example.com>", "Long", "word " * 50_000)
     parts = b"".join(b"--d\r\n\r\n" + big for _ in range(30))
-    raw = (
-        head(
-            b"Subject: Digest",
-            b"MIME-Version: 1.0",
-            b'Content-Type: multipart/digest; boundary="d"',
-        )
-        + parts
-        + b"--d--\r\n"
-    )
+    raw = digest(parts)
     body = extract_text(raw, max_chars=4000)
     assert body.truncated
     assert len(body.text) < 4000 + 1000
