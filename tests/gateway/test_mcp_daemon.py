@@ -10,12 +10,23 @@ from typing import Any
 import pytest
 
 from squidd.commands.status import format_status
+from squidd.config import Settings
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.gateway import eventually, make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 from tests.tools.mcp.servers import free_port, http_server, running_http_server
 
 pytestmark = pytest.mark.anyio
+
+
+def with_web_server(
+    tmp_path: Path, fake_llm: FakeLLM, **sections: dict[str, Any]
+) -> tuple[int, Settings]:
+    """A free port for the MCP server `web` (over HTTP) and the daemon's settings naming it,
+    with `sections` (an `mcp` section adds to the server list's)."""
+    port = free_port()
+    mcp = {**sections.pop("mcp", {}), "servers": [http_server(port)]}
+    return port, make_settings(tmp_path / "data", fake_llm.base_url, mcp=mcp, **sections)
 
 
 def offered(request: dict[str, Any]) -> set[str]:
@@ -29,12 +40,7 @@ def tool_results(request: dict[str, Any]) -> list[str]:
 async def test_tools_follow_the_server_through_a_kill_and_a_reconnect(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    port = free_port()
-    settings = make_settings(
-        tmp_path / "data",
-        fake_llm.base_url,
-        mcp={"ping_interval_s": 0.2, "servers": [http_server(port)]},
-    )
+    port, settings = with_web_server(tmp_path, fake_llm, mcp={"ping_interval_s": 0.2})
     channel = MemoryChannel("memory")
     with running_http_server(port) as first:
         async with running_daemon(settings, [channel]) as daemon:
@@ -76,12 +82,8 @@ async def test_tools_follow_the_server_through_a_kill_and_a_reconnect(
 async def test_the_channel_policy_decides_who_sees_a_servers_tools(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    port = free_port()
-    settings = make_settings(
-        tmp_path / "data",
-        fake_llm.base_url,
-        mcp={"servers": [http_server(port)]},
-        tools={"policy": {"rules": [{"channel": "public", "deny": ["web__*"]}]}},
+    port, settings = with_web_server(
+        tmp_path, fake_llm, tools={"policy": {"rules": [{"channel": "public", "deny": ["web__*"]}]}}
     )
     public, private = MemoryChannel("public"), MemoryChannel("private")
     with running_http_server(port):

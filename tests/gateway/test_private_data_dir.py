@@ -6,9 +6,7 @@ SQLite index, the usage ledger, the workspace prompt files alike."""
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,32 +14,11 @@ import pytest
 from tests.support.config import write_daemon_config
 from tests.support.daemon import SPOOL, DaemonProcess, daemon_env, run_squidd, squidd_argv
 from tests.support.fake_llm import FakeLLM
+from tests.support.modes import loose_modes
+from tests.support.modes import open_umask as open_umask
 from tests.support.spool_channel import write_atomic
 
 pytestmark = pytest.mark.anyio
-
-
-def loose_modes(root: Path, *, skip: str = "") -> list[str]:
-    found: list[str] = []
-    for path in [root, *root.rglob("*")]:
-        rel = path.relative_to(root)
-        if skip and rel.parts[:1] == (skip,):
-            continue  # the test channel's own spool, written by this test
-        info = path.lstat()
-        want = 0o700 if stat.S_ISDIR(info.st_mode) else 0o600
-        if stat.S_IMODE(info.st_mode) != want:
-            found.append(f"{rel} {oct(stat.S_IMODE(info.st_mode))}")
-    return found
-
-
-@pytest.fixture
-def open_umask() -> Iterator[None]:
-    """Children inherit the umask: theirs is 000 unless squidd sets its own."""
-    previous = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(previous)
 
 
 def test_init_makes_a_private_config_and_workspace(tmp_path: Path, open_umask: None) -> None:

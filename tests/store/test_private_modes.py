@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,28 +25,10 @@ from squidd.store.media import MediaStore
 from squidd.store.parked import ParkedDir
 from squidd.store.tool_results import ToolResultFiles
 from squidd.store.usage import UsageLedger
+from tests.support.modes import loose_modes
+from tests.support.modes import open_umask as open_umask
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def open_umask() -> Iterator[None]:
-    previous = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(previous)
-
-
-def loose_modes(root: Path) -> list[str]:
-    """Everything under `root` (itself included) whose mode is not 0700 (dir) / 0600 (file)."""
-    found: list[str] = []
-    for path in [root, *root.rglob("*")]:
-        info = path.lstat()
-        want = 0o700 if stat.S_ISDIR(info.st_mode) else 0o600
-        if stat.S_IMODE(info.st_mode) != want:
-            found.append(f"{path.relative_to(root.parent)} {oct(stat.S_IMODE(info.st_mode))}")
-    return found
 
 
 def test_a_private_dir_and_each_missing_parent_are_0700(tmp_path: Path, open_umask: None) -> None:
