@@ -22,6 +22,7 @@ from tests.channels.email.mailbox import (
     inject,
     make_mail,
     read_mailbox,
+    replies_for_alice,
     replies_to,
     wait_for,
 )
@@ -158,14 +159,14 @@ async def test_a_reply_the_server_took_just_before_a_kill_is_sent_again_as_the_s
         mail = make_mail(to=bot, subject="once", body="answer me once")
         question = str(mail["Message-ID"])
         await inject(mail_server, mail, to=bot, sender=ALICE)
-        await wait_for(mail_server, ALICE, replies_to(question), timeout=120)
+        await replies_for_alice(mail_server, question, timeout=120)
         first.kill()  # the reply is out; its handled record and the \Seen flag are not
         handled.unlink()
         if kept.exists():
             kept.rename(handled)
         second = DaemonProcess(config, tmp_path / "daemon-1.log")
         daemons.append(second)
-        await wait_for(mail_server, ALICE, replies_to(question), count=2, timeout=120)
+        await replies_for_alice(mail_server, question, count=2, timeout=120)
         later = make_mail(to=bot, subject="later", body="and this one")
         await inject(mail_server, later, to=bot, sender=ALICE)
         await wait_for(mail_server, ALICE, replies_to(str(later["Message-ID"])), timeout=120)

@@ -20,8 +20,8 @@ from tests.channels.email.mailbox import (
     inject,
     make_mail,
     read_mailbox,
+    replies_for_alice,
     replies_to,
-    wait_for,
 )
 from tests.faults.journal_support import (
     DONE,
@@ -76,7 +76,7 @@ async def test_an_email_turn_cut_short_resumes_from_its_journal(
 
         await cut_at(point, model, path, start, send)
         await start()
-        await wait_for(mail_server, ALICE, replies_to(asked), timeout=120)
+        await replies_for_alice(mail_server, asked, timeout=120)
         await poll(lambda: not journals(data), "the journal removed after delivery")
         requests = llm.chat_requests
     replies = [s for s in await read_mailbox(mail_server, ALICE) if replies_to(asked)(s.message)]

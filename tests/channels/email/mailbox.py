@@ -379,6 +379,21 @@ def replies_to(message_id: str) -> Callable[[EmailMessage], bool]:
     return lambda m: m["In-Reply-To"] == message_id
 
 
+async def mail_from_alice(server: MailServer, bot: str, **fields: Any) -> str:
+    """A mail from Alice to `bot` (`make_mail`'s `fields`) handed to Postfix and in the
+    box; its Message-ID."""
+    message = make_mail(to=bot, **fields)
+    await inject(server, message, to=bot, sender=ALICE)
+    return str(message["Message-ID"])
+
+
+async def replies_for_alice(
+    server: MailServer, message_id: str, *, count: int = 1, timeout: float = 30
+) -> list[Stored]:
+    """Wait until Alice's box holds `count` replies to `message_id` (a bound)."""
+    return await wait_for(server, ALICE, replies_to(message_id), count=count, timeout=timeout)
+
+
 # --- a stand-in for the router ----------------------------------------------------------
 
 

@@ -18,9 +18,9 @@ from tests.channels.email.mailbox import (
     bot_email_section,
     find,
     inject,
+    mail_from_alice,
     make_mail,
-    replies_to,
-    wait_for,
+    replies_for_alice,
 )
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
@@ -51,7 +51,7 @@ def _reply_to(prompt_mail: object, bot: str, answer: str) -> object:
 
 
 async def _prompt(server: MailServer, asked: str) -> tuple[object, str]:
-    [prompt] = await wait_for(server, ALICE, replies_to(asked), timeout=60)
+    [prompt] = await replies_for_alice(server, asked, timeout=60)
     body = _text(prompt.message)
     found = re.search(r"Approval needed \(([0-9a-f]{8})\): Run shell: (.*)\?", body)
     assert found is not None and found.group(2) == COMMAND, body
@@ -81,29 +81,27 @@ async def test_a_reply_yes_runs_the_command_once_and_no_never(
         daemon = DaemonProcess(config, tmp_path / "squidd.log")
         try:
             await daemon.wait_log("email_connected")
-            first = make_mail(to=bot, subject="housekeeping", body="run the echo please")
-            await inject(mail_server, first, to=bot, sender=ALICE)
-            prompt, _ = await _prompt(mail_server, str(first["Message-ID"]))
+            first = await mail_from_alice(
+                mail_server, bot, subject="housekeeping", body="run the echo please"
+            )
+            prompt, _ = await _prompt(mail_server, first)
             yes = _reply_to(prompt, bot, "Yes")
             await inject(mail_server, yes, to=bot, sender=ALICE)  # type: ignore[arg-type]
-            await wait_for(mail_server, ALICE, replies_to(str(first["Message-ID"])), count=2)
+            await replies_for_alice(mail_server, first, count=2)
             assert marker.read_text() == "ran\n"
 
-            second = make_mail(to=bot, subject="again", body="and once more")
-            await inject(mail_server, second, to=bot, sender=ALICE)
-            prompt, _ = await _prompt(mail_server, str(second["Message-ID"]))
+            second = await mail_from_alice(mail_server, bot, subject="again", body="and once more")
+            prompt, _ = await _prompt(mail_server, second)
             no = _reply_to(prompt, bot, "no")
             await inject(mail_server, no, to=bot, sender=ALICE)  # type: ignore[arg-type]
-            answers = await wait_for(
-                mail_server, ALICE, replies_to(str(second["Message-ID"])), count=2
-            )
+            answers = await replies_for_alice(mail_server, second, count=2)
             assert marker.read_text() == "ran\n"
             bodies = [_text(a.message).strip() for a in answers]
             assert "did not run it" in bodies
             for answer in (yes, no):
                 answer_id = str(answer["Message-ID"])  # type: ignore[index]
                 assert "\\Seen" in (await find(mail_server, bot, answer_id)).flags
-                assert not await wait_for(mail_server, ALICE, replies_to(answer_id), count=0)
+                assert not await replies_for_alice(mail_server, answer_id, count=0)
         finally:
             daemon.kill()
     records = AuditFile(tmp_path / "data").records()

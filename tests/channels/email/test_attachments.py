@@ -20,8 +20,7 @@ from tests.channels.email.mailbox import (
     TestInbox,
     bot_settings,
     make_mail,
-    replies_to,
-    wait_for,
+    replies_for_alice,
 )
 from tests.channels.email.test_channel import ALICE, running, send
 from tests.support.media_files import pdf_with_text
@@ -114,7 +113,7 @@ async def test_a_reply_carries_its_files_and_names_one_over_the_cap(
             )
         )
         await inbound.ack()
-    [stored] = await wait_for(mail_server, ALICE, replies_to(msg_id))
+    [stored] = await replies_for_alice(mail_server, msg_id)
     reply = stored.message
     attached = {
         part.get_filename(): (part.get_content_type(), part.get_payload(decode=True))

@@ -16,8 +16,10 @@ from tests.channels.email.mailbox import (
     append,
     bot_email_section,
     inject,
+    mail_from_alice,
     make_mail,
     read_mailbox,
+    replies_for_alice,
     replies_to,
     wait_for,
 )
@@ -71,9 +73,8 @@ async def test_the_backlog_at_first_start_is_skipped_and_new_mail_answered(
         second = DaemonProcess(path, tmp_path / "second.log")  # not a first start any more
         daemons.append(second)
         await second.wait_log("email_connected")
-        later = make_mail(to=bot, subject="after the restart")
-        await inject(mail_server, later, to=bot, sender=ALICE)
-        await wait_for(mail_server, ALICE, replies_to(str(later["Message-ID"])), timeout=60)
+        later = await mail_from_alice(mail_server, bot, subject="after the restart")
+        await replies_for_alice(mail_server, later, timeout=60)
         assert await second.stop() == 0
 
         assert second.count("email_backlog_skipped") == 0
@@ -92,5 +93,5 @@ async def test_backlog_answer_answers_the_mail_already_there(
         daemon = DaemonProcess(path, tmp_path / "daemon.log")
         daemons.append(daemon)
         for message_id in old:
-            await wait_for(mail_server, ALICE, replies_to(message_id), timeout=60)
+            await replies_for_alice(mail_server, message_id, timeout=60)
         assert daemon.count("email_backlog_skipped") == 0

@@ -15,11 +15,10 @@ from tests.channels.email.mailbox import (
     ALICE,
     MailServer,
     bot_email_section,
-    inject,
-    make_mail,
+    mail_from_alice,
     read_mailbox,
+    replies_for_alice,
     replies_to,
-    wait_for,
 )
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess, run_squidd
@@ -56,9 +55,7 @@ def config_at(tmp: Path, server: MailServer, bot: str, llm_url: str) -> Path:
 
 
 async def mail(server: MailServer, bot: str, subject: str, body: str = "hello") -> str:
-    message = make_mail(to=bot, subject=subject, body=body)
-    await inject(server, message, to=bot, sender=ALICE)
-    return str(message["Message-ID"])
+    return await mail_from_alice(server, bot, subject=subject, body=body)
 
 
 async def replies(server: MailServer, message_id: str) -> int:
@@ -83,7 +80,7 @@ async def test_backup_while_answering_then_restore_and_start_from_it(
         await first.wait_log("email_connected")
         answered = [await mail(mail_server, bot, f"question {n}") for n in range(3)]
         for message_id in answered:
-            await wait_for(mail_server, ALICE, replies_to(message_id), timeout=60)
+            await replies_for_alice(mail_server, message_id, timeout=60)
 
         # A turn is in flight (its history half written, its mail not yet seen): back up now.
         in_flight = await mail(mail_server, bot, "later", body="hold this one")
@@ -93,7 +90,7 @@ async def test_backup_while_answering_then_restore_and_start_from_it(
         assert made.returncode == 0, made.stderr
         assert "verified" in made.stdout
         llm.release.set()
-        await wait_for(mail_server, ALICE, replies_to(in_flight), timeout=60)
+        await replies_for_alice(mail_server, in_flight, timeout=60)
         await first.wait_log("email_acknowledged", count=4)
         assert await first.stop() == 0
 
@@ -117,7 +114,7 @@ async def test_backup_while_answering_then_restore_and_start_from_it(
         cron = run_squidd(config_b, "cron", "list")
         assert "weekly" in cron.stdout, cron.stdout + cron.stderr
         newest = await mail(mail_server, bot, "after the restore")
-        await wait_for(mail_server, ALICE, replies_to(newest), timeout=60)
+        await replies_for_alice(mail_server, newest, timeout=60)
         assert await second.stop() == 0
     for message_id in [*answered, in_flight, newest]:
         assert await replies(mail_server, message_id) == 1, message_id

@@ -33,8 +33,7 @@ from tests.channels.email.mailbox import (
     inject,
     make_mail,
     read_mailbox,
-    replies_to,
-    wait_for,
+    replies_for_alice,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mail]
@@ -101,7 +100,7 @@ async def test_round_trip_threads_the_reply_and_marks_seen_only_after_sending(
     assert inbound.meta["message_id"] == inbound_id
     assert inbound.meta["references"] == (first_id,)
 
-    [reply] = await wait_for(mail_server, ALICE, replies_to(inbound_id))
+    [reply] = await replies_for_alice(mail_server, inbound_id)
     r = reply.message
     assert r["From"].addresses[0].addr_spec == bot
     assert r["To"].addresses[0].addr_spec == ALICE
@@ -229,7 +228,7 @@ async def test_legacy_charset_and_encoded_subject(
         await answer(channel, inbound, "Danke, ebenso schön hier.")
     assert inbound.subject == "Grüße aus Köln"
     assert "Grüße aus Köln! Das Wetter ist schön." in inbound.text
-    [reply] = await wait_for(mail_server, ALICE, replies_to("<latin1@sender.example.test>"))
+    [reply] = await replies_for_alice(mail_server, "<latin1@sender.example.test>")
     assert reply.message["Subject"] == "Re: Grüße aus Köln"
     plain = reply.message.get_body(preferencelist=("plain",))
     assert plain is not None and "ebenso schön" in plain.get_content()
@@ -278,7 +277,7 @@ async def test_a_20_mb_mail_gets_a_short_answer_without_being_loaded(
     assert len(inbound.text) < 500
     assert "over the 10.0 MB size limit" in inbound.text
     assert "the big file" in inbound.text
-    await wait_for(mail_server, ALICE, replies_to(msg_id))
+    await replies_for_alice(mail_server, msg_id)
     assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags
 
 
@@ -396,7 +395,7 @@ async def test_smtp_down_leaves_the_mail_unseen_until_the_reply_is_sent(
             await mail_server.start_postfix()
         await channel.send(outbound)
         await inbound.ack()
-    await wait_for(mail_server, ALICE, replies_to(msg_id))
+    await replies_for_alice(mail_server, msg_id)
     assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags
 
 

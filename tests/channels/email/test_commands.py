@@ -4,20 +4,16 @@ turn no longer sees the earlier conversation."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.channels.email.mailbox import (
-    ALICE,
     MailServer,
     bot_email_section,
-    inject,
-    make_mail,
-    replies_to,
-    wait_for,
+    mail_from_alice,
+    replies_for_alice,
 )
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
@@ -26,20 +22,12 @@ from tests.support.fake_llm import FakeLLM, Reply
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
 
-@pytest.fixture
-def daemon_list() -> Iterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for daemon in started:
-        daemon.kill()
-
-
 def _last_user(request: dict[str, Any]) -> str:
     return str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
 
 
 async def test_new_in_the_subject_starts_a_fresh_conversation_without_a_model_call(
-    mail_server: MailServer, bot: str, tmp_path: Path, daemon_list: list[DaemonProcess]
+    mail_server: MailServer, bot: str, tmp_path: Path, daemons: list[DaemonProcess]
 ) -> None:
     with FakeLLM(responder=lambda req: Reply(content=f"seen: {_last_user(req)[:40]}")) as llm:
         config = write_daemon_config(
@@ -49,13 +37,12 @@ async def test_new_in_the_subject_starts_a_fresh_conversation_without_a_model_ca
             email=bot_email_section(mail_server, bot),
         )
         daemon = DaemonProcess(config, tmp_path / "daemon.log")
-        daemon_list.append(daemon)
+        daemons.append(daemon)
         await daemon.wait_log("email_connected")
 
         async def exchange(subject: str, body: str) -> str:
-            msg = make_mail(to=bot, subject=subject, body=body)
-            await inject(mail_server, msg, to=bot, sender=ALICE)
-            [reply] = await wait_for(mail_server, ALICE, replies_to(str(msg["Message-ID"])))
+            msg = await mail_from_alice(mail_server, bot, subject=subject, body=body)
+            [reply] = await replies_for_alice(mail_server, msg)
             plain = reply.message.get_body(preferencelist=("plain",))
             assert plain is not None
             return str(plain.get_content())

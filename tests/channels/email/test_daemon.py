@@ -21,6 +21,7 @@ from tests.channels.email.mailbox import (
     find,
     inject,
     make_mail,
+    replies_for_alice,
     replies_to,
     wait_for,
 )
@@ -105,14 +106,14 @@ async def test_sigkill_after_receiving_and_before_replying_gives_exactly_one_rep
 
         second = DaemonProcess(config, tmp_path / "second.log")
         daemons.append(second)
-        [reply] = await wait_for(mail_server, ALICE, replies_to(msg_id), timeout=60)
+        [reply] = await replies_for_alice(mail_server, msg_id, timeout=60)
         assert reply.message["Subject"] == "Re: survive the crash"
         # A later mail of the same conversation is answered after it: by then any second
         # answer to the first would have been sent too.
         later = make_mail(to=bot, subject="and after")
         await inject(mail_server, later, to=bot, sender=ALICE)
         await wait_for(mail_server, ALICE, replies_to(str(later["Message-ID"])), timeout=60)
-        assert len(await wait_for(mail_server, ALICE, replies_to(msg_id))) == 1
+        assert len(await replies_for_alice(mail_server, msg_id)) == 1
         assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags
         received = [e for e in second.events() if e.get("event") == "email_received"]
         assert (received[0]["message_id"], received[0]["redelivery"]) == (msg_id, True)
@@ -136,7 +137,7 @@ async def test_smtp_down_then_back_the_reply_arrives_and_only_then_is_the_mail_s
             assert "\\Seen" not in (await find(mail_server, bot, msg_id)).flags
         finally:
             await mail_server.start_postfix()
-        [reply] = await wait_for(mail_server, ALICE, replies_to(msg_id), timeout=60)
+        [reply] = await replies_for_alice(mail_server, msg_id, timeout=60)
         assert reply.message["Subject"] == "Re: are you there"
         await daemon.wait_log("email_acknowledged")
         assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags

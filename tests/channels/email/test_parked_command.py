@@ -11,7 +11,6 @@ mail's body to the model instead.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -26,8 +25,7 @@ from tests.channels.email.mailbox import (
     eventually,
     inject,
     make_mail,
-    replies_to,
-    wait_for,
+    replies_for_alice,
 )
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
@@ -36,14 +34,6 @@ from tests.support.fake_llm import FakeLLM, Reply
 pytestmark = [pytest.mark.anyio, pytest.mark.mail, pytest.mark.slow]
 
 MAX_ATTEMPTS = 3
-
-
-@pytest.fixture
-def daemon_list() -> Iterator[list[DaemonProcess]]:
-    started: list[DaemonProcess] = []
-    yield started
-    for daemon in started:
-        daemon.kill()
 
 
 def _parked(data: Path) -> list[dict[str, object]]:
@@ -61,7 +51,7 @@ def _generations(data: Path) -> list[object]:
 
 
 async def test_a_parked_new_sent_again_starts_a_new_conversation_without_a_model_call(
-    mail_server: MailServer, bot: str, tmp_path: Path, daemon_list: list[DaemonProcess]
+    mail_server: MailServer, bot: str, tmp_path: Path, daemons: list[DaemonProcess]
 ) -> None:
     with FakeLLM(responder=lambda req: Reply(content="a model answer")) as llm:
         config = write_daemon_config(
@@ -89,7 +79,7 @@ async def test_a_parked_new_sent_again_starts_a_new_conversation_without_a_model
         make_private_dir(blocker)
 
         daemon = DaemonProcess(config, tmp_path / "daemon.log")
-        daemon_list.append(daemon)
+        daemons.append(daemon)
         await daemon.wait_log("email_connected")
         await inject(mail_server, mail, to=bot, sender=ALICE)
         await eventually(lambda: len(_parked(data)) == 1, timeout=60)
@@ -103,7 +93,7 @@ async def test_a_parked_new_sent_again_starts_a_new_conversation_without_a_model
             squidd_argv(config, "parked", "retry", str(item["id"])), env=daemon_env(), check=False
         )
         assert retry.returncode == 0, retry.stderr.decode()
-        [reply] = await wait_for(mail_server, ALICE, replies_to(message_id), timeout=60)
+        [reply] = await replies_for_alice(mail_server, message_id, timeout=60)
         plain = reply.message.get_body(preferencelist=("plain",))
         assert plain is not None
         assert "Started a new conversation" in str(plain.get_content())
