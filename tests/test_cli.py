@@ -13,6 +13,8 @@ from squidd import cli
 from squidd.commands import Commands, Start
 from squidd.config import Settings
 from squidd.errors import EXIT_CONFIG
+from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
+from tests.support.config import data_dir_config
 from tests.support.daemon import run_python
 
 COMMANDS_DIR = Path(cli.__file__).parent / "commands"
@@ -34,9 +36,7 @@ class _Planted:
 
 
 def _config(tmp_path: Path) -> Path:
-    config = tmp_path / "config.toml"
-    config.write_text(f'[storage]\ndata_dir = "{tmp_path / "data"}"\n')
-    return config
+    return data_dir_config(tmp_path)
 
 
 def test_a_new_command_is_one_module_in_the_table(
@@ -115,7 +115,6 @@ def test_every_command_has_a_handler() -> None:
 PROBE = """
 import json, sys
 from squidd.cli import _parser
-from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
 _parser().parse_args(["status"])
 print(json.dumps(sorted(m for m in ("openai", "httpx2", "nio", "aioimaplib", "aiosmtplib", "mcp")
                         if m in sys.modules)))

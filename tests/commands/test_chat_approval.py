@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from squidd.store.audit import AuditFile
+from tests.support.config import data_dir_config
 from tests.support.fake_llm import FakeLLM, Reply
 
 COMMAND = "echo ran >> ran.txt"
@@ -54,12 +55,13 @@ class Terminal:
 def test_y_runs_the_command_once_and_n_never(tmp_path: Path, fake_llm: FakeLLM) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    config = tmp_path / "config.toml"
-    config.write_text(
-        f'[storage]\ndata_dir = "{tmp_path / "data"}"\n'
-        f'[agents]\nworkspace = "{workspace}"\n'
-        "[tools.shell]\nenabled = true\n"
-        '[[tools.policy.rules]]\nchannel = "terminal"\nallow = ["shell"]\n'
+    config = data_dir_config(
+        tmp_path,
+        agents={"workspace": str(workspace)},
+        **{
+            "tools.shell": {"enabled": True},
+            "tools.policy": {"rules": [{"channel": "terminal", "allow": ["shell"]}]},
+        },
     )
     shell = Reply(tool_calls=[("shell", {"command": COMMAND})])
     fake_llm.push(shell, "Done.", shell, "Not done.")

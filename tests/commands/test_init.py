@@ -10,6 +10,7 @@ from pathlib import Path
 
 from squidd.config import load_settings
 from squidd.workspace import WORKSPACE_FILES, template_text
+from tests.support.config import write_config
 
 
 def init(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -78,8 +79,7 @@ def test_init_never_overwrites_an_existing_file(tmp_path: Path) -> None:
 
 
 def test_init_honours_the_workspace_of_an_existing_config(tmp_path: Path) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text(f'[agents]\nworkspace = "{tmp_path / "notes"}"\n')
+    config = write_config(tmp_path / "config.toml", {"agents": {"workspace": tmp_path / "notes"}})
     assert init(tmp_path, "--config", str(config)).returncode == 0
     names = sorted(p.name for p in (tmp_path / "notes").iterdir())
     assert names == sorted([*WORKSPACE_FILES, "skills"])
@@ -97,8 +97,7 @@ def test_init_default_config_location(tmp_path: Path) -> None:
 
 
 def test_init_with_a_broken_config_exits_2_and_writes_no_workspace(tmp_path: Path) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text("[agents]\nkeep_recent_ratio = 3\n")
+    config = write_config(tmp_path / "config.toml", {"agents": {"keep_recent_ratio": 3}})
     result = init(tmp_path, "--config", str(config))
     assert result.returncode == 2
     assert "agents.keep_recent_ratio" in result.stderr

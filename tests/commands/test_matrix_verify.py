@@ -16,6 +16,7 @@ import pytest
 from squidd.cli import main
 from squidd.gateway.status import StatusServer
 from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
+from tests.support.config import data_dir_config
 
 FLOW = {
     "id": "txn-1",
@@ -48,8 +49,7 @@ def daemon() -> Iterator[tuple[Path, list[dict[str, Any]]]]:
 
     with tempfile.TemporaryDirectory(prefix="sq-", dir="/tmp") as tmp:
         data = Path(tmp)
-        config = data / "config.toml"
-        config.write_text(f'[storage]\ndata_dir = "{data}"\n')
+        config = data_dir_config(data, data)
         server = StatusServer(
             data / "squidd.sock",
             snapshot,
@@ -108,7 +108,6 @@ def test_no_cancels_the_named_one(
 
 
 def test_without_a_daemon_it_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text(f'[storage]\ndata_dir = "{tmp_path}"\n')
+    config = data_dir_config(tmp_path, tmp_path)
     assert main(["matrix", "verify", "--yes", "--config", str(config)]) == 1
     assert "squidd is not running" in capsys.readouterr().err

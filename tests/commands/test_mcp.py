@@ -11,17 +11,14 @@ from pathlib import Path
 
 from tests.support.config import config_sections, write_config
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.tools.mcp.servers import servers_toml, time_server
+from tests.tools.mcp.servers import time_server
 
 
 def _config(tmp_path: Path, llm_url: str, *servers: dict[str, object]) -> Path:
-    path = write_config(
-        tmp_path / "config.toml",
-        config_sections(llm_url, tmp_path / "data", api_key="sk-test-mcp-command-0042"),
+    sections = config_sections(
+        llm_url, tmp_path / "data", api_key="sk-test-mcp-command-0042", mcp={"servers": servers}
     )
-    with path.open("a", encoding="utf-8") as out:
-        out.write("\n" + servers_toml(*servers))
-    return path
+    return write_config(tmp_path / "config.toml", sections)
 
 
 def _squidd(config: Path, *args: str) -> subprocess.CompletedProcess[str]:

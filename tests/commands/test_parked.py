@@ -14,12 +14,11 @@ from squidd.core.models import ChannelName, Inbound, PendingReply, SessionId, So
 from squidd.core.poison import Parked, ParkState
 from squidd.store.parked import ParkedDir
 from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
+from tests.support.config import data_dir_config
 
 
 def _config(tmp_path: Path) -> Path:
-    config = tmp_path / "config.toml"
-    config.write_text(f'[storage]\ndata_dir = "{tmp_path / "data"}"\n')
-    return config
+    return data_dir_config(tmp_path)
 
 
 def _item(n: int, *, inbound: bool = True) -> Parked:

@@ -11,15 +11,11 @@ import pytest
 from squidd.cli import main
 from squidd.store.usage import UsageLedger
 from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
+from tests.support.config import data_dir_config
 
 
 def _config(tmp_path: Path) -> Path:
-    config = tmp_path / "config.toml"
-    config.write_text(
-        f'[storage]\ndata_dir = "{tmp_path / "data"}"\n'
-        '[llm.prices]\n"m1" = { input = 2.0, output = 8.0 }\n'
-    )
-    return config
+    return data_dir_config(tmp_path, **{"llm.prices": {"m1": {"input": 2.0, "output": 8.0}}})
 
 
 async def _fill(data: Path) -> None:

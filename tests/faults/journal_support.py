@@ -83,13 +83,14 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def shell_config(channel: str) -> str:
-    """TOML to append to a test config: the shell tool, allowed on `channel`, without
+def shell_sections(channel: str) -> dict[str, dict[str, Any]]:
+    """Config sections for a test config: the shell tool, allowed on `channel`, without
     asking for approval (the approval tests ask)."""
-    return (
-        "\n[tools.shell]\nenabled = true\ntimeout_s = 120\n[tools.approval]\ntools = []\n"
-        f'\n[[tools.policy.rules]]\nchannel = "{channel}"\nallow = ["shell"]\n'
-    )
+    return {
+        "tools.shell": {"enabled": True, "timeout_s": 120},
+        "tools.approval": {"tools": []},
+        "tools.policy": {"rules": [{"channel": channel, "allow": ["shell"]}]},
+    }
 
 
 async def poll(check: Callable[[], bool], what: str, timeout: float = 90) -> None:

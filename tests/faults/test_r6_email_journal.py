@@ -32,7 +32,7 @@ from tests.faults.journal_support import (
     journals,
     model_for,
     poll,
-    shell_config,
+    shell_sections,
 )
 from tests.support.config import write_daemon_config
 from tests.support.crash_points import crash_env
@@ -60,9 +60,8 @@ async def test_an_email_turn_cut_short_resumes_from_its_journal(
             api_key="sk-test-faults-r6-mail-1",
             gateway={"delivery_retry_initial_s": 0.2, "delivery_retry_max_s": 1.0},
             email=bot_email_section(mail_server, bot),
+            **shell_sections("email"),
         )
-        with config.open("a", encoding="utf-8") as out:
-            out.write(shell_config("email"))
 
         async def start(crash_after: str = "") -> DaemonProcess:
             env = crash_env(crash_after)

@@ -19,7 +19,7 @@ import pytest
 
 from tests.faults.harness import SpoolDaemon, wait_until
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.tools.mcp.servers import free_port, http_server, running_http_server, servers_toml
+from tests.tools.mcp.servers import free_port, http_server, running_http_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -35,9 +35,10 @@ def mcp_port() -> Iterator[int]:
 
 @pytest.fixture
 def spool(tmp_path: Path, fake_llm: FakeLLM, mcp_port: int) -> Iterator[SpoolDaemon]:
-    spool = SpoolDaemon(tmp_path, fake_llm.base_url, api_key="sk-test-faults-r6-mcp-01")
-    with spool.config.open("a", encoding="utf-8") as config:
-        config.write("\n" + servers_toml(http_server(mcp_port, name="notes")))
+    notes = http_server(mcp_port, name="notes")
+    spool = SpoolDaemon(
+        tmp_path, fake_llm.base_url, api_key="sk-test-faults-r6-mcp-01", mcp={"servers": [notes]}
+    )
     yield spool
     spool.close()
 

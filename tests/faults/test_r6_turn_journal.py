@@ -29,7 +29,7 @@ from squidd.core.models import InboundKind
 from squidd.core.runs import PendingRun
 from squidd.store.pending_runs import PendingRunsDir
 from tests.faults.harness import SpoolDaemon, wait_until
-from tests.faults.journal_support import DONE, Model
+from tests.faults.journal_support import DONE, Model, shell_sections
 from tests.support.crash_points import crash_env
 from tests.support.daemon import SPOOL, DaemonProcess, run_squidd
 from tests.support.fake_llm import FakeLLM
@@ -55,10 +55,8 @@ def spool(tmp_path: Path, llm: FakeLLM) -> Iterator[SpoolDaemon]:
         llm.base_url,
         api_key="sk-test-faults-r6-0001",
         gateway={"delivery_retry_initial_s": 0.2, "delivery_retry_max_s": 0.5},
-        **{"tools.shell": {"enabled": True, "timeout_s": 120}, "tools.approval": {"tools": []}},
+        **shell_sections("cron"),
     )
-    with spool.config.open("a", encoding="utf-8") as config:
-        config.write('\n[[tools.policy.rules]]\nchannel = "cron"\nallow = ["shell"]\n')
     (spool.data / "workspace").mkdir(parents=True)  # the shell's working directory
     run = PendingRun(InboundKind.CRON, SOURCE, SESSION, "append the line", "spool:owner")
     anyio.run(PendingRunsDir(spool.data).put, run)

@@ -27,7 +27,7 @@ from tests.support.spool_daemon import (
     start_ready,
     wait_until,
 )
-from tests.tools.mcp.servers import servers_toml, time_server
+from tests.tools.mcp.servers import time_server
 from tests.tools.test_web_search import SearchServer
 
 TASK = "find out how many hearts a squid has"
@@ -53,10 +53,9 @@ def write_setup(tmp: Path, llm_url: str, search_url: str) -> Path:
         llm_url,
         api_key="sk-test-capabilities-key-5678",
         gateway={"shutdown_grace_s": GRACE_S},
+        mcp={"servers": [time_server()]},
         **{"tools.web_search": {"enabled": True, "backend": "searxng", "url": search_url}},
     )
-    with config.open("a", encoding="utf-8") as out:
-        out.write("\n" + servers_toml(time_server()))
     skill = tmp / "data" / "workspace" / "skills" / "squid-facts" / "SKILL.md"
     skill.parent.mkdir(parents=True)
     skill.write_text(

@@ -14,19 +14,17 @@ from tests.support.spool_daemon import (
     Daemon,
     drop_message,
     replies,
+    spool_config,
     start_ready,
     wait_until,
-    write_config,
 )
-from tests.tools.mcp.servers import servers_toml, time_server
+from tests.tools.mcp.servers import time_server
 
 
 def test_a_turn_calls_an_mcp_tool_through_squidd_run(
     tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
 ) -> None:
-    config = write_config(tmp_path, fake_llm.base_url)
-    with config.open("a", encoding="utf-8") as out:
-        out.write("\n" + servers_toml(time_server()))
+    config = spool_config(tmp_path, fake_llm.base_url, mcp={"servers": [time_server()]})
     data = tmp_path / "data"
     fake_llm.push(
         Reply(tool_calls=[("time__get_current_time", {"timezone": "Asia/Tokyo"})]),

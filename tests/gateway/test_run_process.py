@@ -11,21 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.config import write_daemon_config
+from tests.support.config import write_config, write_daemon_config
 from tests.support.daemon import REPO, run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_daemon import (
     Daemon,
     drop_message,
     replies,
+    spool_config,
     start_ready,
     wait_until,
-    write_config,
 )
 
 
 def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]) -> None:
-    config = write_config(tmp_path, fake_llm.base_url)
+    config = spool_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
     assert "not running" in run_squidd(config, "status").stderr
     daemon = Daemon(tmp_path, config, WATCHDOG_USEC="400000")
@@ -63,7 +63,7 @@ def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: li
 def test_sigterm_lets_the_turn_in_flight_finish(
     tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
 ) -> None:
-    config = write_config(tmp_path, fake_llm.base_url)
+    config = spool_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
     fake_llm.push(Reply(content="worth the wait", delay=1.5))
     daemon = start_ready(tmp_path, config, daemons)
@@ -77,7 +77,7 @@ def test_sigterm_lets_the_turn_in_flight_finish(
 def test_sigkill_mid_turn_is_answered_exactly_once_after_restart(
     tmp_path: Path, fake_llm: FakeLLM, daemons: list[Daemon]
 ) -> None:
-    config = write_config(tmp_path, fake_llm.base_url)
+    config = spool_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
     fake_llm.push(Reply(content="never delivered", delay=3))
     first = start_ready(tmp_path, config, daemons)
@@ -102,11 +102,11 @@ def test_sigkill_mid_turn_is_answered_exactly_once_after_restart(
 def test_bad_config_exits_2_before_starting(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     # Channels are no config key: they are handed to the builder.
-    config.write_text('[gateway]\nextra_channels = ["no.such.module:create_channel"]\n')
+    write_config(config, {"gateway": {"extra_channels": ["no.such.module:create_channel"]}})
     result = run_squidd(config, "run")
     assert result.returncode == 2
     assert "extra_channels" in result.stderr
-    config.write_text("[gateway]\nmax_concurrent_turns = 0\n")
+    write_config(config, {"gateway": {"max_concurrent_turns": 0}})
     assert run_squidd(config, "run").returncode == 2
 
 
@@ -119,11 +119,11 @@ def test_a_configured_workspace_that_does_not_exist_is_made_and_the_shell_runs_i
         fake_llm.base_url,
         api_key="sk-test-run-process-key-1234",
         agents={"workspace": str(workspace)},
-        tools__shell={"enabled": True},
-    )
-    config.write_text(
-        config.read_text().replace("[tools__shell]", "[tools.shell]")
-        + "[tools.policy]\ndefault_deny = []\n[tools.approval]\ntools = []\n"
+        **{
+            "tools.shell": {"enabled": True},
+            "tools.policy": {"default_deny": []},
+            "tools.approval": {"tools": []},
+        },
     )
     fake_llm.push(Reply(tool_calls=[("shell", {"command": "pwd"})]), "done")
     start_ready(tmp_path, config, daemons)

@@ -22,6 +22,7 @@ from squidd.store.parked import ParkedDir
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.tools.cron import CronToolContext, cron_tools
 from tests.support.clock import FakeClock
+from tests.support.config import data_dir_config
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.gateway import eventually, make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
@@ -111,16 +112,14 @@ async def test_a_corrupt_jobs_file_is_reported_and_never_overwritten(
     # `squidd cron` as its own process runs it: outside this test's event loop.
     cli = functools.partial(anyio.to_thread.run_sync, main)
     assert await cli(["--config", str(tmp_path / "none.toml"), "cron", "list"]) == 2
-    env_cfg = tmp_path / "c.toml"
-    env_cfg.write_text(f'[storage]\ndata_dir = "{data}"\n')
+    env_cfg = data_dir_config(tmp_path, data)
     args = ["--config", str(env_cfg), "cron", "add", "--name", "n", "--prompt", "p"]
     assert await cli([*args, "--every", "1h"]) == 1
     assert path.read_bytes() == before
 
 
 def test_cron_cli_add_list_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[storage]\ndata_dir = "{tmp_path / "data"}"\n')
+    cfg = data_dir_config(tmp_path)
     base = ["--config", str(cfg), "cron"]
     add = [*base, "add", "--name", "standup", "--prompt", "Summarise my day"]
     assert main([*add, "--cron", "30 8 * * mon-fri", "--timezone", "Europe/Berlin"]) == 0

@@ -15,9 +15,9 @@ from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_daemon import (
     Daemon,
     drop_message,
+    spool_config,
     start_ready,
     wait_until,
-    write_config,
 )
 
 TASK = "dig into the squid literature"
@@ -55,7 +55,7 @@ def test_a_background_sub_agent_reports_once_after_a_restart_mid_work(
         return Reply(tool_calls=[("spawn", {"task": TASK, "wait": False})])
 
     fake_llm.responder = respond
-    config = write_config(tmp_path, fake_llm.base_url)
+    config = spool_config(tmp_path, fake_llm.base_url)
     data = tmp_path / "data"
     first = start_ready(tmp_path, config, daemons)
     drop_message(data, "m1", "research squids for me")

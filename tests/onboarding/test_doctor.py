@@ -180,8 +180,7 @@ def test_mcp_server_that_does_not_start(setup: Setup) -> None:
 
 
 def test_broken_config_is_one_line(setup: Setup) -> None:
-    path = setup.tmp / "broken.toml"
-    path.write_text('[llm]\nbase_url = "not a url"\n')
+    path = write_config(setup.tmp / "broken.toml", {"llm": {"base_url": "not a url"}})
     code, report = doctor(path)
     assert code == 1
     assert "llm.base_url" in _only_failure(report, "config")["detail"]

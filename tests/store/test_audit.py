@@ -22,6 +22,7 @@ from squidd.store.audit import AuditFile
 from squidd.store.jsonl import JsonlStore
 from tests.support.agent import agent_loop
 from tests.support.cli import logging_back_to_defaults as logging_back_to_defaults
+from tests.support.config import data_dir_config
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -157,8 +158,7 @@ async def test_the_cli_lists_filters_and_verifies(
     data = tmp_path / "data"
     log = AuditFile(data)
     await _fill(log, 3)
-    config = tmp_path / "config.toml"
-    config.write_text(f'[storage]\ndata_dir = "{data}"\n')
+    config = data_dir_config(tmp_path, data)
     assert main(["audit", "--config", str(config)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out] == ["#1", "#2", "#3"]

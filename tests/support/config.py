@@ -32,6 +32,10 @@ def config_sections(
 def _value(value: Any) -> str:
     if isinstance(value, Path):
         value = str(value)
+    if isinstance(value, Mapping):  # an inline table: `{ channel = "terminal", ... }`
+        return "{ " + ", ".join(f"{key} = {_value(item)}" for key, item in value.items()) + " }"
+    if isinstance(value, list | tuple) and any(isinstance(item, Mapping) for item in value):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
     if isinstance(value, str | bool | int | float | list | tuple):
         # A JSON string, number, boolean or array of them is the same value in TOML.
         return json.dumps(value, ensure_ascii=False)
@@ -39,7 +43,8 @@ def _value(value: Any) -> str:
 
 
 def write_config(path: Path, sections: Mapping[str, Mapping[str, Any]]) -> Path:
-    """`sections` (`{"matrix": {"enabled": True}, "tools.shell": {...}}`) as TOML at `path`."""
+    """`sections` (`{"matrix": {"enabled": True}, "tools.shell": {...}}`) as TOML at `path`;
+    a mapping (or a list of them) is written as an inline table."""
     lines: list[str] = []
     for name, values in sections.items():
         lines.append(f"[{name}]")
@@ -57,3 +62,10 @@ def write_daemon_config(
     logging = {"format": "json", "level": "debug", **sections.pop("logging", {})}
     merged = config_sections(llm_url, tmp / "data", api_key=api_key, logging=logging, **sections)
     return write_config(tmp / "config.toml", merged)
+
+
+def data_dir_config(tmp: Path, data: Path | None = None, **sections: Mapping[str, Any]) -> Path:
+    """`tmp/config.toml` naming only the data dir (`tmp/data` unless `data`) and `sections`:
+    for commands run in this process or without a model."""
+    storage = {"data_dir": str(data if data is not None else tmp / "data")}
+    return write_config(tmp / "config.toml", {"storage": storage, **sections})

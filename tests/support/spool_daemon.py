@@ -10,8 +10,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,13 +23,15 @@ from tests.support.spool_channel import write_atomic
 GRACE_S = 5
 
 
-def write_config(tmp: Path, llm_url: str) -> Path:
+def spool_config(tmp: Path, llm_url: str, **sections: Mapping[str, Any]) -> Path:
+    """The spool daemon's config: a short grace period, a quick cron poll, `sections`."""
     return write_daemon_config(
         tmp,
         llm_url,
         api_key="sk-test-run-process-key-1234",
         gateway={"shutdown_grace_s": GRACE_S},
         cron={"poll_s": 0.2},
+        **sections,
     )
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.config import write_config
 from tests.support.fake_llm import FakeLLM, Reply
 
 
@@ -73,18 +74,14 @@ def test_prompt_and_file_tools_after_init(tmp_path: Path, fake_llm: FakeLLM) -> 
 
 
 def test_shell_only_where_a_rule_allows_it(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text("[tools.shell]\nenabled = true\n")
+    config = write_config(tmp_path / "config.toml", {"tools.shell": {"enabled": True}})
     squidd(tmp_path, config, "init")
     squidd(tmp_path, config, "chat", "-m", "hi", base_url=fake_llm.base_url)
     assert "shell" not in tool_names(fake_llm.chat_requests[-1])
 
-    rules = (
-        "[tools.shell]\nenabled = true\n"
-        '[[tools.policy.rules]]\nchannel = "terminal"\nsession = "terminal:ops"\n'
-        'allow = ["shell"]\n'
-    )
-    config.write_text(rules + "[tools.approval]\ntools = []\n")
+    ops_only = {"channel": "terminal", "session": "terminal:ops", "allow": ["shell"]}
+    shell = {"tools.shell": {"enabled": True}, "tools.policy": {"rules": [ops_only]}}
+    write_config(config, {**shell, "tools.approval": {"tools": []}})
     squidd(tmp_path, config, "chat", "-m", "hi", base_url=fake_llm.base_url)
     assert "shell" not in tool_names(fake_llm.chat_requests[-1])
 
@@ -101,10 +98,10 @@ def test_shell_only_where_a_rule_allows_it(tmp_path: Path, fake_llm: FakeLLM) ->
 def test_chat_m_without_a_terminal_does_not_run_the_shell_and_says_so(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text(
-        "[tools.shell]\nenabled = true\n"
-        '[[tools.policy.rules]]\nchannel = "terminal"\nallow = ["shell"]\n'
+    terminal = {"channel": "terminal", "allow": ["shell"]}
+    config = write_config(
+        tmp_path / "config.toml",
+        {"tools.shell": {"enabled": True}, "tools.policy": {"rules": [terminal]}},
     )
     squidd(tmp_path, config, "init")
     marker = tmp_path / "the-shell-ran"

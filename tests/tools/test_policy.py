@@ -10,6 +10,7 @@ from squidd.config import ConfigError, load_settings
 from squidd.core.models import SessionId
 from squidd.tools.policy import ConfiguredToolPolicy
 from tests.support.cli import config_check
+from tests.support.config import write_config
 
 CONFIG = """
 [tools.shell]
@@ -89,8 +90,8 @@ def test_config_check_shows_the_policy(config: Path) -> None:
 
 
 def test_config_check_warns_about_the_test_only_switch(tmp_path: Path) -> None:
-    path = tmp_path / "config.toml"
-    path.write_text("[tools.web_fetch]\nallow_private_addresses_test_only = true\n")
+    switch = {"tools.web_fetch": {"allow_private_addresses_test_only": True}}
+    path = write_config(tmp_path / "config.toml", switch)
     result = config_check(path)
     assert result.returncode == 0, result.stderr
     assert "warning:   tools.web_fetch.allow_private_addresses_test_only is on" in result.stdout

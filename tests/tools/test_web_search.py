@@ -19,6 +19,7 @@ from squidd.config.tools import WebSearchSettings
 from squidd.errors import ToolError
 from squidd.tools.web_search import build_web_search
 from tests.support.cli import config_check
+from tests.support.config import write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -226,16 +227,16 @@ async def test_ddgs_without_the_package_says_how_to_install_it() -> None:
 
 
 def test_config_check_names_the_web_search_key(tmp_path: Path) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text('[tools.web_search]\nenabled = true\nbackend = "bing"\n')
+    config = write_config(
+        tmp_path / "config.toml", {"tools.web_search": {"enabled": True, "backend": "bing"}}
+    )
     result = config_check(config)
     assert result.returncode == 2
     assert "tools.web_search.backend" in result.stdout + result.stderr
     key = tmp_path / "brave_key"
     key.write_text("from-a-file\n")
-    config.write_text(
-        f'[tools.web_search]\nenabled = true\nbackend = "brave"\napi_key_file = "{key}"\n'
-    )
+    brave = {"enabled": True, "backend": "brave", "api_key_file": key}
+    write_config(config, {"tools.web_search": brave})
     result = config_check(config)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "web_search" in result.stdout

@@ -3,7 +3,6 @@ the SDK-written streamable-HTTP server as a child process on a free loopback por
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -107,13 +106,3 @@ async def wait_for(condition: Callable[[], bool], what: str) -> None:
     with anyio.fail_after(WAIT_S):
         while not condition():  # noqa: ASYNC110 - polls state another component owns
             await anyio.sleep(0.05)
-
-
-def servers_toml(*servers: dict[str, Any]) -> str:
-    """`[[mcp.servers]]` tables for a config file (string, number, bool and list values)."""
-    blocks = []
-    for server in servers:
-        lines = ["[[mcp.servers]]"]
-        lines.extend(f"{key} = {json.dumps(value)}" for key, value in server.items())
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n"
