@@ -18,6 +18,7 @@ from tests.support.gateway import (
     RAN_COMMAND,
     question_id,
     running_daemon,
+    runs,
     shell_approval_settings,
 )
 from tests.support.memory_channel import MemoryChannel
@@ -25,10 +26,6 @@ from tests.support.memory_channel import MemoryChannel
 pytestmark = pytest.mark.anyio
 
 OWNER = "alice"
-
-
-def _runs(marker: Path) -> int:
-    return len(marker.read_text().splitlines()) if marker.exists() else 0
 
 
 async def test_approve_by_command_once_and_a_reply_no_denies(
@@ -48,12 +45,12 @@ async def test_approve_by_command_once_and_a_reply_no_denies(
         assert waiting[0] == "approvals waiting: 1" and waiting[1].startswith(f"  {question}  ")
         channel.inject(f"/approve {question}", sender="mallory", source_id="m2")
         await channel.wait_for(1, what="acked")
-        assert _runs(marker) == 0 and len(channel.sent) == 1
+        assert runs(marker) == 0 and len(channel.sent) == 1
         channel.inject(f"/approve {question}", sender=OWNER, source_id="m3")
         await channel.wait_for(2)
         channel.inject(f"/deny {question}", sender=OWNER, source_id="m4")
         await channel.wait_for(4, what="acked")
-        assert channel.sent[1].text == "done once" and _runs(marker) == 1
+        assert channel.sent[1].text == "done once" and runs(marker) == 1
 
         channel.inject("again", sender=OWNER, source_id="m5")
         await channel.wait_for(3)
@@ -65,7 +62,7 @@ async def test_approve_by_command_once_and_a_reply_no_denies(
         assert f"Run shell: {RAN_COMMAND}?" in channel.sent[3].text
         channel.inject("No.", sender=OWNER, source_id="m6")
         await channel.wait_for(5)
-        assert channel.sent[4].text == "not done" and _runs(marker) == 1
+        assert channel.sent[4].text == "not done" and runs(marker) == 1
         assert approval_lines(settings) == ["approvals waiting: 0"]
     results = [m["content"] for m in fake_llm.chat_requests[-1]["messages"] if m["role"] == "tool"]
     assert results[-1] == f"Error: not run: {OWNER} denied it"
@@ -91,7 +88,7 @@ async def test_always_runs_now_and_the_next_identical_call_without_asking(
         await channel.wait_for(2)
         channel.inject("run it again", sender=OWNER, source_id="m3")
         await channel.wait_for(3)
-        assert [s.text for s in channel.sent[1:]] == ["first", "second"] and _runs(marker) == 2
+        assert [s.text for s in channel.sent[1:]] == ["first", "second"] and runs(marker) == 2
         channel.inject("/approvals", sender=OWNER, source_id="m4")
         await channel.wait_for(4)
         assert "Waiting for an answer: 0" in channel.sent[3].text

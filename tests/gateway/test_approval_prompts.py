@@ -11,43 +11,28 @@ from pathlib import Path
 import pytest
 
 from squidd.commands.parked import parked_command
-from squidd.config import Settings
 from squidd.store.parked import ParkedDir
-from tests.gateway.conftest import make_settings, running_daemon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.gateway import (
+    RAN_COMMAND,
+    running_daemon,
+    runs,
+    shell_approval_settings,
+)
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio
 
 OWNER = "alice"
-COMMAND = "echo ran >> ran.txt"
-SHELL = Reply(tool_calls=[("shell", {"command": COMMAND})])
-
-
-def _settings(tmp_path: Path, llm_url: str) -> tuple[Settings, Path]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    settings = make_settings(
-        tmp_path / "data",
-        llm_url,
-        agents={"workspace": str(workspace)},
-        tools={
-            "shell": {"enabled": True},
-            "policy": {"default_deny": []},
-            "approval": {"approvers": [OWNER], "timeout_s": 300},
-        },
-    )
-    return settings, workspace / "ran.txt"
-
-
-def _runs(marker: Path) -> int:
-    return len(marker.read_text().splitlines()) if marker.exists() else 0
+SHELL = Reply(tool_calls=[("shell", {"command": RAN_COMMAND})])
 
 
 async def test_a_prompt_whose_sends_fail_goes_out_with_retries_and_the_answer_counts(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    settings, marker = _settings(tmp_path, fake_llm.base_url)
+    settings, marker = shell_approval_settings(
+        tmp_path, fake_llm.base_url, approvers=[OWNER], timeout_s=300
+    )
     fake_llm.push(SHELL, "done")
     channel = MemoryChannel("memory", fail_sends=3)  # the first three sends: the prompt's
     async with running_daemon(settings, [channel]):
@@ -59,20 +44,22 @@ async def test_a_prompt_whose_sends_fail_goes_out_with_retries_and_the_answer_co
         await channel.wait_for(2)
         await channel.wait_for(2, what="acked")
     assert [s.text for s in channel.sent][1:] == ["done"]
-    assert _runs(marker) == 1
+    assert runs(marker) == 1
     assert ParkedDir(settings.storage.data_dir).list_sync() == []
 
 
 async def test_a_prompt_refused_for_good_is_parked_and_the_call_denied(
     tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings, marker = _settings(tmp_path, fake_llm.base_url)
+    settings, marker = shell_approval_settings(
+        tmp_path, fake_llm.base_url, approvers=[OWNER], timeout_s=300
+    )
     fake_llm.push(SHELL, "could not ask")
     channel = MemoryChannel("memory", refused={OWNER})  # the target: the sender
     async with running_daemon(settings, [channel]):
         channel.inject("run it", session="s1", sender=OWNER, source_id="m1")
         await channel.wait_for(1, what="acked")  # its reply refused too: settled all the same
-    assert _runs(marker) == 0 and channel.sent == []
+    assert runs(marker) == 0 and channel.sent == []
     [item] = ParkedDir(settings.storage.data_dir).list_sync()
     assert item.loop == "approval" and item.reply is not None
     assert item.reply.text.startswith("Approval needed (")

@@ -14,9 +14,9 @@ from squidd.cli import main
 from squidd.core.cron import make_job
 from squidd.core.cron_service import NOT_RUNNING
 from squidd.store.cron_jobs import JobsFile
-from tests.gateway.conftest import eventually, make_settings, running_daemon
 from tests.support.clock import FakeClock
 from tests.support.fake_llm import FakeLLM
+from tests.support.gateway import eventually, make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

@@ -104,3 +104,8 @@ def question_id(text: str, command: str | None = None) -> str:
     if command is not None:
         assert found.group(2) == command
     return found.group(1)
+
+
+def runs(marker: Path) -> int:
+    """How many times `RAN_COMMAND` ran: the lines in `marker` (`ran.txt`)."""
+    return len(marker.read_text().splitlines()) if marker.exists() else 0
