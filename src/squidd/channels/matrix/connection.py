@@ -67,7 +67,7 @@ from squidd.channels.matrix.verification.flows import Verifications
 from squidd.channels.matrix.verification.signing import SigningIdentity
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff, Failures, reconnecting
-from squidd.core.models import Inbound
+from squidd.core.models import Inbound, InboundKind
 from squidd.core.ports import ChannelState, Inbox, MediaSink
 from squidd.errors import SquiddError, TransientError
 from squidd.text import clean_text
@@ -459,7 +459,8 @@ class Connection:
 
     async def _hand_on(self, room_id: RoomId, inbound: Inbound) -> None:
         event_id = EventId(inbound.source_id)
-        self._carried.typing.start(room_id, event_id)  # its event
+        if inbound.kind is not InboundKind.REACTION:  # an answer by reaction: no 👀, no typing
+            self._carried.typing.start(room_id, event_id)  # its event
         try:
             await self._inbox.put(inbound)
         except anyio.get_cancelled_exc_class():

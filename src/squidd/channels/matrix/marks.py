@@ -145,9 +145,10 @@ class StatusReactions:
         """It is done (acknowledged): ❌ unless its reply went out, or the reply to a later
         message of the room did (a burst answered as one turn: gateway/bursts.py)."""
         order = self._order.get(room_id, [])
-        later = order[order.index(event_id) + 1 :] if event_id in order else []
-        if event_id in order:
-            order.remove(event_id)
+        if event_id not in order:
+            return  # never taken (a reaction that answered a prompt): nothing to mark
+        later = order[order.index(event_id) + 1 :]
+        order.remove(event_id)
         if not order:
             self._order.pop(room_id, None)
         if event_id in self._answered:

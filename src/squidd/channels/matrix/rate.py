@@ -7,11 +7,11 @@ refill, `burst` tokens, by default Synapse's own 0.2/s and 10), shared by every 
 every sending path of one account, and kept by the channel across reconnects (`Carried`).
 
 Who goes first when tokens are short (`Priority`): replies (final answers, approval
-prompts, the final edit of a streamed answer) wait for a token ahead of everything;
-reactions (✅ ❌ 👀 and their redactions, the ✅ ♾️ ❌ offered on a prompt) wait behind
-them; streaming edits never wait: an edit is sent only while `edit_reserve` tokens would be
-left for the others, else it is skipped (`Unaffordable`) and its text goes out with a later
-edit or the final one.
+prompts, the final edit of a streamed answer) wait for a token ahead of everything; the
+✅ ♾️ ❌ offered on a prompt (the person's buttons) next; then the status reactions (✅ ❌
+👀 and their redactions); streaming edits never wait: an edit is sent only while
+`edit_reserve` tokens would be left for the others, else it is skipped (`Unaffordable`) and
+its text goes out with a later edit or the final one.
 
 Two corrections keep the model at or below the server's count: a request is counted as if
 the server saw it when its answer came back (the latest it can have), and a 429 empties the
@@ -47,8 +47,9 @@ class Priority(IntEnum):
     """Lower goes first."""
 
     REPLY = 0
-    REACTION = 1
-    EDIT = 2
+    OFFER = 1  # the ✅ ♾️ ❌ put on an approval prompt: the person's buttons
+    REACTION = 2  # the status marks and their redactions
+    EDIT = 3
 
 
 class Unaffordable(Exception):

@@ -204,7 +204,7 @@ async def _offer_reactions(
             device_trust=settings.device_trust,
             apply_trust=apply_trust,
             event_type="m.reaction",
-            priority=Priority.REACTION,
+            priority=Priority.OFFER,
         )
 
 
