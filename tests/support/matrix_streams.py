@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.channels.matrix.conftest import Human, Seen
 from tests.servers.synapse.server import SynapseServer, default_data_root
+from tests.support.matrix import Human, Seen
 
 
 def answer_text(sentences: int) -> str:

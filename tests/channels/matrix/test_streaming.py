@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from tests.channels.matrix.conftest import start_squidd
-from tests.channels.matrix.streaming_support import answer_text, stock_synapse, streamed
 from tests.channels.matrix.test_daemon import MakeHuman, write_config
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
