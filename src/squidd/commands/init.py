@@ -43,8 +43,12 @@ def _make_dir(path: Path, created: list[Path]) -> None:
     created.extend(reversed([p for p in missing if p.is_dir()]))
 
 
-def init_command(config_path: Path | None, *, next_steps: bool = True) -> int:
-    """Write a config and a workspace; never overwrite. Exit 0, or 2 on a bad config."""
+def init_command(
+    config_path: Path | None, *, next_steps: bool = True, config_written: bool = False
+) -> int:
+    """Write a config and a workspace; never overwrite. Exit 0, or 2 on a bad config.
+    `config_written`: the caller wrote the config (and said so); only what is new here is
+    listed."""
     from squidd import __version__
     from squidd.config import load_settings
     from squidd.store.format import claim_new
@@ -56,7 +60,7 @@ def init_command(config_path: Path | None, *, next_steps: bool = True) -> int:
         _make_dir(target.parent, created)
         if _create(target, template_text(CONFIG_TEMPLATE), FILE_MODE):
             created.append(target)
-        else:
+        elif not config_written:
             kept.append(target)
     except OSError as exc:
         print(f"init: cannot write {target}: {exc.strerror}", file=sys.stderr)
@@ -92,6 +96,8 @@ def init_command(config_path: Path | None, *, next_steps: bool = True) -> int:
 
     for path in created:
         print(f"created  {path}{'/' if path.is_dir() else ''}")
+    if config_written:
+        return 0
     if kept:
         print(f"kept {len(kept)} existing file(s) unchanged: {', '.join(p.name for p in kept)}")
     if not created:
@@ -142,5 +148,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.interactive:
         from squidd.commands.init_interactive import interactive_init
 
-        return interactive_init((args.config or default_config_path()).expanduser(), init_command)
+        default = default_config_path()
+        return interactive_init((args.config or default).expanduser(), init_command, default)
     return init_command(args.config)

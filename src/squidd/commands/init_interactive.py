@@ -1,184 +1,151 @@
-"""`squidd init --interactive`: ask, try, then write — a config that works on the first start.
+"""`squidd init --interactive`: a set-up that checks each answer as it is given.
 
-The questions (each with a default in brackets) cover the LLM endpoint, model and key, then
-Matrix and email if wanted. Every answer is tried before anything is written: one
-one-token LLM request, a Matrix password login (logged out again), an IMAP login with the
-folder selected and an SMTP login, no mail sent. One refusal ends the run naming what was
-refused, with nothing written. Then the secrets go into credential files (0600) next to the
-config, which names them by path (never a secret in the config itself); every file is
-written in a temporary folder beside its place and renamed in at the end, so Ctrl-C leaves
-nothing half-written. Last, the Matrix identity is set up with `squidd matrix bootstrap`'s
-code and its recovery key printed once, and the next commands are listed.
+First run: the data directory, the timezone (the machine's offered), the model (its list
+read from the endpoint, one token tried), then Matrix, email and the API/dashboard if
+wanted; each answer is asked again with the reason until it works (init_ask.py,
+init_channels.py). Run again on an existing config, it offers to change one part (model,
+Matrix, email, API/dashboard, timezone, service install) and keeps everything else of the
+file, comments included (init_file.py). Nothing is written before every question of the
+run is answered and tried; Ctrl-C leaves nothing. Then the workspace, the Matrix identity
+(its recovery key printed once) and the next commands, written as they run here
+(`scripts/squidd …` in a checkout, `squidd …` when installed). Log lines are silenced:
+the output is the set-up's own.
 """
 
 from __future__ import annotations
 
-import getpass
-import json
 import os
-import shutil
+import shlex
 import sys
-import tempfile
+import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import anyio
 from pydantic import ValidationError
 
+from squidd.commands.init_ask import (
+    Answers,
+    ask,
+    ask_api,
+    ask_llm,
+    ask_timezone,
+    ask_until,
+    yes,
+)
+from squidd.commands.init_channels import ask_email, ask_matrix
+from squidd.commands.init_file import render, write
 from squidd.config.sections import default_data_dir
-from squidd.errors import EXIT_FAILURE, EXIT_OK, SquiddError
-from squidd.fs import FILE_MODE, make_private_dir
-from squidd.ops.doctor.trials import Refused, try_settings
+from squidd.errors import EXIT_FAILURE, EXIT_OK, ConfigError, SquiddError
+from squidd.secrets import secret_value
 
-__all__ = ["interactive_init"]
+__all__ = ["interactive_init", "next_commands"]
 
-Sections = dict[str, dict[str, Any]]
-
-
-@dataclass
-class Answers:
-    """What the person said: the config's sections and the secrets, by credential name."""
-
-    sections: Sections = field(default_factory=dict)
-    secrets: dict[str, str] = field(default_factory=dict)
+PARTS = ("the model", "Matrix", "email", "the API and dashboard", "the timezone", "the service")
 
 
-def _ask(question: str, default: str = "") -> str:
-    shown = f" [{default}]" if default else ""
-    answer = input(f"{question}{shown}: ").strip()
-    return answer or default
+def _silence_logs() -> None:
+    from squidd.log import configure_logging
+
+    configure_logging("critical", stream=open(os.devnull, "w"))  # noqa: SIM115 - for the run
 
 
-def _ask_secret(question: str) -> str:
-    return getpass.getpass(f"{question} (not shown): ").strip()
+def _first_run(answers: Answers) -> None:
+    data_dir = ask("Data directory", str(default_data_dir()))
+    answers.sections["storage"] = {"data_dir": str(Path(data_dir).expanduser())}
+    ask_timezone(answers, None)
+    ask_llm(answers, {}, None)
+    if yes("\nSet up Matrix?"):
+        ask_matrix(answers, {})
+    if yes("\nSet up email?"):
+        ask_email(answers, {})
+    ask_api(answers, {})
 
 
-def _yes(question: str, default: bool = False) -> bool:
-    answer = _ask(question + (" (Y/n)" if default else " (y/N)"), "").lower()
-    return default if not answer else answer.startswith("y")
+def _current_key(target: Path) -> str | None:
+    from squidd.config import load_settings
+
+    try:
+        return secret_value(load_settings(target).llm.api_key) or None
+    except ConfigError:
+        return None
 
 
-def _names(text: str) -> list[str]:
-    return [part.strip() for part in text.replace(";", ",").split(",") if part.strip()]
+def _rerun(target: Path, current: dict[str, Any], answers: Answers) -> str:
+    """Which part the person changes, asked; its questions. The part's name."""
+    print(f"{target} exists; which part would you like to change? (the rest stays as it is)")
+    for number, part in enumerate(PARTS, 1):
+        print(f"  {number}. {part}")
+    choices = [str(n) for n in range(1, len(PARTS) + 1)]
+    choice = ask_until("Part", "", lambda c: None if c in choices else "answer a number above")
+    part = PARTS[int(choice) - 1]
+    section: dict[str, Any] = {}
+    if part == "the model":
+        ask_llm(answers, current.get("llm", section), _current_key(target))
+    elif part == "Matrix":
+        ask_matrix(answers, current.get("matrix", section))
+    elif part == "email":
+        ask_email(answers, current.get("email", section))
+    elif part == "the API and dashboard":
+        ask_api(answers, current.get("api", section))
+    elif part == "the timezone":
+        ask_timezone(answers, current.get("timezone"))
+    return part
 
 
-def _ask_llm(answers: Answers) -> None:
-    print("\nThe model (any OpenAI-compatible endpoint)")
-    url = _ask("LLM endpoint", "https://api.openai.com/v1")
-    model = _ask("Model", "gpt-4o-mini")
-    key = _ask_secret("API key (empty: none)")
-    answers.sections["llm"] = {"base_url": url, "model": model}
-    if key:
-        answers.secrets["llm_api_key"] = key
-
-
-def _ask_matrix(answers: Answers) -> None:
-    if not _yes("\nSet up Matrix?"):
-        return
-    homeserver = _ask("Homeserver URL", "https://matrix.org")
-    host = urlparse(homeserver).hostname or "example.org"
-    user = _ask("The bot's Matrix id", f"@squidd:{host}")
-    password = _ask_secret(f"Password of {user}")
-    allowed = _names(_ask("Who may talk to it (Matrix ids, comma-separated)", ""))
-    answers.sections["matrix"] = {
-        "enabled": True,
-        "homeserver": homeserver,
-        "user_id": user,
-        "allowed_users": allowed,
-    }
-    answers.secrets["matrix_password"] = password
-
-
-def _ask_email(answers: Answers) -> None:
-    if not _yes("\nSet up email?"):
-        return
-    address = _ask("The bot's address", "")
-    domain = address.rpartition("@")[2] or "example.org"
-    imap_host = _ask("IMAP server", f"imap.{domain}")
-    imap_port = int(_ask("IMAP port", "993"))
-    imap_security = _ask("IMAP security (tls, starttls, none)", "tls")
-    username = _ask("Login name", address)
-    password = _ask_secret(f"Password of {username}")
-    smtp_host = _ask("SMTP server", f"smtp.{domain}")
-    smtp_port = int(_ask("SMTP port", "465"))
-    smtp_security = _ask("SMTP security (tls, starttls, none)", "tls")
-    ca_file = _ask("Extra CA certificate for a self-hosted server (empty: none)", "")
-    allowed = _names(_ask("Who may write to it (addresses, comma-separated)", ""))
-    authserv = _ask("Your receiving server's authserv-id (Authentication-Results)", imap_host)
-    section: dict[str, Any] = {
-        "enabled": True,
-        "address": address,
-        "username": username,
-        "imap_host": imap_host,
-        "imap_port": imap_port,
-        "imap_security": imap_security,
-        "smtp_host": smtp_host,
-        "smtp_port": smtp_port,
-        "smtp_security": smtp_security,
-        "allowed_senders": allowed,
-        "trusted_authserv_id": authserv,
-    }
-    if ca_file:
-        section["ca_file"] = str(Path(ca_file).expanduser().resolve())
-    answers.sections["email"] = section
-    answers.secrets["email_password"] = password
-
-
-def _settings(answers: Answers) -> Any:
-    """The Settings the written config will load (secrets by value, nothing read)."""
+def _check(text: str, answers: Answers) -> None:
+    """The config to write must load (its new secrets by value: their files come with it);
+    a problem is a `ValidationError` naming its key."""
     from squidd.config import Settings
 
-    values: dict[str, Any] = {k: dict(v) for k, v in answers.sections.items()}
-    for name, secret in answers.secrets.items():
-        section, _, key = name.partition("_")
-        values[section][key] = secret
-    return Settings(**values)
+    data = tomllib.loads(text)
+    for credential, secret in answers.secrets.items():
+        section, _, key = credential.partition("_")
+        data[section].pop(f"{key}_file", None)
+        data[section][key] = secret
+    Settings(**data)
 
 
-def _toml(sections: Sections) -> str:
-    lines = ["# Written by `squidd init --interactive`; secrets are in the *_file paths.", ""]
-    for name, values in sections.items():
-        lines.append(f"[{name}]")
-        # A JSON string, number, boolean or array of strings is the same value in TOML.
-        lines.extend(f"{key} = {json.dumps(value)}" for key, value in values.items())
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _write(target: Path, answers: Answers) -> list[Path]:
-    """The secrets, then the config, each whole: written in a temporary folder beside
-    them and renamed in. Nothing is left behind if this is interrupted before the end."""
-    make_private_dir(target.parent)
-    staging = Path(tempfile.mkdtemp(prefix=".squidd-init-", dir=target.parent))
-    written: list[Path] = []
+def interactive_init(target: Path, init_command: Callable[..., int], default: Path) -> int:
+    """Ask, try, write `target`; `init_command` (commands/init.py) then writes the
+    workspace and what the plain `init` writes beside the config. `default`: the config
+    squidd reads without `--config` (the next commands name `target` when it is another)."""
+    _silence_logs()
+    answers = Answers()
+    part = None
     try:
-        sections = {k: dict(v) for k, v in answers.sections.items()}
-        moves: list[tuple[Path, Path]] = []
-        for name, secret in answers.secrets.items():
-            section, _, key = name.partition("_")
-            final = target.parent / name
-            sections[section][f"{key}_file"] = str(final)
-            moves.append((_stage(staging, name, secret + "\n"), final))
-        moves.append((_stage(staging, "config.toml", _toml(sections)), target))
-        for staged, final in moves:
-            os.replace(staged, final)
-            written.append(final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return written
-
-
-def _stage(staging: Path, name: str, text: str) -> Path:
-    path = staging / name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return path
+        existing = target.read_text(encoding="utf-8") if target.exists() else None
+        current = tomllib.loads(existing) if existing is not None else {}
+        if existing is None:
+            print(f"squidd set-up: answers go to {target} (press Enter for the [default])")
+            _first_run(answers)
+        else:
+            part = _rerun(target, current, answers)
+        written: list[Path] = []
+        if answers.sections or answers.secrets:
+            text = render(existing, answers, target.parent)
+            _check(text, answers)
+            written = write(target, text, answers)
+    except (KeyboardInterrupt, EOFError):
+        print("\ninit: stopped; nothing was written", file=sys.stderr)
+        return 130
+    except ValidationError as exc:
+        for error in exc.errors(include_input=False):
+            where = ".".join(str(part) for part in error["loc"])
+            print(f"init: {where}: {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        print("nothing was written", file=sys.stderr)
+        return EXIT_FAILURE
+    except (ValueError, OSError, SquiddError) as exc:
+        print(f"\ninit: {exc}\nnothing was written", file=sys.stderr)
+        return EXIT_FAILURE
+    for path in written:
+        print(f"{'changed ' if path == target and existing else 'created '} {path}")
+    init_command(target, next_steps=False, config_written=True)
+    if "matrix" in answers.sections:
+        _bootstrap_identity(target)
+    print(next_commands(target, default, service=part == "the service"))
+    return EXIT_OK
 
 
 def _bootstrap_identity(target: Path) -> None:
@@ -190,7 +157,7 @@ def _bootstrap_identity(target: Path) -> None:
     try:
         done = anyio.run(lambda: bootstrap(settings, reset=False, ask_password=lambda: None))
     except SquiddError as exc:
-        print(f"matrix: {exc}\n  (run `squidd --config {target} matrix bootstrap` later)")
+        print(f"matrix: {exc}\n  (run `{_command()} matrix bootstrap` later)")
         return
     print(f"master key: {fingerprint(done.master)}")
     if done.recovery_key is not None:
@@ -198,54 +165,50 @@ def _bootstrap_identity(target: Path) -> None:
         print(f"  {done.recovery_key}")
 
 
-def _next_steps(target: Path) -> None:
-    flag = f"--config {target}"
-    print(
-        "\nNext:\n"
-        f"  squidd {flag} doctor        check everything once more\n"
-        f"  squidd {flag} chat          talk to it from this terminal\n"
-        f"  squidd {flag} run           run the daemon in the foreground\n"
-        "  as a service: sudo deploy/install.sh, copy this config and its credential files\n"
-        "  to /etc/squidd/, then: sudo systemctl enable --now squidd"
-    )
+def _checkout() -> Path | None:
+    """The source checkout this squidd runs from, or None when it is installed."""
+    import squidd
+
+    root = Path(squidd.__file__).resolve().parents[2]
+    ok = (root / "scripts" / "squidd").is_file() and (root / "pyproject.toml").is_file()
+    return root if ok else None
 
 
-def interactive_init(target: Path, init_command: Callable[..., int]) -> int:
-    """Ask, try, write `target`; `init_command` (commands/init.py) then writes the
-    workspace and what the plain `init` writes beside the config."""
-    if target.exists():
-        print(f"init: {target} exists; edit it, or choose another --config", file=sys.stderr)
-        return EXIT_FAILURE
-    answers = Answers()
+def _command() -> str:
+    root = _checkout()
+    if root is None:
+        return "squidd"
+    script = root / "scripts" / "squidd"
     try:
-        print(f"squidd set-up: answers go to {target} (press Enter for the [default])")
-        data_dir = _ask("Data directory", str(default_data_dir()))
-        answers.sections["storage"] = {"data_dir": str(Path(data_dir).expanduser())}
-        _ask_llm(answers)
-        _ask_matrix(answers)
-        _ask_email(answers)
-        settings = _settings(answers)
-        anyio.run(try_settings, settings, print)
-        written = _write(target, answers)
-    except Refused as exc:
-        print(f"\ninit: refused: {exc}\nnothing was written", file=sys.stderr)
-        return EXIT_FAILURE
-    except (KeyboardInterrupt, EOFError):
-        print("\ninit: stopped; nothing was written", file=sys.stderr)
-        return 130
-    except ValidationError as exc:
-        for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"])
-            print(f"init: {where}: {error['msg']}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return EXIT_FAILURE
-    except (ValueError, SquiddError) as exc:
-        print(f"\ninit: {exc}\nnothing was written", file=sys.stderr)
-        return EXIT_FAILURE
-    for path in written:
-        print(f"created  {path}")
-    init_command(target, next_steps=False)
-    if "matrix" in answers.sections:
-        _bootstrap_identity(target)
-    _next_steps(target)
-    return EXIT_OK
+        return shlex.quote(str(script.relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(script))
+
+
+def next_commands(target: Path, default: Path, *, service: bool = False) -> str:
+    """What to run next, each line as it runs from here; the dashboard and its key."""
+    from squidd.config import load_settings
+
+    settings = load_settings(target)
+    flag = "" if target == default else f" --config {shlex.quote(str(target))}"
+    cmd = _command() + flag
+    lines = [
+        "\nNext (each runs as printed):",
+        f"  {cmd} doctor              check everything once more",
+        f'  {cmd} chat -m "hello"     one message from this terminal',
+        f"  {cmd} run                 the daemon, in the foreground",
+    ]
+    keys = settings.api.keys_path(settings.storage.data_dir)
+    if settings.api.enabled:
+        lines.append(f"Dashboard (while it runs): http://{settings.api.listen}/")
+        lines.append(f"  log in with the key in {keys}")
+    else:
+        lines.append(f"Dashboard and API: off (`{_command()} init --interactive` turns them on)")
+    root = _checkout()
+    install = f"sudo {root / 'deploy' / 'install.sh'}" if root else "see docs/operations.md"
+    prefix = "" if service else "As a service: "
+    lines.append(
+        f"{prefix}{install}, copy {target.name} and its credential files to /etc/squidd/,"
+        "\n  then: sudo systemctl enable --now squidd"
+    )
+    return "\n".join(lines)

@@ -126,8 +126,14 @@ async def _matrix_after_login(
         if problem is None:
             return Check.ok("Matrix cross-signing", f"master key {state.master}, device signed")
         # A daemon creates the identity and signs its device when it starts; only a missing
-        # identity key (restore needed) is wrong before that.
-        if not running and (state.master is None or state.keys_here):
+        # identity key (restore needed) is wrong before that. An identity made and kept here
+        # (`init --interactive`, `matrix bootstrap`) is done: the daemon only signs its device.
+        if not running and state.master is not None and state.keys_here:
+            return Check.ok(
+                "Matrix cross-signing",
+                f"master key {state.master}; `squidd run` signs its device when it starts",
+            )
+        if not running and state.master is None:
             return Check.skip("Matrix cross-signing", "not done yet; `squidd run` does it")
         return Check.fail("Matrix cross-signing", f"master key {state.master}", problem)
 

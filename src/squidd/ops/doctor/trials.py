@@ -1,56 +1,148 @@
-"""The answers of `squidd init --interactive` tried before anything is written, through the
-same probes as `squidd doctor`: one one-token LLM request, a Matrix password login (logged
-out again), an IMAP login with the folder selected, an SMTP login (no mail sent).
-`Refused` names the first answer refused ("the IMAP password"), never its value."""
+"""The answers of `squidd init --interactive` tried as they are given, through the same probes
+as `squidd doctor`: the LLM's model list and one one-token request, the homeserver's
+`/versions` and its server name, a Matrix password login (logged out again), an IMAP login
+with the folder selected, an SMTP login (no mail sent). `Refused` says in plain words what
+was refused and why, never a secret; `what` says which answer to ask again."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+import aiohttp
 
 from squidd.channels.email.probe import probe_imap, probe_smtp
-from squidd.channels.matrix.identity.api import ApiError
-from squidd.channels.matrix.probe import MatrixProbe
-from squidd.config import Settings
+from squidd.channels.matrix.errors import NETWORK_ERRORS, describe
+from squidd.config.email import EmailSettings
+from squidd.config.sections import LLMSettings
 from squidd.errors import LLMCredentialsError, LLMError, SquiddError
-from squidd.llm.probe import one_token
+from squidd.llm.probe import list_models, one_token
 
-__all__ = ["Refused", "try_settings"]
+__all__ = [
+    "Refused",
+    "http_url_problem",
+    "matrix_login",
+    "matrix_server_name",
+    "matrix_versions",
+    "try_imap",
+    "try_llm",
+    "try_models",
+    "try_smtp",
+]
+
+_TIMEOUT_S = 15.0
 
 
 class Refused(Exception):
-    """A trial failed: `what` (e.g. "the IMAP password") and why."""
+    """A trial failed: `what` (e.g. "password", "server", "key") and why, in words."""
 
     def __init__(self, what: str, why: str) -> None:
-        super().__init__(f"{what}: {why}")
+        super().__init__(why)
         self.what = what
 
 
-async def try_settings(settings: Settings, say: Callable[[str], object]) -> None:
-    """Each answer tried once (`say` tells the person what is being tried); `Refused`
-    names the first one refused."""
-    say("\ntrying the LLM endpoint with a one-token request…")
+def http_url_problem(url: str) -> str | None:
+    """Why `url` is not an http(s) URL with a host, or None when it is one."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https"):
+        return f"{url!r} has no http:// or https:// in front (e.g. https://{url or 'example.org'})"
+    if not parsed.hostname:
+        return f"{url!r} names no host"
+    return None
+
+
+async def try_models(settings: LLMSettings) -> list[str] | None:
+    """The models the endpoint serves (None: it does not list them). Refused "key" or "url"."""
     try:
-        await one_token(settings.llm)
+        return await list_models(settings)
     except LLMCredentialsError as exc:
-        raise Refused("the LLM API key", str(exc)) from None
+        raise Refused("key", f"the endpoint refused the API key ({exc})") from None
     except LLMError as exc:
-        raise Refused("the LLM endpoint or model", str(exc)) from None
-    if settings.matrix.enabled:
-        say("logging in to Matrix…")
-        probe = MatrixProbe(settings.matrix, settings.storage.data_dir)
+        raise Refused("url", f"the endpoint did not answer as an LLM API: {exc}") from None
+
+
+async def try_llm(settings: LLMSettings) -> None:
+    """One one-token request to the chosen model. Refused "key" or "model"."""
+    try:
+        await one_token(settings)
+    except LLMCredentialsError as exc:
+        raise Refused("key", f"the endpoint refused the API key ({exc})") from None
+    except LLMError as exc:
+        raise Refused("model", f"a one-token request to {settings.model} failed: {exc}") from None
+
+
+async def _get_json(url: str) -> tuple[int, Any]:
+    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
+    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as response:
         try:
-            await probe.login()
-        except ApiError as exc:
-            raise Refused("the Matrix password (or user id)", str(exc)) from None
-        except (SquiddError, OSError) as exc:
-            raise Refused("the Matrix homeserver", str(exc)) from None
-        finally:
-            await probe.close()
-    if settings.email.enabled:
-        for what, trial in (("IMAP", probe_imap), ("SMTP", probe_smtp)):
-            say(f"logging in to {what} (no mail read or sent)…")
-            try:
-                await trial(settings.email)
-            except (SquiddError, OSError) as exc:
-                wrong = "password" if "login" in str(exc) else "server"
-                raise Refused(f"the {what} {wrong}", str(exc)) from None
+            return response.status, await response.json(content_type=None)
+        except ValueError:
+            return response.status, None
+
+
+async def matrix_versions(homeserver: str) -> None:
+    """The homeserver answers `/_matrix/client/versions`; else Refused "url" saying why."""
+    url = homeserver.rstrip("/") + "/_matrix/client/versions"
+    try:
+        status, body = await _get_json(url)
+    except NETWORK_ERRORS as exc:
+        raise Refused("url", f"{homeserver} cannot be reached ({describe(exc)})") from None
+    if status != 200 or not isinstance(body, dict) or "versions" not in body:
+        raise Refused("url", f"{homeserver} is no Matrix homeserver (HTTP {status} for {url})")
+
+
+async def matrix_server_name(homeserver: str) -> str | None:
+    """The server's name as it signs it (`/_matrix/key/v2/server`, served where federation
+    is on the same listener); None when it does not say (the login tells it then)."""
+    try:
+        status, body = await _get_json(homeserver.rstrip("/") + "/_matrix/key/v2/server")
+    except NETWORK_ERRORS:
+        return None
+    name = body.get("server_name") if status == 200 and isinstance(body, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+async def matrix_login(homeserver: str, user: str, password: str) -> str:
+    """Log in as `user` (its name part: the server completes the id) and out again; the
+    full user id the server answers. Refused "login" (id or password) or "url"."""
+    local = user[1:].partition(":")[0] if user.startswith("@") else user
+    body = {
+        "type": "m.login.password",
+        "identifier": {"type": "m.id.user", "user": local},
+        "password": password,
+        "initial_device_display_name": "squidd set-up",
+    }
+    base = homeserver.rstrip("/") + "/_matrix/client/v3"
+    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            async with session.post(f"{base}/login", json=body) as response:
+                data = await response.json(content_type=None)
+                status = response.status
+            if status >= 300 or not isinstance(data, dict) or "access_token" not in data:
+                why = data.get("error") if isinstance(data, dict) else None
+                raise Refused("login", f"the homeserver refused {local} with this password ({why})")
+            headers = {"Authorization": f"Bearer {data['access_token']}"}
+            async with session.post(f"{base}/logout", json={}, headers=headers):
+                pass
+    except NETWORK_ERRORS as exc:
+        raise Refused("url", f"{homeserver} cannot be reached ({describe(exc)})") from None
+    return str(data.get("user_id", user))
+
+
+async def try_imap(settings: EmailSettings) -> None:
+    """An IMAP login with the folder selected. Refused "password" or "server"."""
+    try:
+        await probe_imap(settings)
+    except (SquiddError, OSError) as exc:
+        what = "password" if "login" in str(exc) else "server"
+        raise Refused(what, f"IMAP: {exc}") from None
+
+
+async def try_smtp(settings: EmailSettings) -> None:
+    """An SMTP login, no mail sent. Refused "password" or "server"."""
+    try:
+        await probe_smtp(settings)
+    except (SquiddError, OSError) as exc:
+        what = "password" if "login" in str(exc) else "server"
+        raise Refused(what, f"SMTP: {exc}") from None
