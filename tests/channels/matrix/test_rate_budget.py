@@ -5,6 +5,8 @@ the requests and of their answers, the server never has a reason to refuse one."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import anyio.lowlevel
 import pytest
@@ -12,7 +14,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from nio import AsyncClient, ErrorResponse
 
+from squidd.channels.matrix import MatrixChannel
 from squidd.channels.matrix.rate import Priority, RateBudget, Unaffordable, bind, budget_for
+from squidd.config.matrix import MatrixSettings
 from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -246,3 +250,22 @@ async def test_a_429_seen_by_the_client_feeds_its_budget() -> None:
         assert rate.try_take(Priority.REPLY)
     finally:
         await client.close()
+
+
+async def test_the_budget_outlives_a_reconnect(tmp_path: Path) -> None:
+    """The channel keeps one budget (its carried state) and binds each new client to it:
+    what was spent before the reconnect still counts."""
+    settings = MatrixSettings(rate_per_second=0.5, rate_burst=4)
+    channel = MatrixChannel(settings, tmp_path)
+    kept = channel._carried.budget
+    assert (kept.rate, kept.burst) == (0.5, 4)
+    first = AsyncClient("http://127.0.0.1:1", "@bot:example.org")
+    second = AsyncClient("http://127.0.0.1:1", "@bot:example.org")
+    try:
+        bind(first, kept)
+        assert all(budget_for(first).try_take(Priority.REPLY) for _ in range(4))
+        bind(second, kept)  # the next connection's client
+        assert not budget_for(second).try_take(Priority.REPLY)
+    finally:
+        await first.close()
+        await second.close()
