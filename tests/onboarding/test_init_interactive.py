@@ -290,3 +290,26 @@ async def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
     finally:
         term.kill()
     assert not config.exists()
+
+
+async def test_a_rerun_sets_the_timezone_and_names_a_section_that_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.toml"
+    before = f'# mine\n[storage]\ndata_dir = "{tmp_path / "data"}"\n\n'
+    before += '[heartbeat]\ntimezone = "Asia/Tokyo"  # the office\n'
+    config.write_text(before)
+    term = Terminal(config, "init", "--interactive")
+    try:
+        term.answer(r"Part: ", "5")
+        term.answer(r"Timezone \[[^\]]*\]: ", "Europe/Berlin")
+        term.expect(r"note: heartbeat\.timezone = 'Asia/Tokyo' stays")
+        term.expect(r"Next \(each runs as printed\)")
+        assert term.wait() == 0, term.output
+    finally:
+        term.kill()
+    after = config.read_text()
+    assert after == before.replace("# mine\n", '# mine\ntimezone = "Europe/Berlin"\n\n', 1)
+    settings = load_settings(config)
+    assert settings.cron.default_timezone == settings.limits.timezone == "Europe/Berlin"
+    assert settings.heartbeat.timezone == "Asia/Tokyo"

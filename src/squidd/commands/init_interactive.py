@@ -91,7 +91,18 @@ def _rerun(target: Path, current: dict[str, Any], answers: Answers) -> str:
         ask_api(answers, current.get("api", section))
     elif part == "the timezone":
         ask_timezone(answers, current.get("timezone"))
+        _own_timezones(current)
     return part
+
+
+def _own_timezones(current: dict[str, Any]) -> None:
+    """Name the sections that keep a timezone of their own (written before the top-level one)."""
+    from squidd.config import TIMEZONE_KEYS
+
+    for section, key in TIMEZONE_KEYS:
+        own = current.get(section, {}).get(key)
+        if own is not None:
+            print(f"  note: {section}.{key} = {own!r} stays; remove it to follow this timezone")
 
 
 def _check(text: str, answers: Answers) -> None:
