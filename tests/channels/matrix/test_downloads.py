@@ -56,8 +56,13 @@ class Run:
         self.forgotten: list[str] = []
         self.fetches = Fetches()
         self.ended = False
-        self.lanes = Lanes(self._hand_on, self.fetches, forget=self.forgotten.append, limit=limit)
-        self.lanes.on_failure = self._end
+        self.lanes = Lanes(
+            self._hand_on,
+            self.fetches,
+            forget=self.forgotten.append,
+            on_failure=self._end,
+            limit=limit,
+        )
 
     async def _hand_on(self, room: str, inbound: Inbound) -> None:
         self.handed.append((room, inbound.text or inbound.source_id))

@@ -197,7 +197,7 @@ async def test_a_send_to_a_room_the_bot_was_kicked_from_is_permanent(
         await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
         # The channel knows the room (so the send goes out) when the bot is kicked.
         await wait_until(
-            lambda: channel._client is not None and room in channel._client.rooms, "room known"
+            lambda: channel.client is not None and room in channel.client.rooms, "room known"
         )
         synapse.call(
             "POST",

@@ -47,7 +47,7 @@ def signed_devices(query: dict, user_id: str) -> dict[str, bool]:
 async def start_once(synapse: SynapseServer, bot: User, data_dir: Path) -> str:
     """Run the channel until connected; return its device id."""
     async with run_channel(bot_settings(synapse, bot), data_dir) as (channel, _):
-        client = channel._client
+        client = channel.client
         assert client is not None
         device_id: str = client.device_id
     return device_id

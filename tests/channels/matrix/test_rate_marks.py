@@ -14,7 +14,7 @@ import pytest
 from nio import RoomReadMarkersResponse, RoomRedactResponse, RoomSendResponse
 
 from squidd.channels.matrix.ids import EventId, RoomId
-from squidd.channels.matrix.marks import ReactionKeys, StatusReactions
+from squidd.channels.matrix.own_reactions import ReactionKeys, StatusReactions
 from squidd.channels.matrix.rate import Priority, RateBudget, bind
 from tests.support.clock import FakeClock
 

@@ -192,8 +192,8 @@ async def test_a_file_over_the_upload_limit_gets_a_notice(
     alice = await make_human("alice")
     settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
     async with run_channel(settings, data_dir) as (channel, inbox):
-        assert channel._client is not None  # the server's limit, as the bot sees it
-        limit = await upload_limit(channel._client)
+        assert channel.client is not None  # the server's limit, as the bot sees it
+        limit = await upload_limit(channel.client)
         assert limit is not None
         big = tmp_path / "huge.bin"
         with big.open("wb") as handle:  # sparse: the size is what counts, not the disk

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from squidd.channels.matrix import MatrixChannel
+from squidd.channels.matrix.online import Online
 from squidd.channels.matrix.stream import (
     Pacer,
     ReplyStream,
@@ -160,6 +161,18 @@ class _Client:
         self.rooms = {"!dm:x": _Room(2), "!group:x": _Room(5)}
 
 
+class _Connected:
+    """A connection as the channel's `Online` sees it: only its client is asked for here."""
+
+    def __init__(self) -> None:
+        self.client: Any = _Client()
+        self.policy: Any = None
+        self.signing = None
+
+    def apply_trust(self) -> None:
+        return None
+
+
 def _asked(room: str) -> Inbound:
     return Inbound(
         channel=ChannelName("matrix"),
@@ -184,7 +197,8 @@ def test_where_answers_stream(
     tmp_path: Path, overrides: dict[str, Any], streamed: set[str]
 ) -> None:
     settings = MatrixSettings(homeserver="http://127.0.0.1:1", user_id="@bot:x", **overrides)
-    channel = MatrixChannel(settings, tmp_path)
-    channel._client = cast("Any", _Client())
-    rooms = {room for room in ("!dm:x", "!group:x") if channel.partials(_asked(room))}
+    online = Online()
+    channel = MatrixChannel(settings, tmp_path, online=online)
+    with online.serving(_Connected()):
+        rooms = {room for room in ("!dm:x", "!group:x") if channel.partials(_asked(room))}
     assert rooms == streamed

@@ -4,16 +4,15 @@ on every restart that met pending redeliveries: the acks come in quick successio
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from nio import AsyncClient
 
-from squidd.channels.matrix import MatrixChannel
-from tests.channels.matrix.conftest import bot_settings
+from squidd.channels.matrix.typing_notices import TypingNotices
 from tests.servers.synapse.server import SynapseServer, User
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
@@ -38,33 +37,32 @@ class _AckDuringTyping(AsyncClient):
 
 
 async def test_an_ack_during_the_typing_refresh_does_not_crash_the_loop(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer, bot: User, make_human: MakeHuman
 ) -> None:
     alice = await make_human("alice")
     rooms = [await alice.create_room([bot.user_id], name=f"r{i}") for i in range(2)]
     for room in rooms:
         synapse.call("POST", f"/_matrix/client/v3/join/{room}", {}, token=bot.access_token)
-    channel = MatrixChannel(bot_settings(synapse, bot), data_dir)
-    # Two rooms with a turn in progress each, as after a restart with redeliveries.
-    channel.typing.start(rooms[0], "$one")
-    channel.typing.start(rooms[1], "$two")
 
     async def ack_second_room() -> None:
-        await channel.typing.stop(rooms[1], "$two")
+        await typing.stop(rooms[1], "$two")
 
     client = _AckDuringTyping(synapse.url, bot.user_id, during_first=ack_second_room)
     client.restore_login(bot.user_id, bot.device_id, bot.access_token)
-    channel.typing.client = client
+    typing = TypingNotices(enabled=True, monotonic=time.monotonic, client=lambda: client)
+    # Two rooms with a turn in progress each, as after a restart with redeliveries.
+    typing.start(rooms[0], "$one")
+    typing.start(rooms[1], "$two")
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(channel.typing.run, client)
+            tg.start_soon(typing.run, client)
             with anyio.fail_after(30):  # a guard against hanging, not a timing assertion
                 while len(client.typing_calls) < 2:  # noqa: ASYNC110 - no event to wait on
                     await anyio.sleep(0.01)
             # One more round: the loop is alive and keeps the first room's notice up.
             with anyio.fail_after(30):
                 while client.typing_calls.count((rooms[0], True)) < 2:
-                    channel.typing.wake()
+                    typing.wake()
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
     finally:

@@ -55,6 +55,26 @@ class Olm:
     outgoing_to_device_messages: list[Any] = field(default_factory=list)
 
 
+@dataclass
+class FixedLink:
+    """The connection of the moment, as `Verifications` asks for it (`online.Link`)."""
+
+    client: Any
+    policy: Policy
+    identity: Any = None
+
+    def apply_trust(self) -> None:
+        return None
+
+
+def verifications(client: Any, clock: Clock, *, allowed: list[str]) -> Verifications:
+    """`Verifications` linked to `client`, for a policy that lets `allowed` in."""
+    policy = Policy.build(
+        BOT.user_id, allowed_users=allowed, allowed_servers=[], allowed_rooms=[], open_rooms=[]
+    )
+    return Verifications(FixedLink(client, policy), monotonic=clock)
+
+
 class FakeClient:
     """What `Verifications` uses of nio's AsyncClient; keeps what was sent."""
 
@@ -109,17 +129,8 @@ def request(sender: str = ALICE.user_id, **overrides: Any) -> Event:
 @pytest.fixture
 def setup() -> tuple[Verifications, FakeClient, Clock]:
     clock = Clock()
-    flows = Verifications(monotonic=clock)
     client = FakeClient()
-    policy = Policy.build(
-        BOT.user_id,
-        allowed_users=[ALICE.user_id],
-        allowed_servers=[],
-        allowed_rooms=[],
-        open_rooms=[],
-    )
-    flows.attach(client, policy, None)  # type: ignore[arg-type]
-    return flows, client, clock
+    return verifications(client, clock, allowed=[ALICE.user_id]), client, clock
 
 
 async def exchange(flows: Verifications, client: FakeClient) -> Starter:
@@ -239,11 +250,9 @@ async def test_a_flood_of_requests_keeps_a_bounded_number_of_flows_and_answers(
 async def test_many_people_and_strangers_never_grow_the_flows_or_the_answers(
     setup: tuple[Verifications, FakeClient, Clock],
 ) -> None:
-    flows, client, clock = setup
+    _, client, clock = setup
     people = [f"@p{i}:example.org" for i in range(40)]
-    flows._policy = Policy.build(
-        BOT.user_id, allowed_users=people, allowed_servers=[], allowed_rooms=[], open_rooms=[]
-    )
+    flows = verifications(client, clock, allowed=people)
     for round_ in range(5):
         for person in people:
             incoming = request(sender=person)

@@ -17,12 +17,11 @@ from nio import KeyVerificationMac, ToDeviceEvent, UnknownToDeviceEvent
 from structlog.testing import capture_logs
 
 from squidd.channels.matrix.client import SquiddClient
-from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.verification import wire
 from squidd.channels.matrix.verification.flows import Verifications
 from squidd.channels.matrix.verification.limits import MAX_KEPT_FLOWS
 from tests.channels.matrix.test_sas import ALICE, BOT, start_content
-from tests.channels.matrix.test_verification_flows import Clock, Event, FakeClient
+from tests.channels.matrix.test_verification_flows import Clock, Event, FakeClient, verifications
 
 PREFIX = "m.key.verification."
 REQUEST = PREFIX + "request"
@@ -120,16 +119,8 @@ operation = st.one_of(
 
 async def play(operations: list[tuple[str, Any]]) -> tuple[Verifications, FakeClient]:
     clock = Clock()
-    flows = Verifications(monotonic=clock)
     client = FakeClient()
-    policy = Policy.build(
-        BOT.user_id,
-        allowed_users=[ALICE.user_id],
-        allowed_servers=[],
-        allowed_rooms=[],
-        open_rooms=[],
-    )
-    flows.attach(client, policy, None)  # type: ignore[arg-type]
+    flows = verifications(client, clock, allowed=[ALICE.user_id])
     for kind, value in operations:
         if kind == "to-device":
             await flows.on_to_device([Event(source) for source in value])

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from squidd.channels.matrix.policy import Policy
 from squidd.channels.matrix.verification import wire
 from squidd.channels.matrix.verification.flows import Verifications
 from squidd.channels.matrix.verification.kept import FILE_NAME, FlowFile, KeptFlow
@@ -27,6 +26,7 @@ from tests.channels.matrix.test_verification_flows import (
     event,
     exchange,
     request,
+    verifications,
 )
 
 pytestmark = pytest.mark.anyio
@@ -99,22 +99,13 @@ def sent_in_rooms(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[
 
 def daemon(tmp_path: Path) -> tuple[Verifications, FakeClient, Clock]:
     clock = Clock()
-    flows = Verifications(monotonic=clock)
     client = FakeClient()
     members = {BOT.user_id: None, ALICE.user_id: None}
     client.rooms = {  # type: ignore[attr-defined]
         "!group:example.org": SimpleNamespace(users={**members, "@bob:example.org": None}),
         DM: SimpleNamespace(users=members),
     }
-    policy = Policy.build(
-        BOT.user_id,
-        allowed_users=[ALICE.user_id],
-        allowed_servers=[],
-        allowed_rooms=[],
-        open_rooms=[],
-    )
-    flows.attach(client, policy, None)  # type: ignore[arg-type]
-    return flows, client, clock
+    return verifications(client, clock, allowed=[ALICE.user_id]), client, clock
 
 
 async def test_a_restart_resumes_a_ready_flow_and_cancels_one_cut_after_its_start(

@@ -1,12 +1,11 @@
 """The Matrix `Channel`: `run` logs in and follows one connection, `send` delivers a reply.
 
-The parts live beside it: `connection` (one logged-in client's sync lifecycle and each
-batch handed out), `events` (a room event read into an `Inbound`), `send` (a reply as room
-events), `stream` (an answer shown as it is written: `partials`, then the final edit in
-`send`), `typing_notices` (typing leases and their refresh) and `undecrypted` (events
-waiting for their keys). The channel owns what outlives a reconnect (`Carried`) and hands
-it to each new `Connection`; while connected it holds the client and the policy that
-`send` needs.
+The channel builds its parts once, each with what it needs (`__init__`): what outlives a
+reconnect is `carried.Carried`, handed to each new `connection.Connection`; the parts that
+need the connection of the moment (its client, policy, trust pass, signing identity) are
+given the channel's `online.Online`, which answers for the connection while `run` serves
+it. A message's marks (typing, 👀, ✅/❌) follow one lifecycle (`message_marks`): the
+connection marks it received and settled, `send` marks it answered.
 """
 
 from __future__ import annotations
@@ -21,11 +20,14 @@ import structlog
 from anyio.abc import TaskStatus
 from nio import AsyncClient
 
+from squidd.channels.matrix.carried import Carried
 from squidd.channels.matrix.client import TokenRejectedError, open_client
-from squidd.channels.matrix.connection import Carried, Connection
+from squidd.channels.matrix.connection import Connection
 from squidd.channels.matrix.events import CHANNEL, event_id_or_none, member_count
 from squidd.channels.matrix.ids import EventId, RoomId
-from squidd.channels.matrix.marks import ReactionKeys, StatusReactions
+from squidd.channels.matrix.message_marks import MessageMarks
+from squidd.channels.matrix.online import Online
+from squidd.channels.matrix.own_reactions import ReactionKeys, StatusReactions
 from squidd.channels.matrix.rate import Priority, RateBudget, bind
 from squidd.channels.matrix.render import message_content
 from squidd.channels.matrix.send import relate, send_event, send_final_edit, send_reply
@@ -56,36 +58,46 @@ class MatrixChannel:
         monotonic: Callable[[], float] = time.monotonic,
         media: MediaSink | None = None,
         max_download_bytes: int = 8 * 1024 * 1024,
+        online: Online | None = None,
     ) -> None:
         self._settings = settings
         self._files = MatrixFiles(data_dir)
         self._streams = StreamRecords(self._files.root)
         self._monotonic = monotonic
-        self._client: AsyncClient | None = None
-        self._trust: Callable[[], None] | None = None
-        self._thread_roots = ThreadRoots(lambda: self._client)
-        self.typing = TypingNotices(enabled=settings.typing_notice, monotonic=monotonic)
-        self.reactions = self.typing.reactions = StatusReactions(
-            enabled=settings.status_reactions,
-            receipts=settings.read_receipts,
-            keys=ReactionKeys(
-                settings.reaction_taken, settings.reaction_done, settings.reaction_failed
+        online = self._online = online if online is not None else Online()
+        self._thread_roots = ThreadRoots(lambda: online.client)
+        self._marks = MessageMarks(
+            TypingNotices(
+                enabled=settings.typing_notice, monotonic=monotonic, client=lambda: online.client
             ),
-            device_trust=settings.device_trust,
+            StatusReactions(
+                enabled=settings.status_reactions,
+                receipts=settings.read_receipts,
+                keys=ReactionKeys(
+                    settings.reaction_taken, settings.reaction_done, settings.reaction_failed
+                ),
+                device_trust=settings.device_trust,
+                apply_trust=online.apply_trust,
+            ),
         )
         self._carried = Carried(
-            typing=self.typing,
+            marks=self._marks,
             undecrypted=Undecrypted(wait_s=settings.decrypt_wait_s, monotonic=monotonic),
             backoff=Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s),
+            verifications=Verifications(online, device_trust=settings.device_trust),
             media=media,
             max_download_bytes=max_download_bytes,
-            verifications=Verifications(device_trust=settings.device_trust),
             budget=RateBudget(settings.rate_per_second, settings.rate_burst),
         )
 
     @property
     def name(self) -> str:
         return CHANNEL
+
+    @property
+    def client(self) -> AsyncClient | None:
+        """The logged-in client while `run` serves a connection, else None."""
+        return self._online.client
 
     def stages(self) -> tuple[Stage, ...]:
         """The channel's stage in the daemon's pipeline: a thread's first message brings
@@ -111,15 +123,9 @@ class MatrixChannel:
         )
         try:
             response, since = await connection.connect()
-            connection.policy.session_scope = self._settings.session_scope
-            connection.policy.room_scopes = self._settings.room_session_scope
-            self.reactions.apply_trust = connection.apply_trust
-            self._trust = connection.apply_trust
-            self._client = self.typing.client = client
-            await connection.serve(response, since, task_status)
+            with self._online.serving(connection):
+                await connection.serve(response, since, task_status)
         finally:
-            self._client = self.typing.client = None
-            self._trust = None
             with anyio.CancelScope(shield=True):
                 await connection.identity.close()
                 await client.close()
@@ -151,7 +157,7 @@ class MatrixChannel:
 
     def partials(self, inbound: Inbound) -> PartialReply | None:
         """The answer to `inbound` streamed by edits (stream.py), or None where it is off."""
-        client, settings, destination = self._client, self._settings, inbound.destination
+        client, settings, destination = self._online.client, self._settings, inbound.destination
         if client is None or inbound.channel != CHANNEL or destination is None:
             return None
         room_id = RoomId(destination.target)
@@ -177,7 +183,7 @@ class MatrixChannel:
                 content,
                 tx_id=tx_id,
                 device_trust=settings.device_trust,
-                apply_trust=self._trust,
+                apply_trust=self._online.apply_trust,
                 priority=Priority.EDIT,  # gives way: a skipped edit's text goes out later
             )
 
@@ -192,10 +198,10 @@ class MatrixChannel:
         )
 
     async def send(self, outbound: Outbound) -> None:
-        client = self._client
+        client = self._online.client
         if client is None:
             raise DeliveryError("matrix is not connected")
-        trust = self._trust
+        trust = self._online.apply_trust
         reply_to = outbound.in_reply_to
         key = turn_key(reply_to.channel, reply_to.source_id) if reply_to is not None else None
         record = await self._streams.get(key) if key is not None else None
@@ -225,5 +231,4 @@ class MatrixChannel:
             await self._streams.remove(key)
         reply_to = outbound.in_reply_to
         if reply_to is not None and reply_to.channel == CHANNEL:
-            self.reactions.answered(RoomId(outbound.target), EventId(reply_to.source_id))
-            await self.typing.stop(RoomId(outbound.target), EventId(reply_to.source_id))
+            await self._marks.answered(RoomId(outbound.target), EventId(reply_to.source_id))

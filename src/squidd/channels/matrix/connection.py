@@ -16,21 +16,18 @@ persisted position, so messages sent while the daemon was down are answered once
 router's handled-id record prevents a second answer for anything re-delivered).
 
 A `Connection` lives as long as its client; what must outlive a reconnect (event ids seen,
-invites answered, events waiting for keys, typing leases, the sync ledger) is `Carried`
-from the channel. The ledger is one per run: an event handed on by one connection may be
-answered after the next one started (it waited in a burst or in its session's line), and
-its ack must still hold the position back, which the next connection, skipping the event
-as seen, could not do with a ledger of its own. An event whose handing-on was cut short by
-the connection's end is withdrawn (forgotten as seen, its batch never saving its position):
-the next connection receives it again.
+invites answered, events waiting for keys, the messages' marks, the sync ledger) is
+`carried.Carried` from the channel. While it is served the connection is the channel's
+`online.Session`: the parts built once per run ask it for its client, policy, trust pass
+and signing identity. An event whose handing-on was cut short by the connection's end is
+withdrawn (forgotten as seen, its batch never saving its position): the next connection
+receives it again.
 """
 
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -41,85 +38,40 @@ from nio import (
     BadEvent,
     ErrorResponse,
     MegolmEvent,
-    MessageDirection,
     RoomMemberEvent,
     RoomMessage,
-    RoomMessagesResponse,
     SyncResponse,
     UnknownBadEvent,
     UnknownEvent,
 )
 
 from squidd.channels.matrix import e2ee, events, media
+from squidd.channels.matrix.backfill import backfill
+from squidd.channels.matrix.carried import Carried
 from squidd.channels.matrix.client import TokenRejectedError, call, translate
 from squidd.channels.matrix.downloads import Lanes, with_media
-from squidd.channels.matrix.identity.gate import IdentityGate, Remembered
+from squidd.channels.matrix.identity.gate import IdentityGate
 from squidd.channels.matrix.ids import EventId, RoomId, SyncToken
 from squidd.channels.matrix.invites import answer_invites
+from squidd.channels.matrix.online import Identity
 from squidd.channels.matrix.policy import Policy
-from squidd.channels.matrix.rate import RateBudget
-from squidd.channels.matrix.reactions import is_answer_reaction as answer
-from squidd.channels.matrix.reactions import read_reaction
-from squidd.channels.matrix.state import Batch, MatrixFiles, SyncLedger
-from squidd.channels.matrix.typing_notices import TypingNotices
-from squidd.channels.matrix.undecrypted import Undecrypted
-from squidd.channels.matrix.verification.flows import Verifications
+from squidd.channels.matrix.reaction_answers import is_answer_reaction as answer
+from squidd.channels.matrix.reaction_answers import read_reaction
+from squidd.channels.matrix.state import Batch, MatrixFiles
 from squidd.channels.matrix.verification.signing import SigningIdentity
 from squidd.config.matrix import MatrixSettings
-from squidd.core.backoff import Backoff, Failures, reconnecting
+from squidd.core.backoff import Failures, reconnecting
 from squidd.core.models import Inbound, InboundKind
-from squidd.core.ports import ChannelState, Inbox, MediaSink
+from squidd.core.ports import ChannelState, Inbox
 from squidd.errors import SquiddError, TransientError
 from squidd.text import clean_text
 
 log = structlog.get_logger()
 
-SEEN_MAX = 20_000  # event ids remembered for de-duplication within one run
-BACKFILL_PAGE = 100
-BACKFILL_MAX_PAGES = 50
-
-
-@dataclass(slots=True)
-class Carried:
-    """What the channel keeps across connections of one run."""
-
-    typing: TypingNotices
-    undecrypted: Undecrypted
-    backoff: Backoff
-    verifications: Verifications = field(default_factory=Verifications)
-    seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
-    invites_seen: set[str] = field(default_factory=set)
-    media: MediaSink | None = None
-    max_download_bytes: int = 0
-    identity: Remembered = field(default_factory=Remembered)
-    budget: RateBudget = field(default_factory=RateBudget)
-    """The account's rate budget: what was spent before a reconnect still counts."""
-    ledgers: dict[str, SyncLedger] = field(default_factory=dict)
-
-    def ledger(self, user_id: str, files: MatrixFiles) -> SyncLedger:
-        """The account's sync ledger for the whole run (see the module)."""
-        found = self.ledgers.get(user_id)
-        if found is None:
-            save = functools.partial(files.save_sync_token, user_id)
-            found = self.ledgers[user_id] = SyncLedger(save)
-        return found
-
-    def remember(self, event_id: EventId) -> bool:
-        """Record an event id; False if it was seen before in this run."""
-        if event_id in self.seen:
-            return False
-        self.seen[event_id] = None
-        if len(self.seen) > SEEN_MAX:
-            self.seen.popitem(last=False)
-        return True
-
-    def forget(self, event_id: EventId) -> None:
-        """Let an event that was never handed on be received again."""
-        self.seen.pop(event_id, None)
-
 
 class Connection:
-    """`client` logged in for `inbox`; `policy` and the first sync come from `connect`."""
+    """`client` logged in for `inbox`; `policy` and the first sync come from `connect`, the
+    bot's `signing` identity (with encryption on) from the first sync's handing out."""
 
     def __init__(
         self,
@@ -140,9 +92,11 @@ class Connection:
         fetch = functools.partial(
             with_media, client, sink=carried.media, max_bytes=carried.max_download_bytes
         )
-        self._lanes = Lanes(self._hand_on, fetch, forget=carried.forget)
+        self._lanes = Lanes(self._hand_on, fetch, forget=carried.forget, on_failure=self._end)
+        self._loop: anyio.CancelScope | None = None
         self._names: set[str] = set()
         self._policy: Policy | None = None
+        self._signing: Identity | None = None
         self.identity = IdentityGate(client, settings, files.root.parent, carried.identity)
         self._filter: dict[str, Any] = {
             "room": {
@@ -159,11 +113,14 @@ class Connection:
             raise RuntimeError("the Matrix policy is built when the channel connects")
         return self._policy
 
+    @property
+    def signing(self) -> Identity | None:
+        """The bot's cross-signing identity for verifications, once made sure of."""
+        return self._signing
+
     async def connect(self) -> tuple[SyncResponse, SyncToken | None]:
         """Build the policy and do the first sync; return it and the position it started at."""
         self._policy = await self._build_policy()
-        self._carried.verifications.attach(self.client, self._policy, None)
-        self._carried.verifications.apply_trust = self.apply_trust
         await self._carried.verifications.restore(self._files.root)
         since = await self._files.load_sync_token(self._user_id)
         # Full state on every start: nio keeps no room state across restarts, and the
@@ -180,12 +137,11 @@ class Connection:
         failure: SquiddError | None = None
         async with anyio.create_task_group() as tg:
             await tg.start(self._lanes.run)
-            with anyio.CancelScope() as loop_scope:
-                self._lanes.on_failure = loop_scope.cancel
+            with anyio.CancelScope() as self._loop:
                 try:
                     await self._first(response, since)
                     task_status.started()
-                    tg.start_soon(self._carried.typing.run, self.client)
+                    tg.start_soon(self._carried.marks.run, self.client)
                     await self._sync_loop(response.next_batch)
                 except SquiddError as exc:
                     failure = exc
@@ -193,6 +149,11 @@ class Connection:
             tg.cancel_scope.cancel()
         if failure is not None:
             raise failure
+
+    def _end(self) -> None:
+        """A download lane failed: end the sync loop (`serve` raises the lane's error)."""
+        if self._loop is not None:
+            self._loop.cancel()
 
     async def _first(self, response: SyncResponse, since: SyncToken | None) -> None:
         client = self.client
@@ -211,8 +172,7 @@ class Connection:
             await self._handle_batch(response, since)
         if client.olm is not None:
             own = await self.identity.ensure_own()
-            identity = SigningIdentity(self.identity.api, own)
-            self._carried.verifications.attach(self.client, self.policy, identity)
+            self._signing = SigningIdentity(self.identity.api, own)
         await self._carried.verifications.end_interrupted()  # a restart cut them
         log.info(
             "matrix_connected",
@@ -294,6 +254,8 @@ class Connection:
             allowed_servers=settings.allowed_servers,
             allowed_rooms=await self._resolve_rooms(settings.allowed_rooms),
             open_rooms=await self._resolve_rooms(settings.open_rooms),
+            session_scope=settings.session_scope,
+            room_scopes=settings.room_session_scope,
         )
 
     async def _resolve_rooms(self, rooms: Sequence[str]) -> list[str]:
@@ -342,7 +304,7 @@ class Connection:
                     # A room we just joined: what came before our join is history.
                     timeline = timeline[joined_at + 1 :]
                 elif info.timeline.limited and since and info.timeline.prev_batch:
-                    gap = await self._backfill(room_id, info.timeline.prev_batch, since)
+                    gap = await backfill(self.client, room_id, info.timeline.prev_batch, since)
                     timeline = gap + timeline
                 for event in timeline:
                     await self._handle_event(batch, room_id, event)
@@ -354,35 +316,6 @@ class Connection:
         await ledger.seal(batch)
         next_batch = SyncToken(response.next_batch)
         return next_batch
-
-    async def _backfill(self, room_id: RoomId, prev_batch: str, since: SyncToken) -> list[Any]:
-        """The events between the previous position and the start of a limited timeline."""
-        collected: list[Any] = []
-        start = prev_batch
-        for _ in range(BACKFILL_MAX_PAGES):
-            response = await call(
-                "back-filling a room",
-                self.client.room_messages(
-                    room_id,
-                    start=start,
-                    end=since,
-                    direction=MessageDirection.back,
-                    limit=BACKFILL_PAGE,
-                ),
-            )
-            if isinstance(response, ErrorResponse):
-                raise translate("back-filling a room", response)
-            if not isinstance(response, RoomMessagesResponse):
-                raise TransientError(f"back-fill: unexpected answer {type(response).__name__}")
-            collected.extend(response.chunk)
-            if not response.chunk or not response.end or response.end == start:
-                break
-            start = response.end
-        else:
-            log.warning("matrix_backfill_truncated", room=room_id, events=len(collected))
-        collected.reverse()
-        log.info("matrix_backfilled", room=room_id, events=len(collected))
-        return collected
 
     async def _handle_event(self, batch: Batch, room_id: RoomId, event: Any) -> None:
         event_id = events.event_id(event)
@@ -459,8 +392,8 @@ class Connection:
 
     async def _hand_on(self, room_id: RoomId, inbound: Inbound) -> None:
         event_id = EventId(inbound.source_id)
-        if inbound.kind is not InboundKind.REACTION:  # an answer by reaction: no 👀, no typing
-            self._carried.typing.start(room_id, event_id)  # its event
+        if inbound.kind is not InboundKind.REACTION:  # an answer by reaction: no marks
+            self._carried.marks.received(room_id, event_id)
         try:
             await self._inbox.put(inbound)
         except anyio.get_cancelled_exc_class():
@@ -470,5 +403,5 @@ class Connection:
             raise
 
     async def _ack(self, batch: Batch, room_id: RoomId, event_id: EventId) -> None:
-        await self._carried.typing.stop(room_id, event_id, settled=True)
+        await self._carried.marks.settled(room_id, event_id)
         await self._ledger.ack(batch, event_id)

@@ -75,7 +75,8 @@ class Lanes:
     """The rooms' queues of messages waiting behind a download, and their worker tasks.
 
     `run` owns the workers for one connection; `failure` is the channel error a worker met
-    (the store failing, say), after `on_failure` was called to end the connection.
+    (the store failing, say), after `on_failure` (given at construction) was called to end the
+    connection.
     """
 
     def __init__(
@@ -84,6 +85,7 @@ class Lanes:
         fetch: Fetch,
         *,
         forget: Callable[[EventId], None],
+        on_failure: Callable[[], None],
         limit: int = DOWNLOADS_AT_ONCE,
     ) -> None:
         self._hand_on = hand_on
@@ -92,8 +94,8 @@ class Lanes:
         self._limiter = anyio.CapacityLimiter(limit)
         self._lanes: dict[str, deque[_Item]] = {}
         self._tg: TaskGroup | None = None
+        self._on_failure = on_failure
         self.failure: SquiddError | None = None
-        self.on_failure: Callable[[], None] = lambda: None
 
     def busy(self, room_id: RoomId) -> bool:
         """Something of this room waits in its lane: later messages must queue behind it."""
@@ -146,7 +148,7 @@ class Lanes:
     def _fail(self, exc: SquiddError) -> None:
         if self.failure is None:
             self.failure = exc
-        self.on_failure()
+        self._on_failure()
 
     def _drop_unhanded(self) -> None:
         dropped = 0

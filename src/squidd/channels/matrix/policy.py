@@ -56,6 +56,8 @@ class Policy:
         allowed_servers: Iterable[str],
         allowed_rooms: Iterable[str],
         open_rooms: Iterable[str],
+        session_scope: str = "auto",
+        room_scopes: Mapping[str, str] | None = None,
     ) -> Policy:
         return cls(
             bot_user_id=bot_user_id,
@@ -64,6 +66,8 @@ class Policy:
             ),
             allowed_rooms=frozenset(allowed_rooms),
             open_rooms=frozenset(open_rooms),
+            session_scope=session_scope,
+            room_scopes=dict(room_scopes or {}),
         )
 
     def session_of(self, room_id: str, *, direct: bool, thread_root: str | None) -> str:

@@ -6,6 +6,8 @@ acked, and the last lease out sends the "stopped" notice. `run` refreshes the no
 every room with leases before the homeserver's timeout lapses, and drops leases older than
 `TYPING_MAX_S` (a turn that never ends must not type forever). Failures are logged at
 debug level only: a typing notice is a courtesy, never worth failing a turn over.
+A message's typing lease is one of its marks: `message_marks.MessageMarks` takes and gives
+it back, beside the status reactions.
 
 (Not named `typing.py`: that would shadow the standard library's module of that name.)
 """
@@ -20,7 +22,6 @@ from nio import AsyncClient, ErrorResponse
 
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.ids import EventId, RoomId
-from squidd.channels.matrix.marks import StatusReactions
 from squidd.errors import TransientError
 
 log = structlog.get_logger()
@@ -31,21 +32,23 @@ TYPING_MAX_S = 15 * 60  # a turn that never ends must not type forever
 
 
 class TypingNotices:
-    """The typing leases of every room; `client` is the logged-in client, None while offline."""
+    """The typing leases of every room; `client` gives the logged-in client, None offline."""
 
-    def __init__(self, *, enabled: bool, monotonic: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        monotonic: Callable[[], float],
+        client: Callable[[], AsyncClient | None],
+    ) -> None:
         self._enabled = enabled
         self._monotonic = monotonic
-        self.client: AsyncClient | None = None
+        self._client = client
         # room id -> {event id being answered -> when the typing lease began}
         self._leases: dict[RoomId, dict[EventId, float]] = {}
         self._wakeup = anyio.Event()
-        self.reactions: StatusReactions | None = None
-        """The status reactions that follow the same message life (marks.py)."""
 
     def start(self, room_id: RoomId, event_id: EventId) -> None:
-        if self.reactions is not None:
-            self.reactions.taken(room_id, event_id)
         if not self._enabled:
             return
         self._leases.setdefault(room_id, {})[event_id] = self._monotonic()
@@ -55,29 +58,20 @@ class TypingNotices:
         """Refresh now rather than at the next interval."""
         self._wakeup.set()
 
-    async def stop(self, room_id: RoomId, event_id: EventId, *, settled: bool = False) -> None:
-        """Give the lease back: its reply was sent, or (`settled`) it was acknowledged."""
-        if settled and self.reactions is not None:
-            self.reactions.settled(room_id, event_id)
+    async def stop(self, room_id: RoomId, event_id: EventId) -> None:
+        """Give the lease back: its reply was sent, or it was acknowledged."""
         leases = self._leases.get(room_id)
         if leases is None or leases.pop(event_id, None) is None:
             return
         if leases:
             return
         del self._leases[room_id]
-        client = self.client
+        client = self._client()
         if client is not None:
             await self._send(client, room_id, typing=False)
 
     async def run(self, client: AsyncClient) -> None:
-        """Keep the typing notice of every room with a turn in progress alive (and send the
-        status reactions, beside it)."""
-        async with anyio.create_task_group() as tg:
-            if self.reactions is not None:
-                tg.start_soon(self.reactions.run, client)
-            await self._refresh(client)
-
-    async def _refresh(self, client: AsyncClient) -> None:
+        """Keep the typing notice of every room with a turn in progress alive."""
         while True:
             self._wakeup = anyio.Event()
             now = self._monotonic()

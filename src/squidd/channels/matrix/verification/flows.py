@@ -30,12 +30,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
-from nio import AsyncClient
 
-from squidd.channels.matrix.policy import Policy
+from squidd.channels.matrix.online import Identity, Link
 from squidd.channels.matrix.verification.flow import (
     FINISHED,
     IDLE,
@@ -66,54 +65,25 @@ RESTARTED_NOTICE = (
 __all__ = ["Flow", "Identity", "Verifications", "is_room_verification"]
 
 
-class Identity(Protocol):
-    """The bot's cross-signing identity, as far as verification needs it."""
-
-    def own_master_key(self) -> str | None: ...
-
-    async def master_key_of(self, user_id: str) -> str | None: ...
-
-    async def verified(self, user_id: str, master_key: str) -> None: ...
-
-
 class Verifications:
-    """Every verification flow of the bot's device; one per channel, bound to each client."""
+    """Every verification flow of the bot's device; one per channel. The connection of the
+    moment (its client, policy and the bot's signing identity) is asked of `link`."""
 
     def __init__(
         self,
+        link: Link,
         *,
         device_trust: str = "allowlisted",
-        identity: Identity | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        self._identity = identity
+        self._link = link
         self._monotonic = monotonic
         self._wall = wall
         self._file: FlowFile | None = None
         self._flows: dict[str, Flow] = {}
         self._answers = Answers()
-        self._wire = Wire(device_trust)
-        self._policy: Policy | None = None
-
-    @property
-    def apply_trust(self) -> Callable[[], None] | None:
-        """The connection's trust pass, re-applied before an in-room event is encrypted."""
-        return self._wire.apply_trust
-
-    @apply_trust.setter
-    def apply_trust(self, trust: Callable[[], None] | None) -> None:
-        self._wire.apply_trust = trust
-
-    @property
-    def _client(self) -> AsyncClient | None:
-        return self._wire.client
-
-    def attach(self, client: AsyncClient, policy: Policy, identity: Identity | None) -> None:
-        """The connection's client, policy and (once known) identity from now on."""
-        self._wire.client, self._policy = client, policy
-        if identity is not None:
-            self._identity = identity
+        self._wire = Wire(link, device_trust)
 
     # --- across a restart (kept) ------------------------------------------------------------
 
@@ -189,12 +159,13 @@ class Verifications:
         content, sender = source.get("content"), source.get("sender")
         if not isinstance(content, Mapping) or not isinstance(sender, str):
             return
-        if self._client is None or sender == self._client.user_id:
+        client = self._link.client
+        if client is None or sender == client.user_id:
             return  # our own events come back in the timeline
         await self._guarded_expire()
         if content.get("msgtype") == REQUEST:
             event_id = source.get("event_id")
-            if content.get("to") != self._client.user_id or stale(source.get("origin_server_ts")):
+            if content.get("to") != client.user_id or stale(source.get("origin_server_ts")):
                 return
             if isinstance(event_id, str) and event_id:
                 await self._guarded(REQUEST, sender, event_id, content, room_id)
@@ -269,7 +240,7 @@ class Verifications:
     async def _unknown(self, sender: str, flow_id: str) -> None:
         """A to-device step of a flow we do not know (e.g. begun before a restart): tell an
         allowed person's devices, so their client stops waiting."""
-        if self._policy is None or not self._policy.user_allowed(sender):
+        if not self._allowed(sender):
             return
         if not self._answers.unknown_flow(sender, self._monotonic()):
             log.debug("matrix_verification_ignored", flow=flow_id, reason="answered enough")
@@ -287,7 +258,7 @@ class Verifications:
         now = self._monotonic()
         flow = Flow(flow_id, sender, device, room, now)
         # Refused flows are not kept: anyone can send requests to the bot's device.
-        if self._policy is None or not self._policy.user_allowed(sender):
+        if not self._allowed(sender):
             if self._answers.stranger(sender, now):
                 log.info("matrix_verification_refused", user=sender, reason="not an allowed user")
                 await self._cancel(flow, "m.user", "squidd verifies only the people it serves")
@@ -315,6 +286,11 @@ class Verifications:
             )
         flow.state = "ready"
         return flow
+
+    def _allowed(self, sender: str) -> bool:
+        """The connection's policy lets `sender` in (no one while offline)."""
+        policy = self._link.policy
+        return policy is not None and policy.user_allowed(sender)
 
     def _keep(self, flow: Flow) -> None:
         """Keep `flow`, dropping the oldest finished flows beyond `MAX_KEPT_FLOWS`."""
@@ -384,7 +360,8 @@ class Verifications:
             raise SasError("m.unexpected_message", "no exchange to confirm")
         flow.confirmed = True
         keys = {f"ed25519:{self._wire.own.device_id}": self._wire.own_device_key()}
-        master = self._identity.own_master_key() if self._identity else None
+        identity = self._link.identity
+        master = identity.own_master_key() if identity is not None else None
         if master:
             keys[f"ed25519:{master}"] = master
         await self._wire.send(flow, "mac", flow.exchange.mac_content(keys))
@@ -406,8 +383,9 @@ class Verifications:
         if device is not None and f"ed25519:{flow.device_id}" in flow.verified_keys:
             self._wire.bound().verify_device(device)
         masters = [known[k] for k in flow.verified_keys if k != f"ed25519:{flow.device_id}"]
-        if masters and self._identity is not None:
-            await self._identity.verified(flow.user_id, masters[0])
+        identity = self._link.identity
+        if masters and identity is not None:
+            await identity.verified(flow.user_id, masters[0])
         log.info(
             "matrix_verification_done",
             flow=flow.id,
@@ -431,7 +409,8 @@ class Verifications:
         device = self._wire.device(flow.user_id, flow.device_id)
         if device is not None:
             known[f"ed25519:{flow.device_id}"] = device.ed25519
-        master = await self._identity.master_key_of(flow.user_id) if self._identity else None
+        identity = self._link.identity
+        master = await identity.master_key_of(flow.user_id) if identity is not None else None
         if master:
             known[f"ed25519:{master}"] = master
         return known

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -16,6 +15,7 @@ from nio import AsyncClient, ToDeviceError, ToDeviceMessage
 
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.ids import RoomId
+from squidd.channels.matrix.online import Link
 from squidd.channels.matrix.send import send_event
 from squidd.channels.matrix.verification.flow import PREFIX, Flow
 from squidd.channels.matrix.verification.sas import Party, SasError
@@ -25,13 +25,16 @@ log = structlog.get_logger()
 
 
 class Wire:
-    """The client the flows talk through (none until the channel connects)."""
+    """The client the flows talk through: the `link`'s, none while the channel is offline.
+    The link's trust pass is re-applied before an in-room event is encrypted."""
 
-    def __init__(self, device_trust: str) -> None:
-        self.client: AsyncClient | None = None
+    def __init__(self, link: Link, device_trust: str) -> None:
+        self._link = link
         self._device_trust = device_trust
-        # The connection's trust pass, re-applied before an in-room event is encrypted.
-        self.apply_trust: Callable[[], None] | None = None
+
+    @property
+    def client(self) -> AsyncClient | None:
+        return self._link.client
 
     def bound(self) -> AsyncClient:
         if self.client is None:
@@ -88,7 +91,7 @@ class Wire:
             {"msgtype": "m.notice", "body": text},
             tx_id=f"squidd-verify-told-{digest}",
             device_trust=self._device_trust,
-            apply_trust=self.apply_trust,
+            apply_trust=self._link.apply_trust,
         )
 
     async def send(self, flow: Flow, step: str, content: dict[str, Any]) -> None:
@@ -114,7 +117,7 @@ class Wire:
                 body,
                 tx_id=f"squidd-verify-{uuid.uuid4().hex}",
                 device_trust=self._device_trust,
-                apply_trust=self.apply_trust,
+                apply_trust=self._link.apply_trust,
             )
         except SquiddError as exc:
             log.warning("matrix_verification_send_failed", step=step, reason=str(exc))

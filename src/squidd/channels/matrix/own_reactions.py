@@ -1,18 +1,20 @@
-"""Reactions the bot sends on room events, and the status reactions on a person's message.
+"""Reactions the bot puts on room events (outgoing), and the status reactions it shows on
+a person's message. The reactions a person sends, as answers, are `reaction_answers`.
 
 `react`, `unreact` and `read_receipt` are the three small requests (an `m.reaction`
 annotation sent the way replies are, so encrypted rooms work; a redaction; a read marker),
-for any part of the channel that marks an event (the status reactions here, approval
-prompts). They never raise for what the homeserver says or for a homeserver out of reach:
-a reaction is a courtesy, never worth failing a turn over; failures are logged at debug.
+for any part of the channel that marks an event. They never raise for what the homeserver
+says or for a homeserver out of reach: a reaction is a courtesy, never worth failing a turn
+over; failures are logged at debug.
 
-`StatusReactions` shows a message's state on it: `taken` (👀, and a read receipt) when it
-goes to the inbox, replaced by `done` (✅) when its reply was sent (or the reply to a later
-message of its room, its burst's answer), or by `failed` (❌) when it was settled without
-one (refused, parked). The keys and the switch are settings
-(`matrix.status_reactions`, `matrix.reaction_*`, `matrix.read_receipts`). The requests run
-in order on `run`'s task, off the sync loop; a message's state lives in memory until it is
-settled (after a restart a 👀 placed before it stays beside the final mark).
+`StatusReactions` shows a message's state on it, as `message_marks.MessageMarks` moves it
+along: `taken` (👀, and a read receipt) when it goes to the inbox, replaced by `done` (✅)
+when its reply was sent (or the reply to a later message of its room, its burst's answer),
+or by `failed` (❌) when it was settled without one (refused, parked). The keys and the
+switch are settings (`matrix.status_reactions`, `matrix.reaction_*`,
+`matrix.read_receipts`). The requests run in order on `run`'s task, off the sync loop; a
+message's state lives in memory until it is settled (after a restart a 👀 placed before it
+stays beside the final mark).
 
 Reactions and redactions spend from the account's rate budget (`rate.py`) behind replies.
 A 👀 still waiting for a token when its message's ✅ or ❌ is queued is left out (the final
@@ -106,7 +108,9 @@ Step = Literal["taken", "done", "failed"]
 
 
 class StatusReactions:
-    """The status reactions of the messages being answered; `client` is set while online."""
+    """The status reactions of the messages being answered, sent by `run` while connected;
+    `apply_trust` is the connection's trust pass of the moment (whose devices a reaction in
+    an encrypted room is encrypted for)."""
 
     def __init__(
         self,
@@ -115,6 +119,7 @@ class StatusReactions:
         receipts: bool,
         keys: ReactionKeys,
         device_trust: str = "all",
+        apply_trust: Callable[[], None] | None = None,
     ) -> None:
         self._enabled = enabled
         self._receipts = receipts
@@ -126,9 +131,8 @@ class StatusReactions:
         self._order: dict[RoomId, list[EventId]] = {}  # messages taken and not yet settled
         self._wakeup = anyio.Event()
         self._waiting: tuple[EventId, anyio.CancelScope] | None = None  # a 👀 short of a token
+        self._apply_trust = apply_trust
         self.skipped = 0
-        self.apply_trust: Callable[[], None] | None = None
-        """Whose devices a reaction in an encrypted room is encrypted for (the policy's)."""
 
     def taken(self, room_id: RoomId, event_id: EventId) -> None:
         self._order.setdefault(room_id, []).append(event_id)
@@ -224,5 +228,5 @@ class StatusReactions:
             event_id,
             key,
             device_trust=self._device_trust,
-            apply_trust=self.apply_trust,
+            apply_trust=self._apply_trust,
         )

@@ -1,4 +1,5 @@
-"""A reaction that may answer an approval question, read into an `Inbound`.
+"""A reaction a person sends (incoming) that may answer an approval question, read into an
+`Inbound`. The reactions the bot itself puts on events are `own_reactions`.
 
 The approval prompt (gateway/approval_answers.py) can be answered with a reaction: ✅ once,
 ♾️ always, ❌ no. Such a reaction from a sender the policy lets in, in a room it allows
