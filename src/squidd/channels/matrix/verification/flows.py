@@ -15,7 +15,8 @@ In a room the flow's id is the request event's id and every later event refers t
 (`m.reference`); to-device it is the request's `transaction_id`.
 
 Anyone can send these events, in any order and any shape, and matrix-nio never sees them
-(`client.SquiddClient`). Each is checked here before it is acted on: a step out of order
+(`client.SquiddClient`). Which events are steps of which flow is `steps`'s; each step is
+checked here before it is acted on: a step out of order
 (a key before the start, a MAC before the keys, a second start or MAC, an `accept` to the
 side that accepts) cancels its flow with `m.unexpected_message`; methods, hashes or MACs
 we do not speak with `m.unknown_method`; a malformed step with `m.invalid_message`; a wrong
@@ -43,7 +44,6 @@ from squidd.channels.matrix.verification.flow import (
     REQUEST,
     Flow,
     is_room_verification,
-    stale,
 )
 from squidd.channels.matrix.verification.kept import FILE_NAME, RESUMABLE, FlowFile
 from squidd.channels.matrix.verification.limits import (
@@ -53,6 +53,12 @@ from squidd.channels.matrix.verification.limits import (
     Answers,
 )
 from squidd.channels.matrix.verification.sas import SAS_V1, Party, SasError, SasExchange
+from squidd.channels.matrix.verification.steps import (
+    Step,
+    from_another,
+    room_step,
+    to_device_steps,
+)
 from squidd.channels.matrix.verification.wire import Wire
 from squidd.errors import SquiddError, StorageError
 
@@ -128,23 +134,8 @@ class Verifications:
     async def on_to_device(self, events: list[Any]) -> None:
         """The verification events of a sync's to-device list."""
         await self._guarded_expire()
-        for event in events:
-            source = getattr(event, "source", None)
-            if not isinstance(source, Mapping):
-                continue
-            kind = source.get("type")
-            if not isinstance(kind, str) or not kind.startswith(PREFIX):
-                continue
-            content, sender = source.get("content"), source.get("sender")
-            if not isinstance(content, Mapping) or not isinstance(sender, str):
-                continue
-            flow_id = content.get("transaction_id")
-            if not isinstance(flow_id, str) or not flow_id:
-                continue
-            if kind == REQUEST and stale(content.get("timestamp")):
-                log.info("matrix_verification_ignored", type=kind, reason="stale request")
-                continue
-            await self._guarded(kind, sender, flow_id, content, None)
+        for step in to_device_steps(events):
+            await self._guarded(step)
 
     async def take(self, room_id: str, event: Any) -> bool:
         """Handle a room event (nio's, decrypted) if it is a verification step; True if so."""
@@ -156,41 +147,26 @@ class Verifications:
 
     async def on_room_event(self, room_id: str, source: Mapping[str, Any]) -> None:
         """An in-room verification event (`is_room_verification(source)` said so)."""
-        content, sender = source.get("content"), source.get("sender")
-        if not isinstance(content, Mapping) or not isinstance(sender, str):
-            return
         client = self._link.client
-        if client is None or sender == client.user_id:
+        if client is None or not from_another(source, client.user_id):
             return  # our own events come back in the timeline
         await self._guarded_expire()
-        if content.get("msgtype") == REQUEST:
-            event_id = source.get("event_id")
-            if content.get("to") != client.user_id or stale(source.get("origin_server_ts")):
-                return
-            if isinstance(event_id, str) and event_id:
-                await self._guarded(REQUEST, sender, event_id, content, room_id)
-            return
-        relates = content.get("m.relates_to")
-        flow_id = relates.get("event_id") if isinstance(relates, Mapping) else None
-        flow = self._flows.get(flow_id) if isinstance(flow_id, str) else None
-        kind = source.get("type")
-        if flow is not None and flow.room_id == room_id and isinstance(kind, str):
-            await self._guarded(kind, sender, flow.id, content, room_id)
+        step = room_step(room_id, source, client.user_id, self._flows)
+        if step is not None:
+            await self._guarded(step)
 
-    async def _guarded(
-        self, kind: str, sender: str, flow_id: str, content: Mapping[str, Any], room: str | None
-    ) -> None:
+    async def _guarded(self, step: Step) -> None:
         try:
             try:
-                await self._handle(kind, sender, flow_id, content, room)
+                await self._handle(step.kind, step.sender, step.flow_id, step.content, step.room)
             except SasError as exc:
-                flow = self._flows.get(flow_id)
+                flow = self._flows.get(step.flow_id)
                 if flow is not None and flow.state not in FINISHED:
                     await self._cancel(flow, exc.code, exc.reason)
         except SquiddError as exc:  # the homeserver out of reach: the flow times out
-            log.warning("matrix_verification_step_failed", flow=flow_id, reason=str(exc))
+            log.warning("matrix_verification_step_failed", flow=step.flow_id, reason=str(exc))
         except Exception:  # a defect of ours; one odd event must not stop the sync loop
-            log.exception("matrix_verification_failed", flow=flow_id, sender=sender)
+            log.exception("matrix_verification_failed", flow=step.flow_id, sender=step.sender)
         await self._save()
 
     async def _guarded_expire(self) -> None:
