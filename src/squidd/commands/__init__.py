@@ -54,9 +54,17 @@ class Commands:
         help: str,
         run: Callable[..., int] | None = None,
         start: Start = Start.INTERACTIVE,
+        example: str = "",
         **kwargs: Any,
     ) -> argparse.ArgumentParser:
-        """A subparser for `name`; `run` is its handler (None for a group of actions)."""
+        """A subparser for `name`; `run` is its handler (None for a group of actions). Its
+        `--help` opens with `description` (the one-line `help` as a sentence when none is
+        given) and ends with `example`, one command per line."""
+        kwargs.setdefault("description", _sentence(help))
+        if example:
+            lines = "\n".join(f"  {line}" for line in example.splitlines())
+            kwargs.setdefault("epilog", f"example:\n{lines}")
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         parser = self.group.add_parser(name, parents=[self.common], help=help, **kwargs)
         parser.set_defaults(start=start)
         if run is not None:
@@ -67,6 +75,11 @@ class Commands:
         """The actions under a command (`cron list|add|remove`), each added with `add`."""
         group = parser.add_subparsers(dest=dest, required=True, metavar="ACTION")
         return Commands(group, self.common)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return f"{text[:1].upper()}{text[1:]}{'' if text.endswith('.') else '.'}"
 
 
 class CommandModule(Protocol):

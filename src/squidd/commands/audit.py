@@ -24,7 +24,10 @@ __all__ = ["audit_list", "audit_verify", "register"]
 
 def register(commands: Commands) -> None:
     parser = commands.add(
-        "audit", help="the tool calls made, and a check of the audit log", run=_run
+        "audit",
+        help="the tool calls made, and a check of the audit log",
+        run=_run,
+        example="squidd audit\nsquidd audit verify",
     )
     parser.add_argument(
         "action", nargs="?", choices=("list", "verify"), default="list", help="list (default)"

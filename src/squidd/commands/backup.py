@@ -18,9 +18,19 @@ from squidd.errors import EXIT_FAILURE, EXIT_OK
 
 
 def register(commands: Commands) -> None:
-    backup = commands.add("backup", help="back up the data dir, verify or restore a backup")
+    backup = commands.add(
+        "backup",
+        help="back up the data dir, verify or restore a backup",
+        example="squidd backup create --verify\nsquidd backup restore FILE --target ./restored",
+    )
     actions = commands.actions(backup, "backup_action")
-    create = actions.add("create", help="write a backup archive", run=_create, start=Start.SETTINGS)
+    create = actions.add(
+        "create",
+        help="write a backup archive",
+        run=_create,
+        start=Start.SETTINGS,
+        example="squidd backup create --verify\nsquidd backup create ./b.tar.gz --include-secrets",
+    )
     create.add_argument("file", nargs="?", type=Path, help="default: [backup] dir, dated name")
     create.add_argument("--verify", action="store_true", help="read it back and check it")
     create.add_argument(
@@ -28,10 +38,20 @@ def register(commands: Commands) -> None:
         action="store_true",
         help="also the Matrix credentials, cross-signing keys and crypto store",
     )
-    verify = actions.add("verify", help="check an archive against its manifest", run=_verify)
+    verify = actions.add(
+        "verify",
+        help="check an archive against its manifest",
+        run=_verify,
+        example="squidd backup verify ~/squidd-backups/squidd-2026-01-01.tar.gz",
+    )
     verify.add_argument("file", type=Path)
     verify.set_defaults(start=Start.ARGS)
-    restore = actions.add("restore", help="restore an archive into an empty folder", run=_restore)
+    restore = actions.add(
+        "restore",
+        help="restore an archive into an empty folder",
+        run=_restore,
+        example="squidd backup restore ./backup.tar.gz --target ./restored",
+    )
     restore.add_argument("file", type=Path)
     restore.add_argument("--target", type=Path, required=True, help="a new or empty folder")
     restore.set_defaults(start=Start.ARGS)

@@ -50,7 +50,12 @@ _CAP_HINT = (
 
 
 def register(commands: Commands) -> None:
-    chat = commands.add("chat", help="talk to the assistant in the terminal", run=_run)
+    chat = commands.add(
+        "chat",
+        help="talk to the assistant in the terminal",
+        run=_run,
+        example='squidd chat\nsquidd chat -m "what is on my calendar?"',
+    )
     chat.add_argument("-m", "--message", help="send one message, print the reply, exit")
     chat.add_argument("--session", default="terminal", help="session name (default: terminal)")
     chat.add_argument(

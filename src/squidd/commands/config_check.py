@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from squidd.commands import Commands, Start
@@ -10,11 +11,15 @@ from squidd.config import Settings, find_config_file
 
 
 def register(commands: Commands) -> None:
-    config = commands.add("config", help="configuration helpers")
+    config = commands.add("config", help="configuration helpers", example="squidd config check")
     actions = commands.actions(config, "config_command")
     # No logging set up: the check prints what it found, problems exit 2 before it runs.
     actions.add(
-        "check", help="validate the config file; exit 2 on problems", run=_run, start=Start.SETTINGS
+        "check",
+        help="validate the config file; exit 2 on problems, 1 when there is no file",
+        run=_run,
+        start=Start.SETTINGS,
+        example="squidd config check\nsquidd --config ./config.toml config check",
     )
 
 
@@ -25,7 +30,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 def check_command(settings: Settings, explicit: Path | None) -> int:
     """Settings were already validated by the loader (problems exit 2 before we get here)."""
     source = find_config_file(explicit)
-    print(f"config ok: {source if source else '(no file, defaults and environment)'}")
+    if source is None:
+        # Not "ok": nothing was read, and `run` would refuse to start on it.
+        print(
+            "no config file found (~/.config/squidd/config.toml, /etc/squidd/config.toml, "
+            "SQUIDD_CONFIG or --config): run `squidd init --interactive` to write one",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"config ok: {source}")
     print(f"  data dir:  {settings.storage.data_dir}")
     print(f"  workspace: {settings.workspace_dir}")
     print(f"  llm:       {settings.llm.model} at {settings.llm.base_url}")

@@ -29,10 +29,25 @@ Action = Callable[[CronJobs, argparse.Namespace], Awaitable[str]]
 
 
 def register(commands: Commands) -> None:
-    cron = commands.add("cron", help="manage scheduled prompts")
+    cron = commands.add(
+        "cron",
+        help="manage scheduled prompts",
+        example="squidd cron list\nsquidd cron add --name news --every 1h --prompt 'the news'",
+    )
     actions = commands.actions(cron, "cron_command")
-    actions.add("list", help="list jobs", run=_on_jobs(_list))
-    add = actions.add("add", help="add a job", run=_on_jobs(_add))
+    actions.add(
+        "list",
+        help="list jobs, each with its next run and its last delivery",
+        run=_on_jobs(_list),
+        example="squidd cron list",
+    )
+    add = actions.add(
+        "add",
+        help="add a job; its target is checked before it is kept",
+        run=_on_jobs(_add),
+        example="squidd cron add --name morning --cron '0 8 * * mon-fri' --prompt 'my day' "
+        "--target matrix:@me:example.org",
+    )
     add.add_argument("--name", required=True)
     add.add_argument("--prompt", required=True)
     when = add.add_mutually_exclusive_group(required=True)
@@ -47,7 +62,9 @@ def register(commands: Commands) -> None:
         ("resume", _resume, "resume a paused job"),
         ("run", _run, "run a job now, through the running daemon"),
     ):
-        actions.add(name, help=text, run=_on_jobs(run)).add_argument("name")
+        actions.add(
+            name, help=text, run=_on_jobs(run), example=f"squidd cron {name} morning"
+        ).add_argument("name")
 
 
 def _on_jobs(action: Action) -> Callable[[argparse.Namespace, Settings], int]:

@@ -22,6 +22,7 @@ def register(commands: Commands) -> None:
         help="check the config, the data dir and every server; say what to fix",
         run=_run,
         start=Start.ARGS,
+        example="squidd doctor\nsquidd --config /etc/squidd/config.toml doctor",
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON document")
     doctor.add_argument(

@@ -134,7 +134,11 @@ def _api_key(settings: Settings, created: list[Path], kept: list[Path]) -> Path:
 def register(commands: Commands) -> None:
     # Before any settings: the config to load is what this command writes.
     init = commands.add(
-        "init", help="write a config and a workspace with prompt files", run=_run, start=Start.ARGS
+        "init",
+        help="write a config and a workspace with prompt files",
+        run=_run,
+        start=Start.ARGS,
+        example="squidd init --interactive\nsquidd init --config ./config.toml",
     )
     init.add_argument(
         "--interactive",

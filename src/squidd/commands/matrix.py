@@ -34,13 +34,16 @@ from squidd.errors import SquiddError
 
 def register(commands: Commands) -> None:
     matrix = commands.add(
-        "matrix", help="the bot's Matrix identity (cross-signing) and verification"
+        "matrix",
+        help="the bot's Matrix identity (cross-signing) and verification",
+        example="squidd matrix bootstrap\nsquidd matrix verify",
     )
     actions = commands.actions(matrix, "matrix_command")
     boot = actions.add(
         "bootstrap",
         help="create the identity and print its recovery key once",
         run=_bootstrap,
+        example="squidd matrix bootstrap",
     )
     boot.add_argument(
         "--reset",
@@ -48,7 +51,10 @@ def register(commands: Commands) -> None:
         help="replace the account's identity with a new one (asks for the password)",
     )
     restore = actions.add(
-        "restore", help="bring the identity back from its recovery key", run=_restore
+        "restore",
+        help="bring the identity back from its recovery key",
+        run=_restore,
+        example="squidd matrix restore --recovery-key-file ./recovery-key.txt",
     )
     restore.add_argument(
         "--recovery-key-file",
@@ -59,7 +65,10 @@ def register(commands: Commands) -> None:
     add_verify(actions)
 
     trust = actions.add(
-        "trust", help="accept an allowed user's new identity (after they reset it)", run=_trust
+        "trust",
+        help="accept an allowed user's new identity (after they reset it)",
+        run=_trust,
+        example="squidd matrix trust @me:example.org",
     )
     trust.add_argument("user", help="their Matrix id, e.g. @me:example.org")
     trust.add_argument(

@@ -20,7 +20,12 @@ from squidd.gateway.status import ask, socket_path
 
 
 def add_verify(actions: Commands) -> None:
-    verify = actions.add("verify", help="compare a verification's emoji and confirm it", run=_run)
+    verify = actions.add(
+        "verify",
+        help="compare a verification's emoji and confirm it",
+        run=_run,
+        example="squidd matrix verify\nsquidd matrix verify @me:example.org --yes",
+    )
     verify.add_argument("id", nargs="?", default=None, help="a verification id or user id")
     answer = verify.add_mutually_exclusive_group()
     answer.add_argument("--yes", action="store_true", help="the emoji match: verify")

@@ -26,10 +26,22 @@ __all__ = ["mcp_command", "register"]
 
 
 def register(commands: Commands) -> None:
-    mcp = commands.add("mcp", help="inspect and call MCP servers (no daemon needed)")
+    mcp = commands.add(
+        "mcp", help="inspect and call MCP servers (no daemon needed)", example="squidd mcp list"
+    )
     actions = commands.actions(mcp, "mcp_command")
-    actions.add("list", help="connect to each server; print its state and tools", run=_run)
-    call = actions.add("call", help="call one tool of one server", run=_run)
+    actions.add(
+        "list",
+        help="connect to each server; print its state and tools",
+        run=_run,
+        example="squidd mcp list",
+    )
+    call = actions.add(
+        "call",
+        help="call one tool of one server",
+        run=_run,
+        example='squidd mcp call files read_file \'{"path": "notes.md"}\'',
+    )
     call.add_argument("server")
     call.add_argument("tool", help="the tool's own name (or <server>__<tool>)")
     call.add_argument("arguments", nargs="?", default="{}", help="a JSON object")

@@ -23,11 +23,25 @@ _REASON_CHARS = 160
 
 
 def register(commands: Commands) -> None:
-    parked = commands.add("parked", help="messages parked after repeated failures")
+    parked = commands.add(
+        "parked", help="messages parked after repeated failures", example="squidd parked list"
+    )
     actions = commands.actions(parked, "parked_command")
-    actions.add("list", help="list the parked messages, each with its id and reason", run=_run)
-    actions.add("retry", help="send one again (once), after a fix", run=_run).add_argument("id")
-    actions.add("drop", help="remove one for good", run=_run).add_argument("id")
+    actions.add(
+        "list",
+        help="list the parked messages, each with its id and reason",
+        run=_run,
+        example="squidd parked list",
+    )
+    actions.add(
+        "retry",
+        help="send one again (once), after a fix",
+        run=_run,
+        example="squidd parked retry ID",
+    ).add_argument("id")
+    actions.add(
+        "drop", help="remove one for good", run=_run, example="squidd parked drop ID"
+    ).add_argument("id")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:

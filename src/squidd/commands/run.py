@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -31,13 +32,56 @@ log = structlog.get_logger()
 
 
 def register(commands: Commands) -> None:
-    commands.add(
-        "run", help="run the daemon (channels, cron, heartbeat)", run=_run, start=Start.DAEMON
+    parser = commands.add(
+        "run",
+        help="run the daemon (channels, cron, heartbeat)",
+        description="Run the daemon in the foreground until SIGTERM or Ctrl-C. With no config "
+        "file, or with no channel and no model set up, it names `squidd init --interactive` "
+        "and exits 2 instead of starting a daemon that can do nothing.",
+        example="squidd run\nsquidd --config ./config.toml run --verbose",
+        run=_run,
+        start=Start.DAEMON,
+    )
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="start even with no config file, channel or model (gateway.allow_empty in the "
+        "config says the same)",
     )
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from squidd.config import find_config_file
+
+    allowed = bool(getattr(args, "allow_empty", False)) or settings.gateway.allow_empty
+    problem = None if allowed else empty_start(settings, find_config_file(args.config))
+    if problem:
+        print(f"squidd: {problem}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
     return run_command(settings)
+
+
+_DEFAULT_LLM_URL = "https://api.openai.com/v1"
+SETUP_HINT = "run `squidd init --interactive` (scripts/squidd in a checkout) to set it up"
+
+
+def empty_start(settings: Settings, config_file: Path | None) -> str | None:
+    """Why this start would run a daemon that can do nothing, in one line; None when it
+    can do something. No config file; or no channel (Matrix, email, the API) and no model
+    (neither a key nor an endpoint of one's own)."""
+    if config_file is None:
+        return (
+            "no config file found (~/.config/squidd/config.toml, /etc/squidd/config.toml, "
+            f"SQUIDD_CONFIG or --config): {SETUP_HINT}, or start anyway with --allow-empty"
+        )
+    channels = settings.matrix.enabled or settings.email.enabled or settings.api.enabled
+    model = settings.llm.api_key is not None or settings.llm.base_url != _DEFAULT_LLM_URL
+    if channels or model:
+        return None
+    return (
+        f"{config_file} enables no channel and sets up no model: {SETUP_HINT}, or set "
+        "gateway.allow_empty = true (cron and heartbeat only)"
+    )
 
 
 def _prepare(settings: Settings) -> list[str]:

@@ -14,9 +14,16 @@ from squidd.config import Settings
 
 
 def register(commands: Commands) -> None:
-    skills = commands.add("skills", help="the skills the assistant can use")
+    skills = commands.add(
+        "skills", help="the skills the assistant can use", example="squidd skills list"
+    )
     actions = commands.actions(skills, "skills_command")
-    actions.add("list", help="list skills, whether each is usable, and skipped files", run=_run)
+    actions.add(
+        "list",
+        help="list skills, whether each is usable, and skipped files",
+        run=_run,
+        example="squidd skills list",
+    )
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:

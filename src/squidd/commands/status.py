@@ -28,7 +28,12 @@ from squidd.store.parked import ParkedDir
 
 
 def register(commands: Commands) -> None:
-    commands.add("status", help="ask the running daemon how it is doing", run=_run)
+    commands.add(
+        "status",
+        help="ask the running daemon how it is doing (channels, model, cron)",
+        run=_run,
+        example="squidd status",
+    )
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:

@@ -77,7 +77,12 @@ def usage_command(settings: Settings, *, by: GroupBy = "session", since: str | N
 
 
 def register(commands: Commands) -> None:
-    usage = commands.add("usage", help="tokens and money spent, from the usage ledger", run=_run)
+    usage = commands.add(
+        "usage",
+        help="tokens and money spent, from the usage ledger",
+        run=_run,
+        example="squidd usage\nsquidd usage --by model",
+    )
     usage.add_argument(
         "--by",
         choices=("session", "model", "purpose", "day"),

@@ -126,6 +126,11 @@ class GatewaySettings(Section):
     # A turn cut short (a crash) resumes from its journal when its message comes back; a
     # journal older than this is not resumed: the person is told the request was not done.
     journal_max_age_hours: float = Field(default=24.0, gt=0)
+    # A daemon with no channel (no Matrix, email or API) and no model set up refuses to
+    # start, naming `squidd init --interactive`; true says such a set-up is meant (cron and
+    # heartbeat only, or a model reached without a key) and starts it. Same as `run
+    # --allow-empty`.
+    allow_empty: bool = False
 
     @model_validator(mode="after")
     def _delays(self) -> GatewaySettings:
