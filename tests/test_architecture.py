@@ -248,7 +248,7 @@ def test_a_second_construction_is_caught(tmp_path: Path) -> None:
 # own ones it offers through `stages()`), and no other class is an inbox that hands
 # messages on (the router's `ChannelInbox` and the pipeline are the only ones).
 STAGES = {"ApprovalAnswers", "StopEarly", "Bursts"}
-INBOXES = {"squidd.core.intake.ChannelInbox", "squidd.gateway.pipeline.Pipeline"}
+INBOXES = {"squidd.core.router.ChannelInbox", "squidd.gateway.pipeline.Pipeline"}
 
 
 def inbox_classes(src: Path) -> set[str]:

@@ -12,10 +12,10 @@ import structlog
 from structlog.testing import capture_logs
 
 from squidd.core.backoff import Backoff
-from squidd.core.intake import CRASH_APOLOGY
 from squidd.core.models import Destination, Inbound, Outbound, PendingReply, SessionId
 from squidd.core.reply_files import FileRef, Reply
 from squidd.core.router import Router
+from squidd.core.settlement import CRASH_APOLOGY
 from squidd.errors import DeliveryError, DeliveryRefusedError
 from tests.support.router import Collect, Records, build_router
 

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from squidd.core.intake import Refused, Undeliverable
 from squidd.core.models import Inbound, PendingReply, SourceId
 from squidd.core.poison import Parked, PoisonGuard, describe, parked_id
 from squidd.core.ports import HandledLog, Outbox
+from squidd.core.settlement import Refused, Undeliverable
 
 __all__ = ["PromptDelivery", "record_of"]
 

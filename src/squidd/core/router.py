@@ -1,75 +1,68 @@
-"""The router: from an inbound message to a delivered, acknowledged reply.
+"""The router's queue: from a channel's message to its turn, in order.
 
 Messages of one session are handled strictly in arrival order by one worker task; different
 sessions run their turns concurrently up to a cap (a reply waiting for its channel does not
 count). A session's queue and worker exist only while it has work, so memory does not grow
-with the number of sessions ever seen.
-
-Durable acknowledgement, per message:
-1. a source id already recorded as handled is only acknowledged (a redelivery after a crash),
-   or, when it was recorded as undeliverable, told so again (`on_undeliverable`);
-2. a reply kept in the outbox (the daemon died after the turn, before delivery) is sent
-   again as it was, without running the model again;
-3. otherwise the turn runs; its reply goes to the outbox *before* it is sent;
-4. the send is retried with capped backoff while it fails for a passing reason (a server
-   down, a 4xx) or until the daemon stops; a permanent refusal (`PermanentError` from the
-   channel: an unknown recipient, a message too large) ends it after that one attempt;
-5. only then is the id recorded as handled (with the failure, if refused), the outbox entry
-   dropped and `ack` called, or `on_undeliverable(reason)` for a refused reply, so a refused
-   reply is neither retried, nor answered again, nor holding up its session or a shutdown.
-A turn that fails (the model is down after its retries) is answered with a short apology.
-Writes of the outbox and the handled record are retried the same way (a full disk).
-
-Poison (core/poison.py): each attempt at a message is counted on disk before it starts. A
-failure not known to pass (an unexpected exception in send, compose, store) ends the attempt;
-after `max_attempts` (across restarts: a message that kills the daemon too) it is parked:
-kept with its reply and reason in the dead-letter folder, recorded as handled with failure,
-its source told (`on_undeliverable`); its session goes on. A shutdown waits for no retry.
+with the number of sessions ever seen. What happens to each message from there (a
+redelivery skipped, the turn, the outbox, delivery with retries, the handled record, the
+acknowledgement, parking) is its settlement: core/settlement.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from functools import partial
-from typing import TypeVar
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from squidd.core.backoff import Backoff
-from squidd.core.intake import (
-    ChannelInbox,
-    Refused,
-    SessionQueue,
-    TurnSlot,
-    Undeliverable,
-    acknowledge,
-    attempt_key,
-    give_up,
-    run_or_apologise,
-)
-from squidd.core.models import Inbound, Outbound, PendingReply, SessionId, utcnow
-from squidd.core.poison import Parked, PoisonGuard, describe, is_passing, parked_id
-from squidd.core.ports import Channel, HandledLog, Outbox
-from squidd.core.reply_files import Reply
+from squidd.core.models import Inbound, PendingReply, SessionId, utcnow
+from squidd.core.poison import PoisonGuard
+from squidd.core.ports import Channel, ChannelState, HandledLog, Outbox
+from squidd.core.settlement import APOLOGY, Settlement, TurnRunner
 from squidd.core.supervisor import ChildHealth
-from squidd.errors import PermanentError, StorageError
+from squidd.core.turn_slots import InFlight, TurnSlot
+
+__all__ = ["APOLOGY", "ChannelInbox", "Router", "SessionQueue", "TurnRunner"]
 
 log = structlog.get_logger()
 
-T = TypeVar("T")
 
-APOLOGY = (
-    "Sorry, I could not answer this just now: the language model is not available. "
-    "Please try again in a while."
-)
-TurnRunner = Callable[[Inbound], Awaitable[str | Reply]]
-"""Runs one agent turn for an inbound message and returns the reply (text, or text and
-the files the turn attached)."""
+class SessionQueue:
+    """One session's messages waiting for its worker, oldest first."""
+
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: deque[Inbound] = deque()
+
+
+class ChannelInbox:
+    """The `Inbox` a channel's receive loop gets: hands messages to the router and reports
+    the channel's state for `squidd status`."""
+
+    def __init__(
+        self,
+        submit: Callable[[Inbound], Awaitable[None]],
+        name: str,
+        health: ChildHealth,
+        poison: PoisonGuard,
+    ) -> None:
+        self._submit = submit
+        self.poison = poison
+        self._name = name
+        self._health = health
+
+    async def put(self, message: Inbound) -> None:
+        await self._submit(message.cleaned())
+
+    def report(self, state: ChannelState, detail: str = "") -> None:
+        if state != self._health.state or detail != self._health.detail:
+            log.info("channel_state", channel=self._name, state=str(state), detail=detail)
+        self._health.set(state, detail)
 
 
 class Router:
@@ -89,24 +82,27 @@ class Router:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         apology: str = APOLOGY,
     ) -> None:
-        self._run_turn = run_turn
-        self._channels = channels
-        self._handled = handled
-        self._outbox = outbox
         self._poison = poison
         self._health_of = health_of
         self._limiter = anyio.CapacityLimiter(max_concurrent_turns)
-        self._delivery_backoff = delivery_backoff
-        self._sleep = sleep
-        self._apology = apology
+        self._in_flight = InFlight()
+        self._settlement = Settlement(
+            run_turn=run_turn,
+            channels=channels,
+            handled=handled,
+            outbox=outbox,
+            poison=poison,
+            health_of=health_of,
+            limiter=self._limiter,
+            in_flight=self._in_flight,
+            delivery_backoff=delivery_backoff,
+            sleep=sleep,
+            apology=apology,
+        )
         self._sessions: dict[SessionId, SessionQueue] = {}
         self._tg: TaskGroup | None = None
         self._accepting = True
-        self._in_flight = 0
         self._queued = 0
-        self._idle = anyio.Event()
-        self._idle.set()
-        self.last_turn_at: datetime | None = None
 
     # --- life cycle ------------------------------------------------------------------------
 
@@ -126,16 +122,15 @@ class Router:
         started are left unacknowledged, for their source to deliver again after a restart."""
         if self._accepting:
             self._accepting = False
-            log.info("intake_stopped", in_flight=self._in_flight, queued=self._queued)
+            log.info("intake_stopped", in_flight=self._in_flight.count, queued=self._queued)
 
     async def wait_idle(self) -> None:
         """Return once no turn is in flight (used for the shutdown grace period)."""
-        while self._in_flight:
-            await self._idle.wait()
+        await self._in_flight.wait_idle()
 
     def stats(self) -> dict[str, int]:
         return {
-            "in_flight": self._in_flight,
+            "in_flight": self._in_flight.count,
             "queued": self._queued,
             "sessions": len(self._sessions),
         }
@@ -174,7 +169,7 @@ class Router:
     async def _worker(self, session: SessionId, queue: SessionQueue) -> None:
         # The task was started with a copy of the submitter's context: whatever that caller
         # had bound (the email channel binds the mail's uid around `put`) would stick to
-        # every later message of this worker. Start clean; `_handle` binds per message.
+        # every later message of this worker. Start clean; the settlement binds per message.
         structlog.contextvars.clear_contextvars()
         try:
             while queue.items and self._accepting:
@@ -183,15 +178,11 @@ class Router:
                         break
                     inbound = queue.items.popleft()
                     self._queued -= 1
-                    self._in_flight += 1
-                    if self._idle.is_set():
-                        self._idle = anyio.Event()
+                    self._in_flight.enter()
                     try:
-                        await self._handle(inbound, slot)
+                        await self._settlement.handle(inbound, slot)
                     finally:
-                        self._in_flight -= 1
-                        if not self._in_flight:
-                            self._idle.set()
+                        self._in_flight.leave()
         finally:
             # No await between the loop's last check and here: a message submitted for this
             # session from now on starts a new worker.
@@ -199,238 +190,15 @@ class Router:
             if self._sessions.get(session) is queue:
                 del self._sessions[session]
 
-    # --- one message -----------------------------------------------------------------------
+    # --- what the settlement offers --------------------------------------------------------
 
-    async def _handle(self, inbound: Inbound, slot: TurnSlot) -> None:
-        with structlog.contextvars.bound_contextvars(
-            channel=inbound.channel, session=inbound.session_id, message_id=inbound.source_id
-        ):
-            try:
-                if not await self._redelivered(inbound):
-                    await self._attempts(inbound, slot)
-            except Undeliverable:
-                return
-            except Exception:  # the per-message boundary: log it, leave the message unacked
-                log.exception("message_failed")
-
-    async def _redelivered(self, inbound: Inbound) -> bool:
-        """Settle a message recorded as handled already (a redelivery); else False."""
-        channel, record = inbound.channel, inbound.record
-        if not await self._handled.contains(channel, record):
-            return False
-        # A crash between recording and cleaning up may have left these behind.
-        await self._outbox.remove(channel, record)
-        await self._stored(lambda: self._poison.done(attempt_key(inbound)))
-        if await self._handled.failed(channel, record):
-            log.info("redelivery_skipped", outcome="undeliverable")
-            await give_up(inbound, "the reply was refused before")
-        else:
-            log.info("redelivery_skipped")
-            await acknowledge(inbound)
-        return True
-
-    async def _attempts(self, inbound: Inbound, slot: TurnSlot) -> None:
-        """Attempt the message until it is done, a passing failure leaves it for later, or
-        the same defect came `max_attempts` times (counted across restarts): then park it."""
-        key = attempt_key(inbound)
-        while True:
-            attempt = await self._stored(partial(self._poison.begin, key))
-            if attempt is None:  # the earlier attempts never ended: the daemon died in each
-                count, reason = await self._poison.last_reason(key)
-                reason = reason or f"the daemon stopped during each of {count} attempts"
-                await self._park(inbound, reason, "Interrupted", count)
-                return
-            try:
-                if slot.held:
-                    await self._attempt(inbound, slot)
-                else:
-                    async with TurnSlot(self._limiter) as again:
-                        await self._attempt(inbound, again)
-            except anyio.get_cancelled_exc_class():
-                # A shutdown is not the message's fault.
-                with anyio.CancelScope(shield=True), contextlib.suppress(StorageError):
-                    await self._poison.passed(key, attempt)
-                raise
-            except Exception as exc:
-                if isinstance(exc, Undeliverable) or is_passing(exc):
-                    await self._stored(partial(self._poison.passed, key, attempt))
-                    raise
-                if await self._stored(partial(self._poison.failed, key, attempt, exc)):
-                    await self._park(inbound, describe(exc), type(exc).__name__, attempt)
-                    return
-                delay = self._delivery_backoff.delay(attempt)
-                log.warning(
-                    "message_attempt_failed",
-                    attempt=attempt,
-                    max_attempts=self._poison.max_attempts,
-                    error=type(exc).__name__,
-                    retry_in_s=round(delay, 2),
-                )
-                slot.release()
-                await self._pause(delay)
-                continue
-            await self._stored(partial(self._poison.done, key))
-            return
-
-    async def _park(self, inbound: Inbound, reason: str, error: str, attempts: int) -> None:
-        """Keep the message and its reply in the dead-letter folder, record it as handled
-        with failure and tell its source; its session goes on with the next message."""
-        channel, record = inbound.channel, inbound.record
-        try:
-            reply = await self._outbox.get(channel, record)
-        except Exception:  # noqa: BLE001 - an unreadable entry may be why it is parked
-            reply = None
-        item = Parked(
-            id=parked_id(channel, inbound.source_id),
-            loop="message",
-            channel=channel,
-            source_id=inbound.source_id,
-            session_id=inbound.session_id,
-            reason=reason,
-            error=error,
-            attempts=attempts,
-            inbound=inbound,
-            reply=reply,
-        )
-        await self._stored(lambda: self._poison.park(item))
-        await self._stored(lambda: self._handled.add(channel, record, failed=True))
-        await self._stored(lambda: self._outbox.remove(channel, record))
-        await self._stored(lambda: self._poison.done(attempt_key(inbound)))
-        await give_up(inbound, f"parked after {attempts} failed attempts: {reason}")
-
-    async def _attempt(self, inbound: Inbound, slot: TurnSlot) -> None:
-        channel, source_id = inbound.channel, inbound.record
-        pending = await self._outbox.get(channel, source_id)
-        if pending is not None:
-            log.info("reply_resumed_from_outbox", to=f"{pending.channel}:{pending.target}")
-        else:
-            started = time.monotonic()
-            reply = await run_or_apologise(self._run_turn, inbound, self._apology)
-            text = reply.text
-            self.last_turn_at = utcnow()
-            destination = inbound.destination
-            quiet = inbound.quiet_reply
-            if quiet is not None and text.strip() == quiet and not reply.files:
-                log.info("reply_suppressed", ms=_ms(started))
-                await self._finish(inbound)
-                return
-            if destination is None or destination.channel not in self._channels:
-                log.warning(
-                    "reply_not_delivered",
-                    reason="no running channel for the target",
-                    to=str(destination) if destination else "",
-                    ms=_ms(started),
-                )
-                await self._finish(inbound)
-                return
-            pending = PendingReply(
-                destination.channel,
-                destination.target,
-                text,
-                inbound.session_id,
-                subject=inbound.subject,
-                files=reply.files,
-            )
-            await self._stored(lambda: self._outbox.put(channel, source_id, pending))
-            log.debug("reply_ready", ms=_ms(started))
-        # The cap is on turns: delivery retries (a channel that is down) must not keep other
-        # sessions from running theirs. The session stays blocked, so its order holds.
-        slot.release()
-        try:
-            await self.deliver(inbound, pending)
-        except Refused as refused:
-            await self._stored(lambda: self._handled.add(channel, source_id, failed=True))
-            await self._stored(lambda: self._outbox.remove(channel, source_id))
-            await give_up(inbound, refused.reason)
-            return
-        await self._stored(lambda: self._handled.add(channel, source_id))
-        await self._stored(lambda: self._outbox.remove(channel, source_id))
-        await acknowledge(inbound)
+    @property
+    def last_turn_at(self) -> datetime | None:
+        return self._settlement.last_turn_at
 
     async def deliver(
         self, inbound: Inbound, pending: PendingReply, reactions: tuple[str, ...] = ()
     ) -> None:
-        """Send `pending` (a reply to `inbound`, or an approval prompt: core/prompts.py) with
-        the retries above; raises `Refused` for a permanent refusal, `Undeliverable` when its
-        channel is not running."""
-        outbound = Outbound(
-            channel=pending.channel,
-            target=pending.target,
-            text=pending.text,
-            session_id=pending.session_id,
-            in_reply_to=inbound if pending.channel == inbound.channel else None,
-            subject=pending.subject,
-            files=pending.files,
-            reactions=reactions,
-        )
-        failures = 0
-        while True:
-            channel = self._channels.get(pending.channel)
-            if channel is None:
-                log.error("reply_undeliverable", reason="channel not running", to=pending.channel)
-                raise Undeliverable
-            started = time.monotonic()
-            try:
-                await channel.send(outbound)
-            except PermanentError as exc:
-                reason = str(exc) or type(exc).__name__
-                log.error(  # noqa: TRY400 - expected; the reason is enough
-                    "reply_rejected", to=pending.channel, attempt=failures + 1, reason=reason
-                )
-                raise Refused(reason) from exc
-            except Exception as exc:
-                if not is_passing(exc):
-                    raise  # a defect: counted by `_attempts`, parked after the last attempt
-                failures += 1
-                delay = self._delivery_backoff.delay(failures)
-                log.warning(
-                    "reply_delivery_failed",
-                    to=pending.channel,
-                    attempt=failures,
-                    retry_in_s=round(delay, 2),
-                    reason=str(exc) or type(exc).__name__,
-                )
-                await self._pause(delay)
-                continue
-            self._health_of(pending.channel).last_outbound = utcnow()
-            log.info("reply_sent", to=pending.channel, ms=_ms(started), chars=len(pending.text))
-            return
-
-    async def _pause(self, delay: float) -> None:
-        """Wait for a retry, not in flight: nothing is lost if a shutdown comes meanwhile."""
-        self._in_flight -= 1
-        if not self._in_flight:
-            self._idle.set()
-        try:
-            await self._sleep(delay)
-        finally:
-            self._in_flight += 1
-            if self._idle.is_set():
-                self._idle = anyio.Event()
-
-    async def _stored(self, write: Callable[[], Awaitable[T]]) -> T:
-        """Run a write of the outbox, the handled record or an attempt count until it
-        succeeds: a reply not kept, or kept but not recorded as sent, is lost or sent twice
-        (a full disk passes; it is the disk's trouble, not the message's)."""
-        failures = 0
-        while True:
-            try:
-                return await write()
-            except StorageError as exc:
-                failures += 1
-                delay = self._delivery_backoff.delay(failures)
-                log.error(  # noqa: TRY400 - expected; the reason is enough
-                    "storage_write_failed",
-                    attempt=failures,
-                    retry_in_s=round(delay, 2),
-                    reason=str(exc),
-                )
-                await self._sleep(delay)
-
-    async def _finish(self, inbound: Inbound) -> None:
-        await self._stored(lambda: self._handled.add(inbound.channel, inbound.record))
-        await acknowledge(inbound)
-
-
-def _ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
+        """Send `pending` with the delivery retries (core/settlement.py `Settlement.deliver`):
+        an approval prompt (core/prompts.py) goes the way replies go."""
+        await self._settlement.deliver(inbound, pending, reactions)

@@ -29,10 +29,10 @@ import structlog
 
 from squidd.core.approvals import UNDELIVERED, Answer, Approvals, Choice, Question
 from squidd.core.command_words import APPROVAL, parse
-from squidd.core.intake import acknowledge
 from squidd.core.models import Inbound, InboundKind, Outbound, PendingReply
 from squidd.core.ports import Channel, HandOn, Later
 from squidd.core.prompts import PromptDelivery
+from squidd.core.settlement import acknowledge
 from squidd.errors import SquiddError
 from squidd.gateway.chat_commands import approvals as approvals_command
 

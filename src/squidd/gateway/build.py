@@ -159,17 +159,13 @@ def build_daemon(
     poison = PoisonGuard(AttemptsDir(data_dir), parked, max_attempts=gw.max_attempts)
     router = _router(settings, by_name, run_turn, supervisor, done, outbox, poison)
     answers = _approvals_on_channels(runtime, by_name, router, outbox, handled, poison)
-    scheduled = ScheduledRuns(
-        router,
-        PendingRunsDir(data_dir),
-        workspace_dir=settings.workspace_dir,
-        heartbeat_target=settings.heartbeat.target,
-    )
+    scheduled = _scheduled(settings, router)
     scheduler, cron = _cron(settings, jobs, scheduled, clock)
     tools = TurnTools(runtime, cron=cron, mcp=mcp, fire=scheduled.fire)
     caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
     turns.append(TurnRunner(runtime, caps, tools, streams))
+    begun = _begun(runtime, outbox, by_name)
     daemon = Daemon(
         settings=settings,
         runtime=runtime,
@@ -181,9 +177,7 @@ def build_daemon(
         parked_retries=ParkedRetries(parked, outbox, router, poll_s=gw.parked_poll_s),
         jobs=jobs,
         router=router,
-        pipelines=_pipelines(
-            by_name, answers, turns[0].conversations, router, _begun(runtime, outbox, by_name)
-        ),
+        pipelines=_pipelines(by_name, answers, turns[0].conversations, router, begun),
         turns=turns[0],
         caps=caps,
         scheduled=scheduled,
@@ -200,6 +194,15 @@ def build_daemon(
     if dashboard is not None:
         pages.append(dashboard(_dashboard_host(daemon, cron)))
     return daemon
+
+
+def _scheduled(settings: Settings, router: Router) -> ScheduledRuns:
+    return ScheduledRuns(
+        router,
+        PendingRunsDir(settings.storage.data_dir),
+        workspace_dir=settings.workspace_dir,
+        heartbeat_target=settings.heartbeat.target,
+    )
 
 
 def _nothing() -> None:
