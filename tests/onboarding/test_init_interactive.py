@@ -313,3 +313,31 @@ async def test_a_rerun_sets_the_timezone_and_names_a_section_that_keeps_its_own(
     settings = load_settings(config)
     assert settings.cron.default_timezone == settings.limits.timezone == "Europe/Berlin"
     assert settings.heartbeat.timezone == "Asia/Tokyo"
+
+
+async def test_a_rerun_changes_the_model_keeping_the_key(tmp_path: Path, llm: FakeLLM) -> None:
+    config = tmp_path / "config.toml"
+    key = tmp_path / "llm_api_key"
+    key.write_text(LLM_KEY + "\n")
+    before = f'[storage]\ndata_dir = "{tmp_path / "data"}"\n\n[llm]\n# where\n'
+    before += f'base_url = "http://127.0.0.1:9/v1"\nmodel = "old"  # why\napi_key_file = "{key}"\n'
+    config.write_text(before)
+    term = Terminal(config, "init", "--interactive")
+    try:
+        term.answer(r"Part: ", "1")
+        term.answer(r"LLM endpoint \[http://127\.0\.0\.1:9/v1\]: ", "")
+        term.answer(r"API key \(empty: keep the current one\) \(not shown\): ", "")
+        term.expect(r"cannot|refused|failed|did not answer")  # nothing listens on port 9
+        term.answer(r"LLM endpoint \[http://127\.0\.0\.1:9/v1\]: ", llm.base_url)
+        term.answer(rf"Model \[{llm.model}\]: ", "")  # the key is not asked again
+        term.expect(r"Next \(each runs as printed\)")
+        assert term.wait() == 0, term.output
+    finally:
+        term.kill()
+    assert LLM_KEY not in term.output
+    after = config.read_text()
+    expected = before.replace("http://127.0.0.1:9/v1", llm.base_url)
+    assert after == expected.replace('model = "old"', f'model = "{llm.model}"')
+    assert llm.chat_requests[-1]["model"] == llm.model
+    files = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
+    assert files == ["config.toml", "llm_api_key"]  # no new key file: the kept one is used
