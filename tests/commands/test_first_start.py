@@ -5,6 +5,7 @@ channel and no model) names the set-up in one line and exits non-zero; `config c
 from __future__ import annotations
 
 import argparse
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,29 @@ def test_every_command_help_has_a_description_and_an_example() -> None:
         assert "example:\n  squidd " in text, path
         example = text.split("example:\n", 1)[1]
         assert f"squidd {path[0]}" in example, path
+
+
+def test_chat_against_a_dead_endpoint_prints_exactly_one_line(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[llm]\nbase_url = "http://127.0.0.1:{port}/v1"\napi_key = "sk-test-first-start"\n'
+        f'[storage]\ndata_dir = "{tmp_path / "data"}"\n'
+    )
+    (tmp_path / "data").mkdir(mode=0o700)
+    done = subprocess.run(
+        squidd_argv(config, "chat", "-m", "hi"),
+        env=daemon_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert f"connection refused by 127.0.0.1:{port}" in line
+    # The log lines went to the data dir's log, not to the terminal.
+    assert "llm_model_exhausted" in (tmp_path / "data" / "commands.log").read_text()

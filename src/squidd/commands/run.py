@@ -27,6 +27,7 @@ from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, 
 if TYPE_CHECKING:
     from squidd.gateway.channels import ChannelRegistry
     from squidd.gateway.daemon import Daemon
+    from squidd.llm.health import ModelHealth
 
 log = structlog.get_logger()
 
@@ -153,7 +154,11 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
 
     async def main() -> int:
         try:
-            return await serving.serve()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(check_model, settings, serving.runtime.llm.health)
+                code = await serving.serve()
+                tg.cancel_scope.cancel()
+            return code
         finally:
             with anyio.CancelScope(shield=True):
                 await serving.runtime.aclose()
@@ -167,6 +172,26 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
         else:
             log.exception("daemon_failed", reason=f"{type(inner).__name__}: {inner}")
         return EXIT_FAILURE
+
+
+async def check_model(settings: Settings, health: ModelHealth) -> None:
+    """The endpoint tried once at start (its model list, no tokens spent): a warning naming
+    the cause when it does not answer, never a refusal; `squidd status` shows the result."""
+    from squidd.errors import LLMError
+    from squidd.llm.probe import list_models
+
+    try:
+        await list_models(settings.llm)
+    except LLMError as exc:
+        health.checked_at_start(str(exc))
+        log.warning(
+            "model_unreachable_at_start",
+            base_url=settings.llm.base_url,
+            reason=str(exc),
+            note="squidd runs; turns fail until the endpoint answers (squidd status shows it)",
+        )
+    else:
+        health.checked_at_start(None)
 
 
 def _unwrap(exc: BaseException) -> BaseException:

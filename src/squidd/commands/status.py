@@ -22,6 +22,7 @@ from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.errors import StorageError
 from squidd.gateway.status import ask, socket_path
+from squidd.llm.health import model_lines
 from squidd.log import escape_unprintable
 from squidd.store.approvals import QuestionFiles
 from squidd.store.parked import ParkedDir
@@ -116,6 +117,7 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
         f"{turns.get('sessions', 0)} active sessions; "
         f"{data.get('outbox', 0)} replies waiting for delivery"
     )
+    lines.extend(model_lines(data.get("model")))
     lines.extend(_journal_lines(data.get("journal"), now))
     lines.extend(parked_lines(data.get("parked")))
     lines.extend(_subagent_lines(data.get("subagents")))

@@ -43,7 +43,9 @@ class LLMSettings(Endpoint):
     base_url: str = "https://api.openai.com/v1"
     model: str = "gpt-4o-mini"
     fallback_models: list[str] = Field(default_factory=list)
-    connect_timeout_s: float = Field(default=10.0, gt=0)
+    # The TCP connect and the TLS handshake: a server that takes the connection but gives no
+    # TLS answer (a plain-HTTP server behind an https:// URL) is named within this bound.
+    connect_timeout_s: float = Field(default=5.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
     retry_base_delay_s: float = Field(default=1.0, ge=0)
     retry_max_delay_s: float = Field(default=30.0, ge=0)

@@ -27,6 +27,7 @@ from squidd.errors import (
     LLMRejectedError,
     LLMUnavailableError,
 )
+from squidd.llm import causes
 
 __all__ = ["CAUGHT", "TABLE", "translate"]
 
@@ -74,12 +75,12 @@ def _credentials(exc: openai.APIStatusError, model: str) -> LLMError:
 
 
 def _connection(exc: openai.APIConnectionError, model: str) -> LLMError:
-    cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
-    return LLMUnavailableError(f"connection failed ({cause})")
+    # In words: the name not found, refused, TLS to a plain server and the reverse (causes.py).
+    return LLMUnavailableError(causes.describe(exc))
 
 
 def _timeout(exc: Exception, model: str) -> LLMError:
-    return LLMUnavailableError("timeout")
+    return LLMUnavailableError(causes.describe(exc))
 
 
 def _broken_response(exc: Exception, model: str) -> LLMError:

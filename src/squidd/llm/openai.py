@@ -52,10 +52,12 @@ from squidd.core.models import (
 from squidd.errors import (
     LLMContextOverflowError,
     LLMCredentialsError,
+    LLMError,
     LLMRejectedError,
     LLMUnavailableError,
 )
 from squidd.llm import errors
+from squidd.llm.health import ModelHealth
 from squidd.text import clean_text
 
 log = structlog.get_logger()
@@ -127,6 +129,8 @@ class OpenAILLM:
         )
         self._sleep = sleep
         self._backoff = Backoff(settings.retry_base_delay_s, settings.retry_max_delay_s)
+        # Shared with the views `preferring` makes: one endpoint, one health.
+        self.health = ModelHealth(base_url=settings.base_url, model=settings.model)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -150,6 +154,20 @@ class OpenAILLM:
         return self._backoff.delay(attempt + 1)
 
     async def chat(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
+    ) -> AsyncIterator[LLMEvent]:
+        """The reply's events, from the first model that answers; the outcome is recorded
+        in `health` (the last answer, or the last failure and why)."""
+        try:
+            async for event in self._chat(messages, tools):
+                yield event
+        except LLMContextOverflowError:
+            raise  # the request's size, not the endpoint's health
+        except LLMError as exc:
+            self.health.failed(str(exc))
+            raise
+
+    async def _chat(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
     ) -> AsyncIterator[LLMEvent]:
         payload = [to_openai_message(m) for m in messages]
@@ -187,6 +205,7 @@ class OpenAILLM:
                     log.warning("llm_model_failed", model=model, reason=last_reason)
                     break
                 else:
+                    self.health.succeeded(model)
                     return
             else:
                 log.warning("llm_model_exhausted", model=model, reason=last_reason)

@@ -27,6 +27,7 @@ from squidd.core.cron import NoSuchJob
 from squidd.core.cron_service import CronJobs
 from squidd.errors import StorageError
 from squidd.fs import safe_name
+from squidd.llm.health import model_lines
 from squidd.web.audit_page import audit_status
 from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Login, Logins, new_token, same
 from squidd.web.host import DashboardHost
@@ -224,6 +225,8 @@ class Dashboard:
                 ],
                 ["name", "state", "detail"],
             ),
+            "<h2>Model</h2>"
+            + "<br>".join(esc(line) for line in model_lines(snap.get("model")) or ["unknown"]),
             "<h2>Turns</h2>" + plain(snap["turns"]),
             "<h2>Pending approvals</h2>" + await self._approvals(login),
             # Each job with its next run, read from the jobs file: right after a change made

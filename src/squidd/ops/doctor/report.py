@@ -31,10 +31,31 @@ async def run_checks(settings: Settings, *, llm_call: bool, errlog: TextIO) -> l
         checks.append(unit)
     checks.append(await anyio.to_thread.run_sync(unattended_check, settings))
     checks.extend(await llm_checks(settings, call=llm_call))
+    checks.extend(daemon_model_check(status))
     checks.extend(await matrix_checks(settings, status))
     checks.extend(await email_checks(settings))
     checks.extend(await mcp_checks(settings, errlog))
     return checks
+
+
+def daemon_model_check(status: dict[str, Any] | None) -> list[Check]:
+    """The model as the running daemon met it (its last answer, its last failure and why)."""
+    model = (status or {}).get("model")
+    if not isinstance(model, dict):
+        return []
+    name = "model, as the daemon met it"
+    answered = f"last answer {model.get('last_success') or 'never'}"
+    if model.get("state") == "failing":
+        return [
+            Check.fail(
+                name,
+                f"failing since {model.get('last_failure')}: {model.get('last_failure_reason')}"
+                f" ({answered})",
+                "fix what the reason names (llm.base_url, the key, the endpoint); the daemon "
+                "tries again with the next turn",
+            )
+        ]
+    return [Check.ok(name, f"{model.get('state')}, {answered}")]
 
 
 def render_text(checks: list[Check]) -> str:
