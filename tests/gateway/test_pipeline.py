@@ -67,7 +67,7 @@ def test_answers_and_stop_come_before_the_channel_stages_and_bursts(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
     conversations = _conversations(tmp_path, fake_llm.base_url).conversations
-    answers = ApprovalAnswers(None, {})  # type: ignore[arg-type]  # only its place is looked at
+    answers = ApprovalAnswers(None, {}, None)  # type: ignore[arg-type]  # only its place is looked at
     channel = WithStages(quiet_s=1.5)
     stages = stages_for(channel, answers, conversations)
     assert [type(s) for s in stages] == [ApprovalAnswers, StopEarly, Marker, Bursts]
@@ -198,3 +198,26 @@ async def test_a_message_whose_answer_had_begun_is_never_merged_into_a_burst() -
         await _until(out, 2)
         tg.cancel_scope.cancel()
     assert out.put_texts == ["what did I ask?", "and one more thing\n\nthanks"]
+
+
+async def test_after_new_a_plain_yes_still_answers_the_question(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # `/new` moves the conversation to a new session (`!room#1`): the question a turn asks
+    # there is still the conversation's, and her plain "yes" answers it.
+    settings, marker = shell_approval_settings(
+        tmp_path, fake_llm.base_url, approvers=[OWNER], timeout_s=60
+    )
+    fake_llm.push(Reply(tool_calls=[("shell", {"command": RAN_COMMAND})]), "Done.")
+    channel = MatrixLike()
+    async with running_daemon(settings, [channel]):  # type: ignore[arg-type]
+        channel.inject("/new", session="!room", sender=OWNER, source_id="m0")
+        await channel.wait_for(1)
+        channel.inject("run it", session="!room", sender=OWNER, source_id="m1")
+        await channel.wait_for(2)
+        question_id(channel.sent[1].text)
+        channel.inject("yes", session="!room", sender=OWNER, source_id="m2")
+        await channel.wait_for(3)
+        await channel.wait_for(3, what="acked")
+    assert channel.sent[2].text == "Done."
+    assert marker.read_text().splitlines() == ["ran"]

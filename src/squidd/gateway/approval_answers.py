@@ -23,13 +23,13 @@ conversation is answered here too. Anything else goes on to the queue untouched.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 
 from squidd.core.approvals import UNDELIVERED, Answer, Approvals, Choice, Question
 from squidd.core.command_words import APPROVAL, parse
-from squidd.core.models import Inbound, InboundKind, Outbound, PendingReply
+from squidd.core.models import Inbound, InboundKind, Outbound, PendingReply, SessionId
 from squidd.core.ports import Channel, HandOn, Later
 from squidd.core.prompts import PromptDelivery
 from squidd.core.settlement import acknowledge
@@ -107,9 +107,23 @@ def _first_word(text: str) -> str:
 
 
 class ApprovalAnswers:
-    def __init__(self, approvals: Approvals, channels: Mapping[str, Channel]) -> None:
+    """The pipeline's first stage (see the module). `session_of` names a conversation's
+    current session (after `/new`, `<conversation>#<n>`): the one its questions are asked in."""
+
+    def __init__(
+        self,
+        approvals: Approvals,
+        channels: Mapping[str, Channel],
+        session_of: Callable[[str], Awaitable[SessionId]],
+    ) -> None:
         self._approvals = approvals
         self._channels = channels
+        self._session_of = session_of
+
+    async def _asked_here(self, inbound: Inbound) -> list[Question]:
+        """The questions waiting in `inbound`'s conversation, in its current session."""
+        sessions = {inbound.session_id, await self._session_of(inbound.session_id)}
+        return [q for q in await self._approvals.waiting() if q.session in sessions]
 
     async def _listing(self, inbound: Inbound) -> bool:
         """`/approvals` while a question waits in its conversation: answered here, since
@@ -117,12 +131,12 @@ class ApprovalAnswers:
         parsed = parse(inbound.text)
         if parsed is None or parsed[0] != approvals_command.COMMAND.name:
             return False
-        waiting = [q for q in await self._approvals.waiting() if q.session == inbound.session_id]
+        waiting = await self._asked_here(inbound)
         channel = self._channels.get(inbound.channel)
         destination = inbound.destination
         if not waiting or channel is None or destination is None:
             return False
-        text = await approvals_command.answer(self._approvals, inbound.session_id, parsed[1])
+        text = await approvals_command.answer(self._approvals, waiting[0].session, parsed[1])
         outbound = Outbound(
             channel=destination.channel,
             target=destination.target,
@@ -145,11 +159,7 @@ class ApprovalAnswers:
         choice = _WORDS.get(_first_word(inbound.text))
         if choice is None:
             return None
-        waiting = [
-            q
-            for q in await self._approvals.waiting()
-            if q.session == inbound.session_id and q.channel == inbound.channel
-        ]
+        waiting = [q for q in await self._asked_here(inbound) if q.channel == inbound.channel]
         if len(waiting) != 1:
             return None  # nothing asked here, or several: only `/approve <id>` says which
         return waiting[0].id, choice

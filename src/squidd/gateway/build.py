@@ -140,10 +140,7 @@ def build_daemon(
     runtime = build_runtime(settings, http_client=http_client)
     pages: list[Pages] = []  # the dashboard's routes, made below over the daemon's services
     built = (channels or builtin_channels()).build(settings, runtime.media, _all(pages))
-    supervisor = Supervisor(
-        Backoff(gw.restart_initial_delay_s, gw.restart_max_delay_s),
-        healthy_after_s=gw.healthy_after_s,
-    )
+    supervisor = _supervisor(settings)
     handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
     outbox = OutboxDir(data_dir)
     parked = ParkedDir(data_dir)
@@ -158,13 +155,16 @@ def build_daemon(
     done = handled if runtime.journal is None else JournalCleanup(handled, runtime.journal)
     poison = PoisonGuard(AttemptsDir(data_dir), parked, max_attempts=gw.max_attempts)
     router = _router(settings, by_name, run_turn, supervisor, done, outbox, poison)
-    answers = _approvals_on_channels(runtime, by_name, router, outbox, handled, poison)
+    conversations = Conversations(runtime)  # `/new`, `/model`, `/stop`: one for every part
+    answers = _approvals_on_channels(
+        runtime, by_name, router, outbox, handled, poison, conversations
+    )
     scheduled = _scheduled(settings, router)
     scheduler, cron = _cron(settings, jobs, scheduled, clock)
     tools = TurnTools(runtime, cron=cron, mcp=mcp, fire=scheduled.fire)
     caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
-    turns.append(TurnRunner(runtime, caps, tools, streams))
+    turns.append(TurnRunner(runtime, caps, tools, streams, conversations))
     begun = _begun(runtime, outbox, by_name)
     daemon = Daemon(
         settings=settings,
@@ -194,6 +194,14 @@ def build_daemon(
     if dashboard is not None:
         pages.append(dashboard(_dashboard_host(daemon, cron)))
     return daemon
+
+
+def _supervisor(settings: Settings) -> Supervisor:
+    gw = settings.gateway
+    return Supervisor(
+        Backoff(gw.restart_initial_delay_s, gw.restart_max_delay_s),
+        healthy_after_s=gw.healthy_after_s,
+    )
 
 
 def _scheduled(settings: Settings, router: Router) -> ScheduledRuns:
@@ -324,6 +332,7 @@ def _approvals_on_channels(
     outbox: OutboxDir,
     handled: HandledLog,
     poison: PoisonGuard,
+    conversations: Conversations,
 ) -> ApprovalAnswers | None:
     """Each channel asks its questions in the conversation, the prompt delivered like a
     reply (core/prompts.py); answers are taken out of line."""
@@ -334,7 +343,7 @@ def _approvals_on_channels(
     timeout_s = runtime.settings.tools.approval.timeout_s
     for name in channels:
         approvals.add_asker(name, ChannelAsker(prompts, timeout_s))
-    return ApprovalAnswers(approvals, channels)
+    return ApprovalAnswers(approvals, channels, conversations.session)
 
 
 def _cron(

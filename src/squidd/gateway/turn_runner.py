@@ -53,12 +53,13 @@ class TurnRunner:
         caps: DailyCaps,
         tools: TurnTools,
         streams: Mapping[str, StreamsReplies] | None = None,
+        conversations: Conversations | None = None,
     ) -> None:
         self._runtime = runtime
         self._streams = dict(streams or {})
         self._caps = caps
         self._tools = tools
-        self.conversations = Conversations(runtime)
+        self.conversations = conversations or Conversations(runtime)
         self._commands = ChatCommands(self)
         self.done = 0  # turns other than heartbeats, for the heartbeat's `activity`
 
