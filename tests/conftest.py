@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from squidd.core.ports import HandledLog, JobStore, MemoryStore
 from squidd.store.cron_jobs import JobsFile
@@ -25,8 +25,15 @@ from tests.support.fake_llm import FakeLLM
 
 # Property tests are the same on every run (CI must never fail by chance: a failing example
 # is found by any run, not by a lucky one), keep no example database in the work tree, and
-# have no per-example deadline (the machine may be busy; no timed assertions).
-settings.register_profile("squidd", derandomize=True, database=None, deadline=None)
+# have no per-example deadline nor a health check on how fast examples are made (the machine
+# may be busy; no timed assertions).
+settings.register_profile(
+    "squidd",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile("squidd")
 
 
