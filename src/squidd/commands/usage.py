@@ -3,8 +3,10 @@
 Default: today's totals (local day of `limits.timezone`), then one line per session. With
 `--by session|model|purpose|day` one line per group instead; `--since YYYY-MM-DD` (or
 `7d` for the last seven days) widens the range from today. Token numbers are plain
-integers; money appears when `[llm.prices]` prices the models. Reading compacts the days
-that are over (one line per session, model and purpose), as the daemon does at start.
+integers; money comes from `[llm.prices]`, else from the price table of the `genai-prices`
+package for the models it knows, and a last line names the models priced by neither.
+Reading compacts the days that are over (one line per session, model and purpose), as the
+daemon does at start.
 """
 
 from __future__ import annotations
@@ -63,7 +65,16 @@ async def _usage(settings: Settings, by: GroupBy, since: str | None) -> str:
     start = parse_since(since, today) if since else today
     records = await ledger.read(start)
     title = "today" if start == today else f"since {start.isoformat()}"
-    return format_usage(records, prices_of(settings), by=by, title=title)
+    models = sorted({record.model for record in records})
+    prices = prices_of(settings, models)
+    text = format_usage(records, prices, by=by, title=title)
+    unknown = [model for model in models if model not in prices]
+    if unknown:
+        text += (
+            f"\nno price known for {', '.join(unknown)}: their calls count no money; set "
+            '[llm.prices."MODEL"] input = ..., output = ... (per million tokens) to price them'
+        )
+    return text
 
 
 def usage_command(settings: Settings, *, by: GroupBy = "session", since: str | None = None) -> int:

@@ -1,8 +1,12 @@
-"""Money and daily caps for the daemon: prices from `[llm.prices]`, today's totals for
-`squidd status`, and (with `[limits]`) the gate that refuses turns over their cap."""
+"""Money and daily caps for the daemon: prices from `[llm.prices]`, else from the maintained
+price table of the `genai-prices` package (its bundled data, read offline: never updated
+from here), today's totals for `squidd status`, and (with `[limits]`) the gate that refuses
+turns over their cap."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from typing import Any
 
 from squidd.config import Settings
@@ -10,14 +14,41 @@ from squidd.core.usage import Price, totals
 from squidd.store.usage import UsageLedger
 
 
-def prices_of(settings: Settings) -> dict[str, Price]:
-    return {
+def prices_of(settings: Settings, models: Iterable[str] = ()) -> dict[str, Price]:
+    """The configured prices, and for each of `models` the config does not price, the price
+    table's (a model neither knows is left out: its calls cost nothing known)."""
+    prices = {
         name: Price(input=p.input, output=p.output, cached_input=p.cached_input)
         for name, p in settings.llm.prices.items()
     }
+    for model in models:
+        if model not in prices and (known := table_price(model)) is not None:
+            prices[model] = known
+    return prices
+
+
+@functools.lru_cache(maxsize=256)
+def table_price(model: str) -> Price | None:
+    """Per million tokens from the price table, None for a model it does not know."""
+    from genai_prices import Usage, calc_price
+
+    million = 1_000_000
+
+    def cost(**tokens: int) -> float:
+        return float(calc_price(Usage(**tokens), model_ref=model).total_price)
+
+    try:
+        return Price(
+            input=cost(input_tokens=million),
+            output=cost(output_tokens=million),
+            cached_input=cost(input_tokens=million, cache_read_tokens=million),
+        )
+    except (LookupError, ValueError, TypeError, ArithmeticError):
+        return None
 
 
 async def usage_today(settings: Settings, ledger: UsageLedger) -> dict[str, Any]:
     """Today's totals (local day) as `squidd status` shows them."""
     records = await ledger.today_records()
-    return {"day": ledger.today(), **totals(records, prices_of(settings)).to_dict()}
+    prices = prices_of(settings, {record.model for record in records})
+    return {"day": ledger.today(), **totals(records, prices).to_dict()}
