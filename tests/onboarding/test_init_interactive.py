@@ -341,3 +341,34 @@ async def test_a_rerun_changes_the_model_keeping_the_key(tmp_path: Path, llm: Fa
     assert llm.chat_requests[-1]["model"] == llm.model
     files = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
     assert files == ["config.toml", "llm_api_key"]  # no new key file: the kept one is used
+
+
+async def test_a_rerun_of_matrix_keeps_the_password_and_the_rest(
+    tmp_path: Path, llm: FakeLLM, synapse: SynapseServer, make_user: type
+) -> None:
+    bot = make_user("initbot")  # type: ignore[call-arg]
+    config = tmp_path / "etc" / "config.toml"
+    config.parent.mkdir(mode=0o700)
+    password = config.parent / "matrix_password"
+    password.write_text(bot.password + "\n")
+    values = {"llm": llm.base_url, "model": llm.model, "hs": synapse.url, "user": bot.user_id}
+    before = MATRIX_ONLY.format(data=tmp_path / "data", password=password, **values)
+    config.write_text(before)
+    term = Terminal(config, "init", "--interactive")
+    try:
+        term.answer(r"Part: ", "2")
+        term.answer(r"Homeserver URL \[[^\]]*\]: ", "")
+        term.answer(rf"Matrix id .*\[{re.escape(bot.user_id)}\]: ", "")
+        term.answer(r"Password of .* \(empty: keep the current one\) \(not shown\): ", "")
+        term.expect(rf"logged in as {re.escape(bot.user_id)}")
+        who = "@alice:localhost, @bob:localhost"
+        term.answer(r"Who may talk to it .*\[@alice:localhost\]: ", who)
+        term.expect(r"Next \(each runs as printed\)")
+        assert term.wait() == 0, term.output
+    finally:
+        term.kill()
+    after = config.read_text()
+    old = 'allowed_users = ["@alice:localhost"]'
+    assert after == before.replace(old, 'allowed_users = ["@alice:localhost", "@bob:localhost"]')
+    assert password.read_text() == bot.password + "\n"
+    assert sorted(p.name for p in config.parent.iterdir()) == ["config.toml", "matrix_password"]

@@ -65,8 +65,11 @@ def _users_problem(text: str, *, server: str) -> str | None:
     return None
 
 
-def _matrix_account(homeserver: str, current: dict[str, Any]) -> tuple[str, str]:
-    """The bot's full id (as the server answers it at login) and its password."""
+def _matrix_account(
+    homeserver: str, current: dict[str, Any], kept: str | None
+) -> tuple[str, str | None]:
+    """The bot's full id (as the server answers it at login) and its password (None: the
+    one the config has, `kept`, still works)."""
     server: str | None = tried("reading its server name", matrix_server_name, homeserver)
     user = str(current.get("user_id") or (f"@squidd:{server}" if server else "squidd"))
     password: str | None = None
@@ -75,12 +78,13 @@ def _matrix_account(homeserver: str, current: dict[str, Any]) -> tuple[str, str]
         check = partial(_bot_id_problem, server=server)
         user = ask_until(f"The bot's Matrix id{hint}", user, check)
         if password is None:
-            password = ask_secret(f"Password of {user}")
+            keep = " (empty: keep the current one)" if kept else ""
+            password = ask_secret(f"Password of {user}{keep}") or kept or ""
         try:
             real = tried("logging in", matrix_login, homeserver, user, password)
         except Refused as exc:
             print(f"  {exc}; please try again")
-            password = None
+            password = kept = None
             continue
         real_server = real.partition(":")[2]
         if user.startswith("@") and user != real:
@@ -89,14 +93,15 @@ def _matrix_account(homeserver: str, current: dict[str, Any]) -> tuple[str, str]
             user = real
             continue  # asked again; the password is kept
         print(f"  logged in as {real}")
-        return real, password
+        return real, (None if password == kept else password)
 
 
-def ask_matrix(answers: Answers, current: dict[str, Any]) -> None:
+def ask_matrix(answers: Answers, current: dict[str, Any], kept: str | None = None) -> None:
+    """`kept`: the password the config has now (a re-run), offered as the empty answer."""
     print("\nMatrix")
     url = str(current.get("homeserver") or "https://matrix.org")
     homeserver = ask_until("Homeserver URL", url, _homeserver)
-    user, password = _matrix_account(homeserver, current)
+    user, password = _matrix_account(homeserver, current, kept)
     server = user.partition(":")[2]
     allowed = ", ".join(current.get("allowed_users") or [])
     who = ask_until(
@@ -110,7 +115,8 @@ def ask_matrix(answers: Answers, current: dict[str, Any]) -> None:
         "user_id": user,
         "allowed_users": _names(who),
     }
-    answers.secrets["matrix_password"] = password
+    if password is not None:
+        answers.secrets["matrix_password"] = password
 
 
 def _port_problem(text: str) -> str | None:
@@ -173,18 +179,36 @@ def ask_email(answers: Answers, current: dict[str, Any]) -> None:
             print(f"  {exc}; please try again")
             server_wrong = exc.what != "password"
             password = None if exc.what == "password" else password
-    smtp = (str(current.get("smtp_host") or f"smtp.{domain}"), "465", "tls")
-    while True:
-        smtp = _server("SMTP", *smtp)
-        values.update(smtp_host=smtp[0], smtp_port=smtp[1], smtp_security=smtp[2])
-        try:
-            tried("logging in to SMTP (no mail sent)", try_smtp, _settings(values, password))
-            break
-        except Refused as exc:
-            print(f"  {exc}; please try again")
+    smtp_password = _smtp(values, str(current.get("smtp_host") or f"smtp.{domain}"), password)
     _senders(values, current, imap[0])
     answers.sections["email"] = {k: int(v) if k.endswith("_port") else v for k, v in values.items()}
     answers.secrets["email_password"] = password
+    if smtp_password is not None:
+        answers.secrets["email_smtp_password"] = smtp_password
+
+
+def _smtp(values: dict[str, Any], host: str, password: str | None) -> str | None:
+    """The SMTP server's questions until its login works; its own password when the IMAP
+    one is refused there (None: the IMAP one is used)."""
+    smtp = (host, "465", "tls")
+    own: str | None = None
+    server_wrong = True
+    while True:
+        if server_wrong:
+            smtp = _server("SMTP", *smtp)
+            values.update(smtp_host=smtp[0], smtp_port=smtp[1], smtp_security=smtp[2])
+        settings = _settings(values, password)
+        if own is not None:
+            settings = settings.model_copy(update={"smtp_password": SecretStr(own)})
+        try:
+            tried("logging in to SMTP (no mail sent)", try_smtp, settings)
+        except Refused as exc:
+            print(f"  {exc}; please try again")
+            server_wrong = exc.what != "password"
+            if not server_wrong:
+                own = ask_secret("SMTP password, if it is not the IMAP one") or None
+        else:
+            return own
 
 
 def _settings(values: dict[str, Any], password: str | None) -> EmailSettings:

@@ -63,13 +63,16 @@ def _first_run(answers: Answers) -> None:
     ask_api(answers, {})
 
 
-def _current_key(target: Path) -> str | None:
+def _current_secrets(target: Path) -> tuple[str | None, str | None]:
+    """The LLM key and the Matrix password the config has now, when it loads."""
     from squidd.config import load_settings
 
     try:
-        return secret_value(load_settings(target).llm.api_key) or None
+        settings = load_settings(target)
     except ConfigError:
-        return None
+        return None, None
+    key, password = settings.llm.api_key, settings.matrix.password
+    return secret_value(key) or None, secret_value(password) or None
 
 
 def _rerun(target: Path, current: dict[str, Any], answers: Answers) -> str:
@@ -82,9 +85,9 @@ def _rerun(target: Path, current: dict[str, Any], answers: Answers) -> str:
     part = PARTS[int(choice) - 1]
     section: dict[str, Any] = {}
     if part == "the model":
-        ask_llm(answers, current.get("llm", section), _current_key(target))
+        ask_llm(answers, current.get("llm", section), _current_secrets(target)[0])
     elif part == "Matrix":
-        ask_matrix(answers, current.get("matrix", section))
+        ask_matrix(answers, current.get("matrix", section), _current_secrets(target)[1])
     elif part == "email":
         ask_email(answers, current.get("email", section))
     elif part == "the API and dashboard":
