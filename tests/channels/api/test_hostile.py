@@ -98,6 +98,24 @@ async def test_keys_are_needed_and_never_taken_from_a_query_string(api: ApiDaemo
     assert api.key not in api.runs[-1].log_text()
 
 
+async def test_a_browser_gets_a_refusal_page_naming_the_fix(api: ApiDaemon) -> None:
+    """A person sent to the dashboard with a query string or under a LAN name reads what
+    was refused and what to change; an API client still gets the OpenAI-shaped JSON."""
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    async with api.http() as http:
+        query = await http.get("/?next=/memory", headers=browser)
+        assert query.status_code == 400
+        assert query.headers["content-type"].startswith("text/html")
+        assert "query string" in query.text and "<h1>" in query.text
+        lan = await http.get("/", headers={**browser, "Host": f"192.168.1.20:{api.port}"})
+        assert lan.status_code == 403
+        assert lan.headers["content-type"].startswith("text/html")
+        assert "api.allowed_hosts" in lan.text and "(192.168.1.20)" in lan.text
+        assert f"http://127.0.0.1:{api.port}/" in lan.text
+        client = await http.post(f"{CHAT}?x=1", json=HELLO, headers={**api.auth(), **browser})
+        assert_openai_error(client.json(), "query_not_accepted")
+
+
 async def test_foreign_host_or_origin_is_refused(api: ApiDaemon) -> None:
     async with api.http() as http:
         rebound = await http.post(

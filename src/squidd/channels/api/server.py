@@ -6,13 +6,16 @@ browser history: 400, never read); `Host` and, when sent, `Origin` name the list
 `localhost` or a configured name (a DNS-rebinding page names its own: 403); then for
 `/v1/` a bearer key from the keys file (401 otherwise), the key's rate limit (429 with
 Retry-After), a JSON content type (415) and a body of at most `max_body_bytes` (413).
-Errors have the OpenAI shape. aiohttp's server is used because it is already locked (it
-comes with matrix-nio), runs on the asyncio loop the daemon's anyio runs on, and bounds
-request bodies itself.
+Errors have the OpenAI shape; a browser asking for a page (Accept: text/html, outside
+`/v1/`) gets the refusal as a page naming the fix (`api.allowed_hosts`, the address).
+aiohttp's server is used because it is already locked (it comes with
+matrix-nio), runs on the asyncio loop the daemon's anyio runs on, and bounds request bodies
+itself.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -108,6 +111,8 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     except BadRequest as exc:
         headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        if _for_a_person(request):
+            return refusal_page(request.app[CHANNEL].settings, request, exc, headers)
         return _error(exc.status, str(exc), exc.code, headers)
     except web.HTTPException as exc:
         if exc.status >= 400:
@@ -116,6 +121,38 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
     except Exception as exc:
         log.exception("api_request_failed", path=request.path, error=type(exc).__name__)
         return _error(500, "the request failed inside squidd", "internal_error")
+
+
+def _for_a_person(request: web.Request) -> bool:
+    """A browser asking for a page (Accept: text/html), not an API client under /v1/."""
+    return not request.path.startswith("/v1/") and "text/html" in request.headers.get("Accept", "")
+
+
+_FIXES = {
+    "query_not_accepted": "Open the address without the part after '?': the dashboard reads "
+    "nothing from a query string (a key there would end up in logs and browser history).",
+    "bad_host": "Open the dashboard at {home}, or add the name you used ({host}) to "
+    "api.allowed_hosts in the config (and restart squidd) to serve it under that name too.",
+}
+
+
+def refusal_page(
+    settings: ApiSettings,
+    request: web.Request,
+    exc: BadRequest,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    """A refusal a person can read: what was refused and the setting or step that fixes it."""
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    port = sockname[1] if isinstance(sockname, tuple) else settings.port
+    home = f"http://127.0.0.1:{port}/"
+    fix = _FIXES.get(exc.code, "").format(home=home, host=_hostname(request.host) or "?")
+    body = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>squidd: refused</title>"
+        f"</head><body><h1>squidd refused this request</h1><p>{html.escape(str(exc))}</p>"
+        f"<p>{html.escape(fix)}</p></body></html>"
+    )
+    return web.Response(text=body, status=exc.status, content_type="text/html", headers=headers)
 
 
 def _authenticate(channel: Service, request: web.Request) -> None:
