@@ -17,9 +17,10 @@ WAIT_S = 60.0  # a cap on waiting for a question, never an assertion on speed
 
 
 class Terminal:
-    def __init__(self, config: Path, *args: str) -> None:
+    def __init__(self, config: Path, *args: str, home: Path | None = None) -> None:
+        """`home`: a fresh HOME for the command, as on a new machine."""
         argv = squidd_argv(config, *args)
-        env = daemon_env()
+        env = daemon_env(**({"HOME": str(home)} if home is not None else {}))
         pid, fd = pty.fork()
         if pid == 0:  # the child: the command, with the pty as its controlling terminal
             os.execve(argv[0], argv, env)  # noqa: S606 - our own CLI, no shell wanted

@@ -133,7 +133,9 @@ async def test_each_mistake_is_asked_again_and_the_config_answers_on_matrix_and_
     alice: Human = await make_human("alice")  # type: ignore[call-arg]
     mailbot = mail_server.take_bot()
     config = tmp_path / "etc" / "config.toml"
-    term = Terminal(config, "init", "--interactive")
+    home = tmp_path / "home"  # a new user's: nothing of squidd in it
+    home.mkdir()
+    term = Terminal(config, "init", "--interactive", home=home)
     try:
         _type_answers(
             term, tmp_path / "data", llm, synapse, bot, alice.user_id, mail_server, mailbot
@@ -174,7 +176,7 @@ async def test_each_mistake_is_asked_again_and_the_config_answers_on_matrix_and_
     # `doctor` agrees right after: nothing failed, the identity the set-up made is seen.
     with anyio.fail_after(110):
         checked = await anyio.run_process(
-            squidd_argv(config, "doctor", "--json"), env=daemon_env(), check=False
+            squidd_argv(config, "doctor", "--json"), env=daemon_env(HOME=str(home)), check=False
         )
     report = json.loads(checked.stdout)
     assert [c for c in report["checks"] if c["status"] == "fail"] == [], report
@@ -185,7 +187,7 @@ async def test_each_mistake_is_asked_again_and_the_config_answers_on_matrix_and_
     # The next commands run as printed (from where the set-up ran), `run` aside: it stays.
     printed = _next_lines(out)
     assert [line.split()[-1] for line in printed if "chat" not in line] == ["doctor", "run"]
-    env = daemon_env(SQUIDD_VENV=os.environ.get("SQUIDD_VENV", ""))
+    env = daemon_env(SQUIDD_VENV=os.environ.get("SQUIDD_VENV", ""), HOME=str(home))
     for line in printed[:2]:
         with anyio.fail_after(170):
             ran = await anyio.run_process(["bash", "-c", line], env=env, check=False)
