@@ -79,7 +79,7 @@ def test_create_without_a_file_names_it_in_the_backup_dir(tmp_path: Path) -> Non
     (tmp_path / "data").mkdir()
     made = run_squidd(config, "backup", "create")
     assert made.returncode == 0, made.stderr
-    [archive] = (tmp_path / "kept").iterdir()
+    [archive] = (tmp_path / "kept").glob("*.tar.gz")
     assert archive.name.startswith("squidd-backup-") and archive.name.endswith(".tar.gz")
 
 
@@ -125,3 +125,46 @@ async def test_run_migrates_a_format_1_data_dir_after_a_backup(tmp_path: Path) -
     assert oct(history.stat().st_mode & 0o777) == "0o600"
     [backup] = (data / "backups").iterdir()
     assert run_squidd(config, "backup", "verify", str(backup)).returncode == 0
+
+
+def test_create_writes_outside_the_data_dir_with_the_config_beside(tmp_path: Path) -> None:
+    """No FILE: the archive lands in ~/squidd-backups, not in the data dir it backs up; the
+    config is copied beside it, its secret values left out unless asked for; a missing
+    archive is "cannot read", never "damaged"."""
+    import subprocess
+
+    from tests.support.daemon import daemon_env, squidd_argv
+
+    config = config_for(tmp_path)
+    (tmp_path / "data").mkdir(mode=0o700)
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def squidd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            squidd_argv(config, *args),
+            env=daemon_env(HOME=str(home)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    made = squidd("backup", "create")
+    assert made.returncode == 0, made.stderr
+    [archive] = (home / "squidd-backups").glob("*.tar.gz")
+    assert not (tmp_path / "data" / "backups").exists()
+    copy = archive.with_name(f"{archive.name}.config.toml")
+    assert "sk-test-backup-cmd-01" not in copy.read_text()
+    assert 'api_key = ""  # left out of the backup' in copy.read_text()
+    assert oct(copy.stat().st_mode & 0o777) == "0o600"
+    assert "1 secret value(s) left out" in made.stdout and "secrets left out" in made.stdout
+
+    kept = squidd("backup", "create", str(tmp_path / "with.tar.gz"), "--include-secrets")
+    assert kept.returncode == 0, kept.stderr
+    assert "sk-test-backup-cmd-01" in (tmp_path / "with.tar.gz.config.toml").read_text()
+
+    missing = squidd("backup", "verify", str(tmp_path / "nowhere.tar.gz"))
+    assert missing.returncode == 1
+    assert "cannot read it: No such file or directory" in missing.stderr
+    assert "damaged" not in missing.stderr

@@ -2,6 +2,11 @@
 `squidd backup restore FILE --target DIR`: one archive of the data dir and the workspace,
 checked file by file, restored only into an empty folder (never over a live data dir).
 
+Without FILE the archive goes to `backup.dir`, else `~/squidd-backups` (outside the data
+dir it backs up; `<data dir>/backups` only for a service user whose home is the data dir).
+The config file is copied beside it as `<archive>.config.toml`, its secret values blanked
+unless `--include-secrets`; the output says what was left out.
+
 Safe while the daemon runs (the files are copied under their locks, see `store/backup.py`).
 Exit 0 on success, 1 when the archive cannot be written, is damaged or cannot be restored.
 """
@@ -9,6 +14,7 @@ Exit 0 on success, 1 when the archive cannot be written, is damaged or cannot be
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -31,7 +37,12 @@ def register(commands: Commands) -> None:
         start=Start.SETTINGS,
         example="squidd backup create --verify\nsquidd backup create ./b.tar.gz --include-secrets",
     )
-    create.add_argument("file", nargs="?", type=Path, help="default: [backup] dir, dated name")
+    create.add_argument(
+        "file",
+        nargs="?",
+        type=Path,
+        help="default: backup.dir, else ~/squidd-backups, with a dated name",
+    )
     create.add_argument("--verify", action="store_true", help="read it back and check it")
     create.add_argument(
         "--include-secrets",
@@ -61,12 +72,17 @@ def _create(args: argparse.Namespace, settings: Settings) -> int:
     from squidd.gateway.backups import backup_now, default_name
     from squidd.store.backup import BackupError, verify_backup
 
-    target: Path = args.file or settings.backup_dir / default_name()
+    target: Path = args.file or default_dir(settings) / default_name()
     try:
         manifest = backup_now(settings, target, secrets=args.include_secrets)
         print(f"backup: wrote {target}: {len(manifest.files)} files, {manifest.total_bytes} bytes")
+        print(_copy_config(args.config, target, secrets=args.include_secrets))
         if not manifest.secrets:
-            print("backup: secrets left out (Matrix credentials, keys, crypto store)")
+            print(
+                "backup: secrets left out (Matrix credentials, keys, crypto store); "
+                "--include-secrets keeps them"
+            )
+        print("backup: left out: the history index (rebuilt), sockets, temporary files")
         if args.verify:
             verify_backup(target)
             print(f"backup: {target} verified")
@@ -74,6 +90,54 @@ def _create(args: argparse.Namespace, settings: Settings) -> int:
         print(f"backup: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def default_dir(settings: Settings) -> Path:
+    """Where `backup create` writes without a file named: `backup.dir`, else
+    `~/squidd-backups`, outside the data dir it backs up; a home inside the data dir (the
+    service user's) gives `<data dir>/backups`, which no backup archives."""
+    if settings.backup.dir is not None:
+        return settings.backup.dir
+    home = Path.home() / "squidd-backups"
+    data_dir = settings.storage.data_dir.resolve()
+    if home.resolve().is_relative_to(data_dir):
+        return settings.backup_dir
+    return home
+
+
+_SECRET_LINE = re.compile(
+    r"^(\s*)([A-Za-z0-9_-]*(pass(word)?|secret|token|api_key|credential)[A-Za-z0-9_-]*)\s*=.*$",
+    re.IGNORECASE,
+)
+
+
+def _copy_config(explicit: Path | None, target: Path, *, secrets: bool) -> str:
+    """The config file beside the archive (`<archive>.config.toml`, 0600); its secret values
+    blanked unless `secrets`. What was done, in one line."""
+    from squidd.config import find_config_file
+    from squidd.fs import atomic_write_text
+
+    source = find_config_file(explicit)
+    if source is None:
+        return "backup: no config file to copy (defaults and environment)"
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"backup: config {source} left out: cannot read it ({exc})"
+    blanked = 0
+    if not secrets:
+        lines = []
+        for line in text.splitlines():
+            match = _SECRET_LINE.match(line)
+            if match and not match.group(2).lower().endswith("_file"):
+                line = f'{match.group(1)}{match.group(2)} = ""  # left out of the backup'
+                blanked += 1
+            lines.append(line)
+        text = "\n".join(lines) + "\n"
+    copy = target.with_name(f"{target.name}.config.toml")
+    atomic_write_text(copy, text)
+    left = f", {blanked} secret value(s) left out" if blanked else ""
+    return f"backup: config {source} copied to {copy}{left}"
 
 
 def _verify(args: argparse.Namespace) -> int:

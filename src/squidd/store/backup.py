@@ -304,7 +304,11 @@ def _read_members(path: Path, sink: Path | None) -> tuple[Manifest, dict[str, En
     manifest: Manifest | None = None
     current = "(the start)"
     try:
-        with tarfile.open(path, mode="r:gz") as tar:
+        raw = path.open("rb")
+    except OSError as exc:  # not there, not a file, not ours to read: nothing is damaged
+        raise BackupError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
+    try:
+        with raw, tarfile.open(fileobj=raw, mode="r:gz") as tar:
             for member in tar:
                 current = member.name
                 handle = tar.extractfile(member)
