@@ -69,3 +69,35 @@ async def test_a_prompt_refused_for_good_is_parked_and_the_call_denied(
     assert item.id in listed and "approval prompt not delivered" in listed
     tool = [m for m in fake_llm.chat_requests[-1]["messages"] if m["role"] == "tool"]
     assert "its approval prompt could not be delivered" in tool[0]["content"]
+
+
+async def test_a_prompt_left_for_a_question_decided_while_down_is_dropped_at_start(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # A crash left a prompt unsent; its question timed out while the daemon was down, so
+    # no resumed turn will send it: it goes at the next start, not counted in the outbox
+    # for ever. A prompt whose question still waits, and a reply, stay.
+    from squidd.core.models import PendingReply, SessionId
+    from squidd.core.prompts import drop_decided, record_of
+    from squidd.store.outbox import OutboxDir
+
+    settings, _ = shell_approval_settings(
+        tmp_path, fake_llm.base_url, approvers=[OWNER], timeout_s=300
+    )
+    outbox = OutboxDir(settings.storage.data_dir)
+    prompt = PendingReply("memory", "alice", "Approval needed ...", SessionId("memory:alice"))
+    await outbox.put("memory", record_of("aaaaaaaa"), prompt)
+    await outbox.put("memory", record_of("bbbbbbbb"), prompt)
+    await outbox.put("memory", "m7", PendingReply("memory", "alice", "a reply", SessionId("s")))
+    assert sorted(await outbox.sources()) == [
+        ("memory", "approval:aaaaaaaa"),
+        ("memory", "approval:bbbbbbbb"),
+        ("memory", "m7"),
+    ]
+    assert await drop_decided(await outbox.sources(), {"bbbbbbbb"}, outbox) == 1
+    assert sorted(r for _, r in await outbox.sources()) == ["approval:bbbbbbbb", "m7"]
+
+    async with running_daemon(settings, [MemoryChannel("memory")]) as daemon:
+        snapshot = await daemon.snapshot()  # no question waits: the other prompt goes too
+    assert [r for _, r in await OutboxDir(settings.storage.data_dir).sources()] == ["m7"]
+    assert snapshot["outbox"] == 1

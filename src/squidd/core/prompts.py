@@ -22,21 +22,42 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from squidd.core.models import Inbound, PendingReply, SourceId
+from squidd.core.models import ChannelName, Inbound, PendingReply, SourceId
 from squidd.core.poison import Parked, PoisonGuard, describe, parked_id
 from squidd.core.ports import HandledLog, Outbox
 from squidd.core.settlement import Refused, Undeliverable
 
-__all__ = ["PromptDelivery", "record_of"]
+__all__ = ["PromptDelivery", "drop_decided", "question_of", "record_of"]
 
 log = structlog.get_logger()
 
 Deliver = Callable[[Inbound, PendingReply, tuple[str, ...]], Awaitable[None]]
 
 
+PREFIX = "approval:"
+
+
 def record_of(question_id: str) -> SourceId:
     """The outbox and handled record of a question's prompt."""
-    return SourceId(f"approval:{question_id}")
+    return SourceId(f"{PREFIX}{question_id}")
+
+
+def question_of(record: str) -> str | None:
+    """The question id of a prompt's record; None for any other record."""
+    return record.removeprefix(PREFIX) if record.startswith(PREFIX) else None
+
+
+async def drop_decided(sources: list[tuple[str, str]], waiting: set[str], outbox: Outbox) -> int:
+    """Remove from the outbox the prompts kept for questions no longer waiting (decided or
+    timed out while the daemon was down: no turn will come to send them); how many."""
+    dropped = 0
+    for channel, record in sources:
+        question = question_of(record)
+        if question is not None and question not in waiting:
+            await outbox.remove(ChannelName(channel), SourceId(record))
+            log.info("approval_prompt_dropped", question=question, reason="no longer waiting")
+            dropped += 1
+    return dropped
 
 
 class PromptDelivery:

@@ -30,6 +30,7 @@ from squidd.config import Settings
 from squidd.core.heartbeat import Heartbeat
 from squidd.core.models import utcnow
 from squidd.core.ports import Channel, ControlOp, HasControlOps
+from squidd.core.prompts import drop_decided
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
@@ -206,6 +207,9 @@ class Daemon:
             await self.handled.load()
             if self.runtime.journal is not None:  # journals of messages done before a crash
                 await self.runtime.journal.sweep(self.handled.contains)
+            if self.runtime.approvals is not None:  # prompts of questions decided meanwhile
+                waiting = {q.id for q in await self.runtime.approvals.waiting()}
+                await drop_decided(await self.outbox.sources(), waiting, self.outbox)
             await tg.start(self.router.run)
             for pipeline in self.pipelines.values():
                 await tg.start(pipeline.run)

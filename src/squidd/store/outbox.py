@@ -14,6 +14,7 @@ file operation, and neither does removing an entry that was never written.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import structlog
@@ -31,6 +32,9 @@ class OutboxDir:
     def __init__(self, data_dir: Path) -> None:
         self._records = JsonDir(
             data_dir / "gateway" / "outbox", kind="pending_reply", decode=PENDING_REPLY.load
+        )
+        self._sources = JsonDir(
+            data_dir / "gateway" / "outbox", kind="pending_reply", decode=_source
         )
         self._present: set[str] | None = None  # file names of the entries, once listed
         self._listing = anyio.Lock()
@@ -66,3 +70,11 @@ class OutboxDir:
     async def count(self) -> int:
         """Replies waiting for delivery (shown by `squidd status`)."""
         return await self._records.count()
+
+    async def sources(self) -> list[tuple[str, str]]:
+        """The (channel, source id) of every readable entry."""
+        return await self._sources.load()
+
+
+def _source(data: Any) -> tuple[str, str]:
+    return str(data["source_channel"]), str(data["source_id"])
