@@ -22,6 +22,10 @@ from squidd.core.cron import CronJob, JobListError, NoSuchJob, make_job, with_jo
 from squidd.core.models import utcnow
 from squidd.core.ports import JobStore
 
+CheckTarget = Callable[[str], Awaitable[str]]
+"""A job's target checked when it is added: the target to keep (an alias or a person
+resolved to a room), or `ValueError` saying why it cannot be reached."""
+
 RunNow = Callable[[CronJob, datetime], Awaitable[None]]
 """Fires one run of the job now (its time, the `datetime`, makes the run's id)."""
 
@@ -60,8 +64,10 @@ class CronJobs:
         run_now: RunNow | None = None,
         changed: Callable[[], None] = _nothing,
         clock: Callable[[], datetime] = utcnow,
+        check_target: CheckTarget | None = None,
     ) -> None:
         self._store = store
+        self._check_target = check_target
         self._timezone = default_timezone
         self._run_now = run_now
         self._changed = changed
@@ -89,6 +95,8 @@ class CronJobs:
         target: str = "",
         created_by: str = "",
     ) -> str:
+        if target and self._check_target is not None:
+            target = await self._check_target(target)
         job = make_job(
             name,
             prompt,

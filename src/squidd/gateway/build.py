@@ -34,7 +34,9 @@ from squidd.core.poison import PoisonGuard
 from squidd.core.ports import (
     Channel,
     Clock,
+    ControlOp,
     HandledLog,
+    HasControlOps,
     HasQuietWindow,
     HasStages,
     ShowsAnswers,
@@ -55,6 +57,7 @@ from squidd.gateway.channels import ChannelRegistry, Pages, builtin_channels
 from squidd.gateway.conversations import Conversations, StopEarly
 from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.cron_ops import cron_ops
+from squidd.gateway.cron_targets import daemon_check
 from squidd.gateway.daemon import Daemon
 from squidd.gateway.dashboard_host import DaemonDashboardHost
 from squidd.gateway.parked import ParkedRetries
@@ -160,7 +163,7 @@ def build_daemon(
         runtime, by_name, router, outbox, handled, poison, conversations
     )
     scheduled = _scheduled(settings, router)
-    scheduler, cron = _cron(settings, jobs, scheduled, clock)
+    scheduler, cron = _cron(settings, jobs, scheduled, clock, by_name)
     tools = TurnTools(runtime, cron=cron, mcp=mcp, fire=scheduled.fire)
     caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
@@ -346,11 +349,30 @@ def _approvals_on_channels(
     return ApprovalAnswers(approvals, channels, conversations.session)
 
 
+def _channel_ops(channels: dict[str, Channel]) -> Callable[[], dict[str, ControlOp]]:
+    """The channels' operator requests, read when asked (a job's target checked)."""
+
+    def ops() -> dict[str, ControlOp]:
+        return {
+            name: op
+            for channel in channels.values()
+            if isinstance(channel, HasControlOps)
+            for name, op in channel.control_ops().items()
+        }
+
+    return ops
+
+
 def _cron(
-    settings: Settings, jobs: JobsFile, scheduled: ScheduledRuns, clock: Clock
+    settings: Settings,
+    jobs: JobsFile,
+    scheduled: ScheduledRuns,
+    clock: Clock,
+    channels: dict[str, Channel],
 ) -> tuple[CronScheduler | None, CronJobs]:
     """The cron scheduler (when cron is on) and the one cron service over the jobs file:
-    a change wakes the scheduler, a run now is a durable cron run."""
+    a change wakes the scheduler, a run now is a durable cron run, a new job's target is
+    checked with its channel."""
     scheduler = _scheduler(settings, jobs, scheduled, clock)
     cron = CronJobs(
         jobs,
@@ -358,6 +380,7 @@ def _cron(
         run_now=scheduled.fire_cron,
         changed=scheduler.notify_changed if scheduler else _nothing,
         clock=clock.now,
+        check_target=daemon_check(settings, channels, _channel_ops(channels)),
     )
     return scheduler, cron
 

@@ -23,6 +23,7 @@ from squidd.core.cron import CronJob, JobListError
 from squidd.core.cron_service import NOT_RUNNING, CronJobs
 from squidd.core.ports import ControlOp, JobStore
 from squidd.core.scheduler import CronScheduler
+from squidd.gateway.cron_targets import command_line_check
 from squidd.gateway.status import ask, socket_path
 
 CHANGED = "cron.changed"
@@ -69,6 +70,7 @@ def command_line_cron(settings: Settings, store: JobStore) -> CronJobs:
         default_timezone=settings.cron.default_timezone,
         run_now=run_now,
         changed=changed,
+        check_target=command_line_check(settings),
     )
 
 

@@ -31,6 +31,7 @@ the data dir). Modules, one line each:
 - `state`: the files in the data dir and when the sync position may advance.
 - `ids`: the typed room, event and sync-position ids.
 - `probe`: the account checked over HTTP for `squidd doctor`.
+- `targets`: a cron target made a room: a room the bot is in, an alias, a person's DM.
 - `identity/`: cross-signing nio lacks: the bot's identity, secret storage, trust.
 - `verification/`: SAS verification of the people the bot serves.
 """

@@ -1,0 +1,65 @@
+"""A cron job's Matrix target as people write it, made a room the bot can post in: a room id
+the bot is in, an alias resolved to its room, or a person's direct chat with the bot (found
+among the bot's rooms, else created with the person invited). The answer of the channel's
+`matrix.check_target` operator request (gateway/cron_targets.py asks it when a job is
+added): `{"target": "matrix:!room:server"}` or `{"error": reason}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nio import (
+    AsyncClient,
+    ProfileGetError,
+    RoomCreateError,
+    RoomResolveAliasError,
+)
+
+__all__ = ["check_target", "direct_room"]
+
+_ENCRYPTION = {
+    "type": "m.room.encryption",
+    "state_key": "",
+    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+}
+
+
+def direct_room(client: AsyncClient, person: str) -> str | None:
+    """The bot's room with `person` and nobody else (joined or invited), the oldest known."""
+    me = client.user_id
+    for room_id, room in client.rooms.items():
+        members = set(room.users) | set(room.invited_users)
+        if members == {me, person}:
+            return str(room_id)
+    return None
+
+
+async def check_target(client: AsyncClient, address: str, *, e2ee: bool) -> dict[str, Any]:
+    if address.startswith("!"):
+        if address not in client.rooms:
+            return {"error": f"the bot is not in room {address} (invite it, then add the job)"}
+        return {"target": f"matrix:{address}"}
+    if address.startswith("#"):
+        resolved = await client.room_resolve_alias(address)
+        if isinstance(resolved, RoomResolveAliasError):
+            return {"error": f"no room has the alias {address} ({resolved.message})"}
+        if resolved.room_id not in client.rooms:
+            return {"error": f"the bot is not in {address} ({resolved.room_id}); invite it first"}
+        return {"target": f"matrix:{resolved.room_id}"}
+    return await _person(client, address, e2ee=e2ee)
+
+
+async def _person(client: AsyncClient, person: str, *, e2ee: bool) -> dict[str, Any]:
+    found = direct_room(client, person)
+    if found is not None:
+        return {"target": f"matrix:{found}"}
+    profile = await client.get_profile(person)
+    if isinstance(profile, ProfileGetError):
+        return {"error": f"no Matrix user {person} ({profile.message})"}
+    made = await client.room_create(
+        is_direct=True, invite=[person], initial_state=[_ENCRYPTION] if e2ee else []
+    )
+    if isinstance(made, RoomCreateError):
+        return {"error": f"could not open a direct chat with {person} ({made.message})"}
+    return {"target": f"matrix:{made.room_id}"}

@@ -1,0 +1,99 @@
+"""Cron targets people can write, checked when the job is added, against a real Synapse and
+a `squidd run` child: `matrix:@alice:server` becomes the bot's direct chat with her (created
+and her invited) and the job delivers there; a channel squidd does not have and a room the
+bot is not in are refused with the reason, and no job is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.channels.matrix.conftest import start_squidd
+from tests.channels.matrix.test_daemon import write_config
+from tests.servers.synapse.server import SynapseServer, User
+from tests.support.daemon import DaemonProcess, run_squidd
+from tests.support.fake_llm import FakeLLM
+
+pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
+
+
+async def _squidd(config: Path, *args: str) -> Any:
+    return await anyio.to_thread.run_sync(lambda: run_squidd(config, *args))
+
+
+async def test_a_person_target_delivers_to_her_direct_chat(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: Callable[..., Any],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    await start_squidd(squidds, config, tmp_path / "squidd.log")
+
+    added = await _squidd(
+        config, "cron", "add", "--name", "hello", "--every", "1d", "--prompt", "greet her",
+        "--target", f"matrix:{alice.user_id}",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert "to matrix:!" in added.stdout  # kept as the room it resolved to
+
+    # She is invited to a new direct chat with the bot; she joins, the job runs now.
+    async def invited() -> str:
+        with anyio.fail_after(30):
+            while not alice.client.invited_rooms:
+                await alice.sync(timeout_ms=1000)
+        return next(iter(alice.client.invited_rooms))
+
+    room = await invited()
+    assert f"to matrix:{room}" in added.stdout
+    await alice.join(room)
+    fake_llm.push("good morning, alice")
+    ran = await _squidd(config, "cron", "run", "hello")
+    assert ran.returncode == 0, ran.stderr
+
+    def delivered() -> bool:
+        return any(
+            "good morning, alice" in str(s.event.source.get("content", {}).get("body", ""))
+            or "good morning, alice" in str(getattr(s.event, "body", ""))
+            for s in alice.from_sender(bot.user_id, room)
+        )
+
+    await alice.wait_for(delivered, "the cron job's message in her direct chat", timeout=60)
+
+
+async def test_unknown_channels_and_rooms_the_bot_is_not_in_are_refused(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: Callable[..., Any],
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+) -> None:
+    alice = await make_human("alice")
+    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    await start_squidd(squidds, config, tmp_path / "squidd.log")
+    elsewhere = await alice.create_room([])  # the bot is not invited
+
+    for target, reason in (
+        ("telegram:1", "squidd has no 'telegram' channel"),
+        (f"matrix:{elsewhere}", f"the bot is not in room {elsewhere}"),
+        ("matrix:#nowhere:localhost", "no room has the alias #nowhere:localhost"),
+        ("email:someone@example.org", "the email channel is not enabled"),
+        ("matrix:alice", "a matrix target looks like"),
+    ):
+        refused = await _squidd(
+            config, "cron", "add", "--name", "x", "--every", "1d", "--prompt", "p",
+            "--target", target,
+        )  # fmt: skip
+        assert refused.returncode == 2, (target, refused.stdout)
+        [line] = refused.stderr.splitlines()
+        assert reason in line, (target, line)
+    listing = await _squidd(config, "cron", "list")
+    assert "No scheduled jobs." in listing.stdout
