@@ -15,11 +15,10 @@ import pytest
 
 from squidd.store.approvals import QuestionFiles
 from squidd.store.audit import AuditFile
-from tests.channels.matrix.conftest import start_squidd
 from tests.channels.matrix.test_approvals import SHELL, config_for, prompt_of, react
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix_daemon import MatrixSquidd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -30,7 +29,7 @@ async def test_killed_while_waiting_then_a_reaction_runs_the_command_once(
     make_human: Callable[..., Any],
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
     room = await alice.create_room([bot.user_id], direct=True)
@@ -38,7 +37,7 @@ async def test_killed_while_waiting_then_a_reaction_runs_the_command_once(
     marker = tmp_path / "ws" / "ran.txt"
     config = config_for(tmp_path, fake_llm, synapse, bot, [alice.user_id], room)
     fake_llm.push(SHELL, "done")
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    first = await matrix_squidd.again(config, "squidd-1.log")
     await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
 
     asked = await alice.send(room, "run it")
@@ -49,7 +48,7 @@ async def test_killed_while_waiting_then_a_reaction_runs_the_command_once(
     [waiting] = QuestionFiles(tmp_path / "data").waiting_sync()
     assert waiting.id == question and not marker.exists()
 
-    second = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
+    second = await matrix_squidd.again(config, "squidd-2.log")
     await react(alice, room, prompt.event.event_id, "✅")
     await alice.wait_for(
         lambda: len(alice.replies_to(bot.user_id, asked)) >= 2, "the reply", timeout=60

@@ -26,12 +26,12 @@ import anyio
 import pytest
 from nio import MegolmEvent
 
-from tests.channels.matrix.conftest import start_squidd, wait_until
-from tests.channels.matrix.test_daemon import user_texts, write_config
 from tests.faults.harness import Counts, seeded
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply, echo_responder
+from tests.support.matrix import wait_until
+from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config, user_texts
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -73,7 +73,7 @@ async def test_matrix_messages_answered_once_through_homeserver_restarts_and_a_k
     crashes = 0
 
     with FakeLLM(responder=slow_echo(random.Random(rng.random()))) as llm:  # noqa: S311
-        config = write_config(tmp_path, llm, synapse, bot, alice.user_id)
+        config = matrix_daemon_config(tmp_path, llm, synapse, bot, alice.user_id)
 
         def start() -> DaemonProcess:
             daemon = DaemonProcess(config, tmp_path / f"squidd-{len(squidds)}.log")
@@ -213,17 +213,15 @@ async def test_an_encrypted_reply_needing_a_new_room_key_across_a_homeserver_res
     bot: User,
     make_human: MakeHuman,
     make_user: Callable[[str], User],
-    tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     """What R2 found, pinned down: a reply that needs a new room key (a membership change
     retired the old one) is sent while the homeserver is away. nio counted the key share
     that reached nobody as done, so the reply sent once the homeserver was back was one
     the person could never read. It must be readable."""
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    _, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
     room = await alice.room_with(bot.user_id, encrypted=True)
     hello = await alice.send(room, "hello")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, hello), "the first reply")

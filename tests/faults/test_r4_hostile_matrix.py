@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from tests.channels.matrix.test_daemon import write_config
 from tests.faults.harness import Counts
 from tests.servers.synapse.server import SynapseError, SynapseServer, User
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix_daemon import matrix_daemon_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -103,7 +103,7 @@ async def test_hostile_matrix_events_to_a_running_daemon(
     alice = await make_human("alice")
     room = await alice.create_room([bot.user_id], direct=True)
     synapse.call("POST", f"/_matrix/client/v3/join/{room}", {}, token=bot.access_token)
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    config = matrix_daemon_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
     daemon = DaemonProcess(config, tmp_path / "squidd.log")
     try:
         await daemon.wait_event("matrix_connected")

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from tests.channels.matrix.test_daemon import write_config
 from tests.faults.journal_support import (
     DONE,
     POINTS,
@@ -25,12 +24,13 @@ from tests.faults.journal_support import (
     journals,
     model_for,
     poll,
-    shell_config,
+    shell_sections,
 )
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.crash_points import crash_env
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix_daemon import matrix_daemon_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -53,9 +53,9 @@ async def test_a_matrix_turn_cut_short_resumes_from_its_journal(
     data = tmp_path / "data"
     (data / "workspace").mkdir(parents=True)  # the shell's working directory
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    with config.open("a", encoding="utf-8") as out:
-        out.write(shell_config("matrix"))
+    config = matrix_daemon_config(
+        tmp_path, fake_llm, synapse, bot, alice.user_id, **shell_sections("matrix")
+    )
     room = ""
     asked = ""
 

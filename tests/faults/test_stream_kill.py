@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.channels.matrix.conftest import start_squidd, wait_until
-from tests.channels.matrix.test_daemon import MakeHuman, write_config
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix import wait_until
+from tests.support.matrix_daemon import MakePerson, MatrixSquidd
 from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
@@ -29,19 +28,17 @@ def synapse() -> Iterator[SynapseServer]:
 
 
 async def test_sigkill_mid_stream_leaves_one_complete_answer(
-    synapse: SynapseServer,
     bot: User,
-    make_human: MakeHuman,
+    make_human: MakePerson,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     text = answer_text(16)
     # The model is asked again after the restart (an answer without tools is not journaled).
     fake_llm.push(*[Reply(content=text, piece_chars=30, piece_delay=0.4)] * 2)
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    config, first = await matrix_squidd.start(alice.user_id, "squidd-1.log")
     room = await alice.room_with(bot.user_id)
     asked = await alice.send(room, "write slowly")
 
@@ -56,7 +53,7 @@ async def test_sigkill_mid_stream_leaves_one_complete_answer(
     streamed_id = streamed(alice, bot.user_id, room, asked).replies[0].event.event_id
     assert streamed_id in record.read_text()
 
-    second = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
+    second = await matrix_squidd.again(config, "squidd-2.log")
     await alice.wait_for(
         lambda: bool(streamed(alice, bot.user_id, room, asked).complete(text)),
         "the whole answer after the restart",

@@ -30,11 +30,11 @@ from tests.channels.email.mailbox import (
     replies_to,
     wait_for,
 )
-from tests.channels.matrix.conftest import Human, start_squidd
 from tests.onboarding.terminal import Terminal
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix import Human, start_squidd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.mail, pytest.mark.slow]
 

@@ -192,3 +192,11 @@ def daemons() -> Iterator[list[DaemonProcess]]:
     yield started
     for daemon in started:
         daemon.kill()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """An empty data dir for a channel run in this process."""
+    path = tmp_path / "data"
+    path.mkdir()
+    return path

@@ -10,25 +10,16 @@ up for the rest of the suite), and the time the email part took is printed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.channels.email.mailbox import MailServer
-from tests.support.daemon import daemons
+from tests.support.daemon import daemons, data_dir
 from tests.support.mail import mail_server
 
-__all__ = ["daemons", "mail_server"]
+__all__ = ["daemons", "data_dir", "mail_server"]
 
 
 @pytest.fixture
 def bot(mail_server: MailServer) -> str:
     """A fresh bot account (an empty INBOX) for one test."""
     return mail_server.take_bot()
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    path = tmp_path / "data"
-    path.mkdir()
-    return path

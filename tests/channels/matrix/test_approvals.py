@@ -17,11 +17,10 @@ import pytest
 from nio import ReactionEvent
 
 from squidd.store.audit import AuditFile
-from tests.channels.matrix.conftest import start_squidd
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix_daemon import MatrixSquidd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -74,7 +73,7 @@ async def test_approve_deny_always_and_a_non_approver_on_synapse(
     make_human: Callable[..., Any],
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
     bob = await make_human("bob")
@@ -84,7 +83,7 @@ async def test_approve_deny_always_and_a_non_approver_on_synapse(
     marker = tmp_path / "ws" / "ran.txt"
     config = config_for(tmp_path, fake_llm, synapse, bot, [alice.user_id, bob.user_id], room)
     fake_llm.push(SHELL, "done 1", SHELL, "not run", SHELL, "done 3", SHELL, "done 4")
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    daemon = await matrix_squidd.again(config, "squidd.log")
 
     def runs() -> int:
         return len(marker.read_text().splitlines()) if marker.exists() else 0
@@ -137,7 +136,7 @@ async def test_reactions_on_the_prompt_answer_it(
     make_human: Callable[..., Any],
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
     bob = await make_human("bob")
@@ -147,7 +146,7 @@ async def test_reactions_on_the_prompt_answer_it(
     marker = tmp_path / "ws" / "ran.txt"
     config = config_for(tmp_path, fake_llm, synapse, bot, [alice.user_id, bob.user_id], room)
     fake_llm.push(SHELL, "done 1", SHELL, "not run", SHELL, "done 3", SHELL, "done 4")
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    daemon = await matrix_squidd.again(config, "squidd.log")
 
     def runs() -> int:
         return len(marker.read_text().splitlines()) if marker.exists() else 0
@@ -198,10 +197,10 @@ async def test_a_plain_yes_or_no_answers_in_a_direct_chat_with_the_default_quiet
     make_human: Callable[..., Any],
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
     answer: str,
     reply: str,
     ran: int,
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     # `matrix.debounce_ms` at its default (1500) and answers streamed (a direct chat): the
     # reply "yes" is taken before the burst stage, which would hold it until the turn that
@@ -230,7 +229,7 @@ async def test_a_plain_yes_or_no_answers_in_a_direct_chat_with_the_default_quiet
         },
     )
     fake_llm.push(SHELL, reply)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    daemon = await matrix_squidd.again(config, "squidd.log")
     room = await alice.room_with(bot.user_id)
     asked = await alice.send(room, "run it")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), "the prompt")

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from tests.channels.matrix.conftest import bot_settings, run_channel
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.matrix import bot_settings
+from tests.support.matrix_channel import run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 

@@ -18,12 +18,12 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.channels.matrix.conftest import start_squidd
 from tests.channels.matrix.test_reactions import reactions
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix import start_squidd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 

@@ -20,11 +20,11 @@ import pytest
 
 from squidd.channels.matrix.policy import command_text
 from squidd.gateway.conversations import STOPPED
-from tests.channels.matrix.conftest import bot_settings, run_channel, start_squidd
-from tests.channels.matrix.test_daemon import write_config
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix import bot_settings
+from tests.support.matrix_channel import run_channel
+from tests.support.matrix_daemon import MatrixSquidd
 
 MakeHuman = Callable[..., Any]
 
@@ -82,16 +82,10 @@ async def _answered(human: Any, bot: str, event_id: str, what: str) -> None:
 @pytest.mark.matrix
 @pytest.mark.slow
 async def test_new_in_a_direct_chat_empties_the_window_of_the_next_turn(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakeHuman,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_human: MakeHuman, fake_llm: FakeLLM, matrix_squidd: MatrixSquidd
 ) -> None:
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    await start_squidd(squidds, config, tmp_path / "squidd.log")
+    await matrix_squidd.start(alice.user_id, "squidd.log")
     room = await alice.room_with(bot.user_id)
     for text in ("my pet is a walrus called Olaf", "she eats herring on Sundays"):
         sent = await alice.send(room, text)
@@ -119,12 +113,7 @@ async def test_new_in_a_direct_chat_empties_the_window_of_the_next_turn(
 @pytest.mark.matrix
 @pytest.mark.slow
 async def test_stop_cancels_a_slow_turn_and_the_next_message_is_answered(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakeHuman,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_human: MakeHuman, fake_llm: FakeLLM, matrix_squidd: MatrixSquidd
 ) -> None:
     asked = threading.Event()
     release = threading.Event()
@@ -138,8 +127,7 @@ async def test_stop_cancels_a_slow_turn_and_the_next_message_is_answered(
 
     fake_llm.responder = slow_first
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    await start_squidd(squidds, config, tmp_path / "squidd.log")
+    await matrix_squidd.start(alice.user_id, "squidd.log")
     room = await alice.room_with(bot.user_id)
     try:
         essay = await alice.send(room, "write me a very long essay")

@@ -11,8 +11,9 @@ import anyio
 import pytest
 
 from squidd.core.models import Inbound
-from tests.channels.matrix.conftest import bot_settings, run_channel
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.matrix import bot_settings
+from tests.support.matrix_channel import run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 

@@ -15,58 +15,15 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.channels.matrix.conftest import start_squidd, wait_until
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix import wait_until
+from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config, user_texts
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
 MakeHuman = Callable[..., Any]
-
-
-def write_config(
-    tmp: Path,
-    llm: FakeLLM,
-    synapse: SynapseServer,
-    bot: User,
-    allowed: str,
-    *,
-    token: str | None = None,
-) -> Path:
-    credential = {"access_token": token} if token else {"password": bot.password}
-    return write_daemon_config(
-        tmp,
-        llm.base_url,
-        api_key="sk-test-matrix-daemon-0001",
-        gateway={
-            "shutdown_grace_s": 10,
-            "delivery_retry_initial_s": 0.2,
-            "delivery_retry_max_s": 1.0,
-        },
-        matrix={
-            "enabled": True,
-            "homeserver": synapse.url,
-            "user_id": bot.user_id,
-            **credential,
-            "allowed_users": [allowed],
-            "timeline_limit": 2,
-            "sync_timeout_s": 5,
-            "reconnect_initial_delay_s": 0.2,
-            "reconnect_max_delay_s": 1.0,
-            "debounce_ms": 0,  # these tests count one answer per message
-            **synapse.bot_rate,
-        },
-    )
-
-
-def user_texts(llm: FakeLLM) -> list[str]:
-    texts = []
-    for request in llm.chat_requests:
-        users = [m for m in request.get("messages", []) if m.get("role") == "user"]
-        texts.append(str(users[-1]["content"]) if users else "")
-    return texts
 
 
 async def test_daemon_down_while_five_messages_are_sent(
@@ -76,14 +33,15 @@ async def test_daemon_down_while_five_messages_are_sent(
     tmp_path: Path,
     fake_llm: FakeLLM,
     squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
     room = await alice.create_room([bot.user_id], direct=True)
     synapse.call("POST", f"/_matrix/client/v3/join/{room}", {}, token=bot.access_token)
     old = [await alice.send(room, f"old {i}") for i in range(3)]
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    config = matrix_daemon_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
 
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    first = await matrix_squidd.again(config, "squidd-1.log")
     hello = await alice.send(room, "hello")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, hello), "reply to hello")
     assert await first.stop() == 0
@@ -111,16 +69,15 @@ async def test_daemon_down_while_five_messages_are_sent(
 
 
 async def test_crash_mid_turn_is_answered_once_after_restart(
-    synapse: SynapseServer,
     bot: User,
     make_human: MakeHuman,
     tmp_path: Path,
     fake_llm: FakeLLM,
     squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    config, first = await matrix_squidd.start(alice.user_id, "squidd-1.log")
     room = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
 
@@ -144,13 +101,11 @@ async def test_homeserver_restart_mid_conversation(
     synapse: SynapseServer,
     bot: User,
     make_human: MakeHuman,
-    tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    _, daemon = await matrix_squidd.start(alice.user_id, "squidd-1.log")
     room = await alice.room_with(bot.user_id, encrypted=True)
     q1 = await alice.send(room, "question one")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, q1), "first reply")
@@ -183,7 +138,7 @@ async def test_revoked_token_fails_the_channel_not_the_daemon(
     bot: User,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     login = synapse.call(
         "POST",
@@ -195,8 +150,8 @@ async def test_revoked_token_fails_the_channel_not_the_daemon(
         },
     )
     token = login["access_token"]
-    config = write_config(tmp_path, fake_llm, synapse, bot, bot.user_id, token=token)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    config = matrix_daemon_config(tmp_path, fake_llm, synapse, bot, bot.user_id, token=token)
+    daemon = await matrix_squidd.again(config, "squidd-1.log")
     synapse.call("POST", "/_matrix/client/v3/logout", {}, token=token)
     await daemon.wait_event("child_failed_permanently")
 
@@ -219,20 +174,14 @@ async def test_revoked_token_fails_the_channel_not_the_daemon(
 
 
 async def test_a_lone_surrogate_in_an_encrypted_message_is_answered_and_kept(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakeHuman,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_human: MakeHuman, tmp_path: Path, fake_llm: FakeLLM, matrix_squidd: MatrixSquidd
 ) -> None:
     """The homeserver cannot check an encrypted body: a lone surrogate, a NUL and control
     characters in it reach the bot. The turn runs (no crash apology), the model gets valid
     text, the history keeps the message, and every line the daemon logs (nio's included)
     is one JSON object."""
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    _, daemon = await matrix_squidd.start(alice.user_id, "squidd-1.log")
     room = await alice.room_with(bot.user_id, encrypted=True)
     odd = await alice.send(room, "odd \ud800 te\x00xt\x1b[2J\x07")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, odd), "reply")

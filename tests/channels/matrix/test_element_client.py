@@ -7,17 +7,19 @@ its own identity, gets the key and its reply shows no warning."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.channels.matrix.conftest import Human, start_squidd
-from tests.channels.matrix.test_daemon import user_texts, write_config
 from tests.servers.element.client import ElementClient
-from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
+from tests.servers.synapse.server import User
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix import Human
+from tests.support.matrix_daemon import (
+    MatrixSquidd,
+    dm_on_element,
+    user_texts,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -95,18 +97,11 @@ async def test_a_device_its_owner_did_not_cross_sign_gets_no_key_and_is_not_beli
 
 
 async def test_squidd_is_cross_signed_so_element_shares_its_key_and_trusts_the_reply(
-    synapse: SynapseServer,
-    bot: User,
-    make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_element: MakeElement, fake_llm: FakeLLM, matrix_squidd: MatrixSquidd
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
-    room = await alice.create_dm(bot.user_id)
-    await alice.wait_joined(room, bot.user_id)
+    _, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
+    room = await dm_on_element(alice, bot)
     devices = (await alice.user_trust(bot.user_id))["devices"]
     assert len(devices) == 1, devices
     trust = await alice.device_trust(bot.user_id, devices[0])

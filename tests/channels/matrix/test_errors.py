@@ -6,7 +6,6 @@ unreachable": it leaves unchanged."""
 
 from __future__ import annotations
 
-import inspect
 from types import ModuleType
 
 import aiohttp
@@ -17,17 +16,9 @@ import pytest
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.errors import TABLE, Fault, call_error, fault_of, send_error
 from squidd.errors import DeliveryError, PermanentError, TransientError
+from tests.support.libraries import exception_classes
 
 pytestmark = pytest.mark.anyio
-
-
-def exception_classes(*modules: ModuleType) -> set[type[BaseException]]:
-    found: set[type[BaseException]] = set()
-    for module in modules:
-        for _, value in inspect.getmembers(module, inspect.isclass):
-            if issubclass(value, BaseException) and value.__module__ != "builtins":
-                found.add(value)
-    return found
 
 
 @pytest.mark.parametrize(

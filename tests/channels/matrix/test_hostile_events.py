@@ -20,8 +20,9 @@ from squidd.channels.matrix.client import send_refusal
 from squidd.channels.matrix.events import TRUNCATED_NOTE, event_id_or_none
 from squidd.core.models import Outbound, SessionId
 from squidd.errors import DeliveryError, PermanentError
-from tests.channels.matrix.conftest import bot_settings, run_channel, wait_until
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.matrix import bot_settings, wait_until
+from tests.support.matrix_channel import run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 

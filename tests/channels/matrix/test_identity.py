@@ -23,8 +23,9 @@ from squidd.channels.matrix.identity.cross_signing import (
 )
 from squidd.channels.matrix.identity.local import IdentityFiles
 from squidd.channels.matrix.identity.secret_storage import SecretStorageError
-from tests.channels.matrix.conftest import bot_settings, run_channel
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.matrix import bot_settings
+from tests.support.matrix_channel import run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 

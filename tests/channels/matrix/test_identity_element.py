@@ -17,12 +17,17 @@ import pytest
 
 from squidd.channels.matrix.identity.api import MatrixApi
 from squidd.channels.matrix.identity.cross_signing import fingerprint, public_identity
-from tests.channels.matrix.conftest import start_squidd
-from tests.channels.matrix.test_daemon import user_texts, write_config
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess, squidd_argv
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix import start_squidd
+from tests.support.matrix_daemon import (
+    MatrixSquidd,
+    dm_on_element,
+    matrix_daemon_config,
+    user_texts,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -61,7 +66,7 @@ async def test_a_lost_data_dir_restored_from_the_recovery_key_keeps_the_dm_worki
     viewer = make_user("viewer")
     (tmp_path / "first").mkdir()
     (tmp_path / "second").mkdir()
-    first = write_config(tmp_path / "first", fake_llm, synapse, bot, alice.user_id)
+    first = matrix_daemon_config(tmp_path / "first", fake_llm, synapse, bot, alice.user_id)
     daemon = await start_squidd(squidds, first, tmp_path / "first.log")
     room = await alice.create_dm(bot.user_id)
     await alice.wait_joined(room, bot.user_id)
@@ -83,7 +88,7 @@ async def test_a_lost_data_dir_restored_from_the_recovery_key_keeps_the_dm_worki
 
     # The disk is gone: a fresh data dir, restored from the key (read from stdin).
     await daemon.stop()
-    second = write_config(tmp_path / "second", fake_llm, synapse, bot, alice.user_id)
+    second = matrix_daemon_config(tmp_path / "second", fake_llm, synapse, bot, alice.user_id)
     wrong = await squidd_cli(second, "matrix", "restore", stdin="EsTj 3yST y93F SLpB jJsz\n")
     assert wrong.returncode == 1 and "matrix:" in wrong.stderr, wrong
     restored = await squidd_cli(second, "matrix", "restore", stdin=recovery_key + "\n")
@@ -111,19 +116,15 @@ async def test_a_lost_data_dir_restored_from_the_recovery_key_keeps_the_dm_worki
 
 
 async def test_a_reset_identity_is_held_until_the_operator_runs_squidd_matrix_trust(
-    synapse: SynapseServer,
     bot: User,
     make_user: Callable[[str], User],
     make_element: Callable[..., Any],
-    tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
-    room = await alice.create_dm(bot.user_id)
-    await alice.wait_joined(room, bot.user_id)
+    config, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
+    room = await dm_on_element(alice, bot)
     await alice.send_text(room, "before")
     [reply] = await alice.wait_messages(bot.user_id, room)
     assert reply["body"] == "echo: before", reply

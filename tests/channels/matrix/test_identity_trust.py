@@ -15,14 +15,9 @@ from nio import MegolmEvent
 from structlog.testing import capture_logs
 
 from squidd.channels.matrix.identity.local import IdentityFiles
-from tests.channels.matrix.conftest import (
-    Human,
-    bot_settings,
-    cross_sign,
-    run_channel,
-    wait_until,
-)
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.matrix import Human, bot_settings, cross_sign, wait_until
+from tests.support.matrix_channel import run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 

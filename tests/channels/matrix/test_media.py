@@ -17,8 +17,9 @@ from squidd.config.media import MediaSettings, TranscriptionSettings
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.media.reader import MediaReader
 from squidd.store.media import MediaStore
-from tests.channels.matrix.conftest import Human, bot_settings, run_channel, wait_until
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.matrix import Human, bot_settings, wait_until
+from tests.support.matrix_channel import run_channel
 from tests.support.media_files import jpeg_with_exif, pdf_with_text, wav_tone
 from tests.support.transcription_server import TranscriptionServer
 

@@ -14,13 +14,15 @@ from typing import Any
 import pytest
 
 from squidd.store.media import MediaStore
-from tests.channels.matrix.conftest import bot_settings, run_channel, start_squidd, wait_until
 from tests.channels.matrix.media_gate import MediaGate
 from tests.channels.matrix.test_media import send_file
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix import bot_settings, wait_until
+from tests.support.matrix_channel import run_channel
+from tests.support.matrix_daemon import MatrixSquidd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -86,6 +88,7 @@ async def test_a_restart_mid_download_answers_the_file_once(
     fake_llm: FakeLLM,
     gate: MediaGate,
     squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
     config = write_daemon_config(
@@ -105,7 +108,7 @@ async def test_a_restart_mid_download_answers_the_file_once(
             "reconnect_max_delay_s": 1.0,
         },
     )
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    first = await matrix_squidd.again(config, "squidd-1.log")
     room = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
 

@@ -18,14 +18,10 @@ from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState
 from squidd.gateway.bursts import Bursts
 from squidd.gateway.pipeline import Pipeline
-from tests.channels.matrix.conftest import (
-    AnsweringInbox,
-    bot_settings,
-    echo,
-    memory_poison,
-    run_channel,
-)
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.doubles import memory_poison
+from tests.support.matrix import bot_settings
+from tests.support.matrix_channel import AnsweringInbox, echo, run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 

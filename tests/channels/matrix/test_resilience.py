@@ -14,14 +14,9 @@ import pytest
 from squidd.channels.matrix import MatrixChannel
 from squidd.core.ports import ChannelState
 from squidd.errors import PermanentError
-from tests.channels.matrix.conftest import (
-    AnsweringInbox,
-    bot_settings,
-    echo,
-    run_channel,
-    wait_until,
-)
 from tests.servers.synapse.server import SynapseServer, User
+from tests.support.matrix import bot_settings, wait_until
+from tests.support.matrix_channel import AnsweringInbox, echo, run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 

@@ -20,18 +20,11 @@ from nio.crypto.attachments import decrypt_attachment
 from squidd.channels.matrix.upload import upload_limit
 from squidd.core.models import Inbound, Outbound
 from squidd.core.reply_files import FileRef
-from tests.channels.matrix.conftest import (
-    Human,
-    Seen,
-    bot_settings,
-    run_channel,
-    start_squidd,
-    wait_until,
-)
-from tests.channels.matrix.test_daemon import write_config
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix import Human, Seen, bot_settings, wait_until
+from tests.support.matrix_channel import run_channel
+from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config
 from tests.support.media_files import jpeg_with_exif, pdf_with_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
@@ -221,16 +214,16 @@ async def test_send_file_through_the_daemon_reaches_an_encrypted_room(
     make_human: MakeHuman,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    config = matrix_daemon_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
     workspace = tmp_path / "data" / "workspace"
     workspace.mkdir(parents=True)
     report = pdf_with_text("Minutes of Thursday")
     (workspace / "minutes.pdf").write_bytes(report)
     fake_llm.push(Reply(tool_calls=[("send_file", {"path": "minutes.pdf"})]), "The minutes.")
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
+    daemon = await matrix_squidd.again(config, "squidd-1.log")
     room = await alice.room_with(bot.user_id, encrypted=True)
     await alice.send(room, "the minutes please")
     await alice.wait_for(lambda: len(media_events(alice, bot, room)) == 1, "the file")

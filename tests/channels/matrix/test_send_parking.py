@@ -22,13 +22,11 @@ from nio.rooms import MatrixRoom
 from squidd.channels.matrix.client import client_config
 from squidd.channels.matrix.send import send_reply
 from squidd.config.matrix import MatrixSettings
-from squidd.core.backoff import Backoff
 from squidd.core.models import ChannelName, Destination, Inbound, Outbound, SessionId, SourceId
 from squidd.core.poison import PoisonGuard
 from squidd.core.router import Router
-from squidd.core.supervisor import ChildHealth
-from tests.core.test_router import Records
 from tests.support.doubles import MemoryAttempts, MemoryDeadLetters
+from tests.support.router import build_router
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +72,6 @@ class ReplyPath:
 
 
 def _router(channel: ReplyPath, dead: MemoryDeadLetters, waits: list[float]) -> Router:
-    health: dict[str, ChildHealth] = {}
 
     async def turn(message: Inbound) -> str:
         return "the answer"
@@ -83,15 +80,11 @@ def _router(channel: ReplyPath, dead: MemoryDeadLetters, waits: list[float]) -> 
         waits.append(delay)
         await anyio.lowlevel.checkpoint()
 
-    return Router(
-        run_turn=turn,
-        channels={"matrix": channel},
-        handled=Records(),
-        outbox=Records(),
+    return build_router(
+        turn,
+        {"matrix": channel},
         poison=PoisonGuard(MemoryAttempts(), dead, max_attempts=MAX_ATTEMPTS),
-        health_of=lambda name: health.setdefault(name, ChildHealth(name)),
         max_concurrent_turns=1,
-        delivery_backoff=Backoff(0.01, 0.01),
         sleep=no_sleep,
     )
 

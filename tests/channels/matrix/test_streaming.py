@@ -7,16 +7,13 @@ one request refused with 429."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.channels.matrix.conftest import start_squidd
-from tests.channels.matrix.test_daemon import MakeHuman, write_config
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.matrix_daemon import MakePerson, MatrixSquidd
 from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
@@ -37,18 +34,16 @@ def sends(synapse: SynapseServer, user_id: str) -> list[tuple[str, int]]:
 async def test_a_long_answer_streams_as_one_message_and_its_edits_without_a_429(
     synapse: SynapseServer,
     bot: User,
-    make_human: MakeHuman,
-    tmp_path: Path,
+    make_human: MakePerson,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
     encrypted: bool,
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     text = answer_text(33)[:2000].rstrip()
     assert len(text) >= 1990
     fake_llm.push(Reply(content=text, piece_chars=40, piece_delay=0.5))
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    _, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
     room = await alice.room_with(bot.user_id, encrypted=encrypted)
     asked = await alice.send(room, "tell me a long story")
 

@@ -13,12 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.channels.matrix.conftest import start_squidd
-from tests.channels.matrix.test_daemon import write_config
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
-from tests.support.fake_llm import FakeLLM
+from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.matrix_daemon import MatrixSquidd, dm_on_element
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -52,13 +50,10 @@ async def test_sas_completes_on_both_sides_after_the_operator_confirms(
     synapse: SynapseServer,
     bot: User,
     make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    config, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
     room = await alice.create_dm(bot.user_id)  # as people do: the bot is someone they talk to
     await alice.wait_joined(room, bot.user_id)
     device = await bot_device(alice, bot)
@@ -101,17 +96,11 @@ async def test_sas_completes_on_both_sides_after_the_operator_confirms(
 
 
 async def test_a_strangers_request_is_cancelled(
-    synapse: SynapseServer,
-    bot: User,
-    make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_element: MakeElement, matrix_squidd: MatrixSquidd
 ) -> None:
     alice: ElementClient = await make_element("alice")
     mallory: ElementClient = await make_element("mallory")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    config, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
     # A group room of alice's where mallory meets the bot.
     room = await alice.create_room([bot.user_id, mallory.user_id])
     await mallory.wait_joined(room, bot.user_id)
@@ -126,18 +115,11 @@ async def test_a_strangers_request_is_cancelled(
 
 
 async def test_the_operators_no_cancels_on_her_side_and_nothing_is_verified(
-    synapse: SynapseServer,
-    bot: User,
-    make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_element: MakeElement, matrix_squidd: MatrixSquidd
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
-    room = await alice.create_dm(bot.user_id)
-    await alice.wait_joined(room, bot.user_id)
+    config, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
+    room = await dm_on_element(alice, bot)
     flow = await alice.request_verification(bot.user_id, room_id=room)
     await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
     await alice.start_sas(flow["flow_id"])
@@ -165,19 +147,11 @@ async def sas_done(alice: ElementClient, bot: User, config: Path, device: str) -
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
 async def test_a_verification_cut_by_a_restart_is_cancelled_for_her_and_a_new_one_completes(
-    stop: int,
-    synapse: SynapseServer,
-    bot: User,
-    make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    stop: int, bot: User, make_element: MakeElement, matrix_squidd: MatrixSquidd
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
-    room = await alice.create_dm(bot.user_id)
-    await alice.wait_joined(room, bot.user_id)
+    config, first = await matrix_squidd.start(alice.user_id, "squidd-1.log")
+    room = await dm_on_element(alice, bot)
     device = await bot_device(alice, bot)
     flow = await alice.request_verification(bot.user_id, device_id=device)
     await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
@@ -185,7 +159,7 @@ async def test_a_verification_cut_by_a_restart_is_cancelled_for_her_and_a_new_on
     await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
 
     await first.stop(stop)  # the exchange's secret dies with that process
-    second = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
+    second = await matrix_squidd.again(config, "squidd-2.log")
     # Her client is told at once, without a step of hers, and the DM says why.
     cancelled = await alice.wait_verification(flow_id=flow["flow_id"], phase="Cancelled")
     assert cancelled["cancel_code"] == "m.user", cancelled
@@ -199,24 +173,17 @@ async def test_a_verification_cut_by_a_restart_is_cancelled_for_her_and_a_new_on
 
 
 async def test_a_request_answered_before_a_restart_goes_on_after_it(
-    synapse: SynapseServer,
-    bot: User,
-    make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_element: MakeElement, matrix_squidd: MatrixSquidd
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
-    room = await alice.create_dm(bot.user_id)
-    await alice.wait_joined(room, bot.user_id)
+    config, first = await matrix_squidd.start(alice.user_id, "squidd-1.log")
+    await dm_on_element(alice, bot)
     device = await bot_device(alice, bot)
     flow = await alice.request_verification(bot.user_id, device_id=device)
     await alice.wait_verification(flow_id=flow["flow_id"], phase="Ready")
 
     await first.stop(signal.SIGKILL)  # nothing secret yet: the flow can go on
-    second = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
+    second = await matrix_squidd.again(config, "squidd-2.log")
     await alice.start_sas(flow["flow_id"])
     await alice.wait_verification(flow_id=flow["flow_id"], sas=True)
     assert (await squidd_cli(config, "matrix", "verify", "--yes")).returncode == 0

@@ -19,14 +19,13 @@ from urllib.parse import quote
 import anyio
 import pytest
 
-from tests.channels.matrix.conftest import start_squidd
 from tests.channels.matrix.streaming_support import answer_text
-from tests.channels.matrix.test_daemon import write_config
 from tests.channels.matrix.test_verification import bot_device, squidd_cli
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Gate, Reply
+from tests.support.matrix_daemon import MatrixSquidd, dm_on_element
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -153,18 +152,11 @@ def assert_calm(daemon: DaemonProcess) -> None:
 
 
 async def test_her_sas_verification_then_a_message_without_a_crash(
-    synapse: SynapseServer,
-    bot: User,
-    make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_element: MakeElement, matrix_squidd: MatrixSquidd
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
-    room = await alice.create_dm(bot.user_id)
-    await alice.wait_joined(room, bot.user_id)
+    config, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
+    room = await dm_on_element(alice, bot)
     device = await bot_device(alice, bot)
 
     await sas(alice, bot, config, device)
@@ -178,15 +170,12 @@ async def test_hostile_verification_events_then_her_sas_and_a_message(
     bot: User,
     make_user: Callable[[str], User],
     make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     her_account = make_user("alice")
     alice: ElementClient = await make_element("alice", her_account)
     stranger = make_user("mallory")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    config, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
     room = await alice.create_dm(bot.user_id)
     await alice.wait_joined(room, bot.user_id)
     device = await bot_device(alice, bot)
@@ -218,19 +207,11 @@ async def test_hostile_verification_events_then_her_sas_and_a_message(
 
 @pytest.mark.parametrize("where", ["to-device", "in-room"])
 async def test_her_sas_while_a_turn_streams_in_the_dm_then_a_message(
-    where: str,
-    synapse: SynapseServer,
-    bot: User,
-    make_element: MakeElement,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    where: str, bot: User, make_element: MakeElement, fake_llm: FakeLLM, matrix_squidd: MatrixSquidd
 ) -> None:
     alice: ElementClient = await make_element("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
-    room = await alice.create_dm(bot.user_id)
-    await alice.wait_joined(room, bot.user_id)
+    config, daemon = await matrix_squidd.start(alice.user_id, "squidd.log")
+    room = await dm_on_element(alice, bot)
     device = await bot_device(alice, bot)
     story = answer_text(12)
     gate = Gate()
