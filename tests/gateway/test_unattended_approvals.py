@@ -27,9 +27,9 @@ from squidd.store.audit import AuditFile
 from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon
 from tests.support.daemon import run_squidd
+from tests.support.dashboard import FORM, log_in
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.gateway import eventually, make_settings, running_daemon
-from tests.web.test_dashboard import FORM, log_in
 
 pytestmark = pytest.mark.anyio
 

@@ -26,10 +26,10 @@ from tests.channels.email.mailbox import MailServer, bot_email_section, make_mai
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
 from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.dashboard import FORM, csrf_of
 from tests.support.matrix import Human, Seen
 
 LLM_KEY = "sk-test-scenarios-0001"
-FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 APPROVAL_RE = re.compile(r"Approval needed \(([0-9a-f]{8})\): Run shell: (.*)\?")
 
 
@@ -164,12 +164,6 @@ class Chat:
 async def react(human: Human, room: str, event_id: str, key: str) -> str:
     relates = {"rel_type": "m.annotation", "event_id": event_id, "key": key}
     return await human.send_event(room, "m.reaction", {"m.relates_to": relates})
-
-
-def csrf_of(text: str) -> str:
-    found = re.search(r'name=csrf value="([^"]+)"', text)
-    assert found is not None, text
-    return found.group(1)
 
 
 async def log_in(http: httpx2.AsyncClient, key: str) -> str:

@@ -8,17 +8,16 @@ Screenshots of each step are saved under test-artifacts/dashboard/."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from squidd.core.cron import make_job
 from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon
 from tests.faults.harness import wait_until
 from tests.servers.chromium.browser import Browser, chromium
-from tests.support.daemon import REPO, SPOOL
+from tests.support.daemon import REPO
+from tests.support.dashboard import add_job, shell_api_daemon
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_channel import write_atomic
 
@@ -31,23 +30,8 @@ ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 
 @pytest.fixture
 async def api(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[ApiDaemon]:
-    (tmp_path / "ws").mkdir()
-    sections = {
-        "agents": {"workspace": str(tmp_path / "ws")},
-        "tools.shell": {"enabled": True},
-        "tools.policy": {"default_deny": []},
-        "tools.approval": {"timeout_s": 600},
-    }
-    daemon = ApiDaemon(tmp_path, fake_llm.base_url, channel=SPOOL, sections=sections)
-    job = make_job(
-        "water-plants",
-        "remind me",
-        every="12h",
-        timezone="UTC",
-        target="",
-        now=datetime.now(UTC),
-    )
-    JobsFile(tmp_path / "data").modify_sync(lambda jobs: [*jobs, job])
+    daemon = shell_api_daemon(tmp_path, fake_llm.base_url)
+    add_job(tmp_path / "data", "water-plants", "remind me", every="12h")
     try:
         await daemon.start()
         yield daemon

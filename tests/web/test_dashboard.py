@@ -7,62 +7,23 @@ page and runs once."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 
 from squidd.core.cron import make_job
 from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon
 from tests.faults.harness import wait_until
-from tests.support.daemon import SPOOL
+from tests.support.dashboard import FORM, add_job, csrf_of, log_in
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_channel import write_atomic
 
 pytestmark = pytest.mark.anyio
 CSP = "default-src 'self'; script-src 'self'; object-src 'none'; frame-ancestors 'none'"
-FORM = {"Content-Type": "application/x-www-form-urlencoded"}
-
-
-@pytest.fixture
-async def api(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[ApiDaemon]:
-    (tmp_path / "ws").mkdir()
-    sections = {
-        "agents": {"workspace": str(tmp_path / "ws")},
-        "tools.shell": {"enabled": True},
-        "tools.policy": {"default_deny": []},
-        "tools.approval": {"timeout_s": 600},
-    }
-    daemon = ApiDaemon(tmp_path, fake_llm.base_url, channel=SPOOL, sections=sections)
-    try:
-        await daemon.start()
-        yield daemon
-    finally:
-        daemon.close()
-
-
-def csrf_of(text: str) -> str:
-    found = re.search(r'name=csrf value="([^"]+)"', text)
-    assert found is not None, text
-    return found.group(1)
-
-
-async def log_in(http: httpx2.AsyncClient, key: str) -> str:
-    """Log in; the session's CSRF token (from the overview's forms)."""
-    form = await http.get("/")
-    token = csrf_of(form.text)
-    done = await http.post("/login", data={"csrf": token, "key": key}, headers=FORM)
-    assert done.status_code == 303, done.text
-    cookie = done.headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie, cookie
-    home = await http.get("/")
-    assert "<h2>Channels</h2>" in home.text
-    return csrf_of(home.text)
 
 
 async def test_without_a_key_only_the_login_form(api: ApiDaemon) -> None:
@@ -157,15 +118,7 @@ async def test_a_pending_shell_call_is_approved_from_the_page(
 
 async def test_a_cron_job_runs_now_from_the_page(tmp_path: Path, fake_llm: FakeLLM) -> None:
     daemon = ApiDaemon(tmp_path, fake_llm.base_url)
-    job = make_job(
-        "weekly",
-        "tidy the notes now",
-        every="168h",
-        timezone="UTC",
-        target="",
-        now=datetime.now(UTC),
-    )
-    JobsFile(tmp_path / "data").modify_sync(lambda jobs: [*jobs, job])
+    add_job(tmp_path / "data", "weekly", "tidy the notes now", every="168h")
     try:
         await daemon.start()
         async with daemon.http() as http:

@@ -6,10 +6,8 @@ parsed as HTML."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from html.parser import HTMLParser
-from pathlib import Path
 
 import anyio
 import httpx2
@@ -19,10 +17,9 @@ from squidd.core.cron import make_job
 from squidd.store.cron_jobs import JobsFile
 from tests.channels.api.support import ApiDaemon
 from tests.faults.harness import wait_until
-from tests.support.daemon import SPOOL
+from tests.support.dashboard import FORM, log_in
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_channel import write_atomic
-from tests.web.test_dashboard import FORM, log_in
 
 pytestmark = pytest.mark.anyio
 
@@ -69,23 +66,6 @@ def test_the_parser_sees_a_row_with_a_cell_too_many() -> None:
         "<tr><td>1</td><td>2</td><td>3</td></tr></table>"
     ).tables
     assert tables == [(2, [2, 3])]
-
-
-@pytest.fixture
-async def api(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[ApiDaemon]:
-    (tmp_path / "ws").mkdir()
-    sections = {
-        "agents": {"workspace": str(tmp_path / "ws")},
-        "tools.shell": {"enabled": True},
-        "tools.policy": {"default_deny": []},
-        "tools.approval": {"timeout_s": 600},
-    }
-    daemon = ApiDaemon(tmp_path, fake_llm.base_url, channel=SPOOL, sections=sections)
-    try:
-        await daemon.start()
-        yield daemon
-    finally:
-        daemon.close()
 
 
 async def _page_until(http: httpx2.AsyncClient, path: str, shows: str) -> str:
