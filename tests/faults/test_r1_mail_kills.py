@@ -23,8 +23,6 @@ from tests.channels.email.mailbox import (
     make_mail,
     read_mailbox,
     replies_for_alice,
-    replies_to,
-    wait_for,
 )
 from tests.faults.harness import Counts, seeded
 from tests.support.config import write_daemon_config
@@ -118,7 +116,7 @@ async def test_every_mail_is_answered_exactly_once_through_sigkills(
             raise AssertionError(f"answered {len(answered())} of {len(everything)}") from None
         last = make_mail(to=bot, subject="the last one", body="last")
         await inject(mail_server, last, to=bot, sender=ALICE)
-        await wait_for(mail_server, ALICE, replies_to(str(last["Message-ID"])), timeout=120)
+        await replies_for_alice(mail_server, str(last["Message-ID"]), timeout=120)
         found = await read_mailbox(mail_server, ALICE)
         if final.proc.poll() is not None:
             crashes += 1
@@ -169,7 +167,7 @@ async def test_a_reply_the_server_took_just_before_a_kill_is_sent_again_as_the_s
         await replies_for_alice(mail_server, question, count=2, timeout=120)
         later = make_mail(to=bot, subject="later", body="and this one")
         await inject(mail_server, later, to=bot, sender=ALICE)
-        await wait_for(mail_server, ALICE, replies_to(str(later["Message-ID"])), timeout=120)
+        await replies_for_alice(mail_server, str(later["Message-ID"]), timeout=120)
         found = await read_mailbox(mail_server, ALICE)
     replies, resent = distinct_replies(found, {question, str(later["Message-ID"])})
     assert replies == Counter({question: 1, str(later["Message-ID"]): 1})

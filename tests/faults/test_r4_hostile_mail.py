@@ -18,8 +18,7 @@ from tests.channels.email.mailbox import (
     imap_session,
     make_mail,
     read_mailbox,
-    replies_to,
-    wait_for,
+    replies_for_alice,
 )
 from tests.faults.harness import Counts
 from tests.support.config import write_daemon_config
@@ -97,7 +96,7 @@ async def test_hostile_mail_is_answered_once_or_left_alone(
             last = make_mail(to=bot, subject="the last one")
             async with imap_session(mail_server, bot) as client:
                 await client.append(last.as_bytes(), mailbox="INBOX")
-            await wait_for(mail_server, ALICE, replies_to(str(last["Message-ID"])), timeout=120)
+            await replies_for_alice(mail_server, str(last["Message-ID"]), timeout=120)
             found = await read_mailbox(mail_server, ALICE)
             replies = Counter(str(s.message["In-Reply-To"]) for s in found)
             expected = [mid for mid, answered, _ in cases if answered]

@@ -19,9 +19,8 @@ from tests.channels.email.mailbox import (
     bot_email_section,
     inject,
     make_mail,
-    read_mailbox,
     replies_for_alice,
-    replies_to,
+    replies_in_alices_box,
 )
 from tests.faults.journal_support import (
     DONE,
@@ -78,7 +77,7 @@ async def test_an_email_turn_cut_short_resumes_from_its_journal(
         await replies_for_alice(mail_server, asked, timeout=120)
         await poll(lambda: not journals(data), "the journal removed after delivery")
         requests = llm.chat_requests
-    replies = [s for s in await read_mailbox(mail_server, ALICE) if replies_to(asked)(s.message)]
+    replies = await replies_in_alices_box(mail_server, asked)
     assert len(replies) == 1
     assert DONE in replies[0].message.get_body(("plain",)).get_content()  # type: ignore[union-attr]
     check_turn(point, path, requests, history(data, ALICE))

@@ -15,8 +15,7 @@ from tests.channels.email.mailbox import (
     inject,
     make_mail,
     read_mailbox,
-    replies_to,
-    wait_for,
+    replies_for_alice,
 )
 from tests.faults.harness import Counts
 from tests.support.config import write_daemon_config
@@ -40,7 +39,7 @@ async def test_rate_limit_counts_survive_a_sigkill(mail_server: MailServer, tmp_
             await first.wait_event("email_connected")
             one = make_mail(to=bot, subject="one")
             await inject(mail_server, one, to=bot, sender=ALICE)
-            await wait_for(mail_server, ALICE, replies_to(str(one["Message-ID"])), timeout=60)
+            await replies_for_alice(mail_server, str(one["Message-ID"]), timeout=60)
         finally:
             first.kill()
         two = make_mail(to=bot, subject="two")

@@ -22,7 +22,7 @@ from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_daemon import (
     GRACE_S,
     Daemon,
-    drop_message,
+    ask,
     replies,
     start_ready,
     wait_until,
@@ -107,8 +107,7 @@ def test_mcp_skill_search_and_a_sub_agent_reporting_once_across_a_restart(
 
     first = start_ready(tmp_path, config, daemons)
     wait_until(lambda: "mcp_server_up" in first.log_text())
-    drop_message(data, "t1", "plan my squid morning")
-    wait_until(lambda: replies(data, "t1"))
+    ask(data, "t1", "plan my squid morning")
     wait_until(lambda: sub_attempts == 1)
     assert [r["text"] for r in replies(data, "t1")] == [ON_IT]
 
@@ -140,8 +139,7 @@ def test_mcp_skill_search_and_a_sub_agent_reporting_once_across_a_restart(
     assert second.terminate() == 0
 
     start_ready(tmp_path, config, daemons)  # a later start answers nothing again
-    drop_message(data, "t2", "thanks, anything else?")
-    wait_until(lambda: replies(data, "t2"))
+    ask(data, "t2", "thanks, anything else?")
 
     delivered = [r["text"] for r in all_replies(data)]
     assert delivered.count(ANSWER) == 1

@@ -12,7 +12,7 @@ from tests.support.daemon import run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_daemon import (
     Daemon,
-    drop_message,
+    ask,
     replies,
     spool_config,
     start_ready,
@@ -33,8 +33,7 @@ def test_a_turn_calls_an_mcp_tool_through_squidd_run(
     daemon = start_ready(tmp_path, config, daemons)
     wait_until(lambda: "mcp_server_up" in daemon.log_text())
 
-    drop_message(data, "t1", "what time is it in Tokyo?")
-    wait_until(lambda: replies(data, "t1"))
+    ask(data, "t1", "what time is it in Tokyo?")
     assert replies(data, "t1")[0]["text"] == "it is morning in Tokyo"
     tool_messages = [m for m in fake_llm.chat_requests[1]["messages"] if m["role"] == "tool"]
     assert json.loads(tool_messages[0]["content"])["timezone"] == "Asia/Tokyo"

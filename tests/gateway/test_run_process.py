@@ -16,6 +16,7 @@ from tests.support.daemon import REPO, run_squidd
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_daemon import (
     Daemon,
+    ask,
     drop_message,
     replies,
     spool_config,
@@ -34,8 +35,7 @@ def test_ready_status_and_sigterm(tmp_path: Path, fake_llm: FakeLLM, daemons: li
     assert any("STATUS=" in m for m in messages)
     daemon.wait_for_notify("WATCHDOG=1")
 
-    drop_message(data, "m1", "hello daemon")
-    wait_until(lambda: replies(data, "m1"))
+    ask(data, "m1", "hello daemon")
     assert replies(data, "m1")[0]["text"] == "echo: hello daemon"
     wait_until(lambda: (data / "spool" / "done" / "m1.json").exists())
 
@@ -93,8 +93,7 @@ def test_sigkill_mid_turn_is_answered_exactly_once_after_restart(
     # A third start must not answer it again either.
     assert second.terminate() == 0
     start_ready(tmp_path, config, daemons)
-    drop_message(data, "k2", "a later message")
-    wait_until(lambda: replies(data, "k2"))
+    ask(data, "k2", "a later message")
     sent = replies(data, "k1")
     assert [r["text"] for r in sent] == ["echo: answer me once"]
 
@@ -128,8 +127,7 @@ def test_a_configured_workspace_that_does_not_exist_is_made_and_the_shell_runs_i
     fake_llm.push(Reply(tool_calls=[("shell", {"command": "pwd"})]), "done")
     start_ready(tmp_path, config, daemons)
     assert workspace.is_dir()
-    drop_message(tmp_path / "data", "w1", "where are you?")
-    wait_until(lambda: replies(tmp_path / "data", "w1"))
+    ask(tmp_path / "data", "w1", "where are you?")
     [tool_result] = [
         m["content"] for m in fake_llm.chat_requests[-1]["messages"] if m["role"] == "tool"
     ]
@@ -182,8 +180,7 @@ def test_usage_and_daily_cap_of_a_running_daemon(
     data = tmp_path / "data"
     fake_llm.push(Reply(content="costly answer", usage=(990, 30, 500)))
     daemon = start_ready(tmp_path, config, daemons)
-    drop_message(data, "u1", "first")
-    wait_until(lambda: replies(data, "u1"))
+    ask(data, "u1", "first")
     drop_message(data, "u2", "second")
     wait_until(lambda: replies(data, "u2"))
     assert replies(data, "u2")[0]["text"] == "Budget used up for today."

@@ -109,6 +109,13 @@ def drop_message(data: Path, message_id: str, text: str, session: str = "spool-s
     )
 
 
+def ask(data: Path, message_id: str, text: str) -> list[dict[str, str]]:
+    """Drop a message into the spool and wait for its replies (a bound); the replies."""
+    drop_message(data, message_id, text)
+    wait_until(lambda: replies(data, message_id))
+    return replies(data, message_id)
+
+
 def replies(data: Path, message_id: str) -> list[dict[str, str]]:
     out = data / "spool" / "out"
     if not out.exists():

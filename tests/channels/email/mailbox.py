@@ -394,6 +394,11 @@ async def replies_for_alice(
     return await wait_for(server, ALICE, replies_to(message_id), count=count, timeout=timeout)
 
 
+async def replies_in_alices_box(server: MailServer, message_id: str) -> list[Stored]:
+    """The replies to `message_id` in Alice's box now (no waiting)."""
+    return [s for s in await read_mailbox(server, ALICE) if replies_to(message_id)(s.message)]
+
+
 # --- a stand-in for the router ----------------------------------------------------------
 
 

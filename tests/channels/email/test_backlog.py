@@ -21,7 +21,6 @@ from tests.channels.email.mailbox import (
     read_mailbox,
     replies_for_alice,
     replies_to,
-    wait_for,
 )
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
@@ -67,7 +66,7 @@ async def test_the_backlog_at_first_start_is_skipped_and_new_mail_answered(
 
         new = make_mail(to=bot, subject="after the start")
         await inject(mail_server, new, to=bot, sender=ALICE)
-        await wait_for(mail_server, ALICE, replies_to(str(new["Message-ID"])), timeout=60)
+        await replies_for_alice(mail_server, str(new["Message-ID"]), timeout=60)
         assert await first.stop() == 0
 
         second = DaemonProcess(path, tmp_path / "second.log")  # not a first start any more

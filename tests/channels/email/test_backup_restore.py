@@ -12,13 +12,11 @@ import anyio
 import pytest
 
 from tests.channels.email.mailbox import (
-    ALICE,
     MailServer,
     bot_email_section,
     mail_from_alice,
-    read_mailbox,
     replies_for_alice,
-    replies_to,
+    replies_in_alices_box,
 )
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess, run_squidd
@@ -59,7 +57,7 @@ async def mail(server: MailServer, bot: str, subject: str, body: str = "hello") 
 
 
 async def replies(server: MailServer, message_id: str) -> int:
-    return sum(1 for s in await read_mailbox(server, ALICE) if replies_to(message_id)(s.message))
+    return len(await replies_in_alices_box(server, message_id))
 
 
 async def test_backup_while_answering_then_restore_and_start_from_it(

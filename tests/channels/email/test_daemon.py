@@ -22,8 +22,6 @@ from tests.channels.email.mailbox import (
     inject,
     make_mail,
     replies_for_alice,
-    replies_to,
-    wait_for,
 )
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
@@ -112,7 +110,7 @@ async def test_sigkill_after_receiving_and_before_replying_gives_exactly_one_rep
         # answer to the first would have been sent too.
         later = make_mail(to=bot, subject="and after")
         await inject(mail_server, later, to=bot, sender=ALICE)
-        await wait_for(mail_server, ALICE, replies_to(str(later["Message-ID"])), timeout=60)
+        await replies_for_alice(mail_server, str(later["Message-ID"]), timeout=60)
         assert len(await replies_for_alice(mail_server, msg_id)) == 1
         assert "\\Seen" in (await find(mail_server, bot, msg_id)).flags
         received = [e for e in second.events() if e.get("event") == "email_received"]
@@ -195,7 +193,7 @@ async def test_a_reply_refused_for_good_is_given_up_at_once_and_blocks_nothing(
         await daemon.wait_event("email_left_flagged")
         after = make_mail(to=bot, subject="and me?")
         await inject(mail_server, after, to=bot, sender=ALICE)
-        await wait_for(mail_server, ALICE, replies_to(str(after["Message-ID"])), timeout=60)
+        await replies_for_alice(mail_server, str(after["Message-ID"]), timeout=60)
         await daemon.wait_event("email_acknowledged")
         # A bound far below the grace: the stop must not wait for the refused reply.
         stopping = time.monotonic()
