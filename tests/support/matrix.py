@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,15 +58,24 @@ ELAPSED = pytest.StashKey[float]()
 @pytest.fixture(scope="package")
 def synapse(pytestconfig: pytest.Config) -> Iterator[SynapseServer]:
     pytestconfig.stash[STARTED] = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix="squidd-synapse-", dir=default_data_root()))
-    server = SynapseServer(root / "hs")
+    try:
+        with running_synapse("squidd-synapse-") as server:
+            yield server
+    finally:
+        pytestconfig.stash[ELAPSED] = time.monotonic() - pytestconfig.stash[STARTED]
+
+
+@contextmanager
+def running_synapse(prefix: str, *, stock_limits: bool = False) -> Iterator[SynapseServer]:
+    """A homeserver in a fresh folder (named from `prefix`), stopped by PID and removed."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=default_data_root()))
+    server = SynapseServer(root / "hs", stock_limits=stock_limits)
     try:
         server.start()
         yield server
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
-        pytestconfig.stash[ELAPSED] = time.monotonic() - pytestconfig.stash[STARTED]
 
 
 @pytest.fixture

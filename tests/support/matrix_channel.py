@@ -1,13 +1,16 @@
 """A `MatrixChannel` run in this process for the Matrix tests, with a small inbox that
-answers through `channel.send` and then acks, the way the gateway's router does."""
+answers through `channel.send` and then acks, the way the gateway's router does; the
+`alice_allowed` fixture: Alice and the channel settings that answer her."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+import pytest
 from anyio.abc import TaskGroup
 
 from squidd.channels.matrix import MatrixChannel
@@ -15,8 +18,9 @@ from squidd.config.matrix import MatrixSettings
 from squidd.core.models import Inbound, Outbound
 from squidd.core.ports import ChannelState, MediaSink
 from squidd.gateway.pipeline import Pipeline
+from tests.servers.synapse.server import SynapseServer, User
 from tests.support.doubles import memory_poison
-from tests.support.matrix import wait_until
+from tests.support.matrix import Human, bot_settings, wait_until
 
 Responder = Callable[[Inbound], str]
 
@@ -91,3 +95,15 @@ async def run_channel(
             yield channel, inbox
         finally:
             tg.cancel_scope.cancel()
+
+
+# Alice (on matrix-nio) and the bot's channel settings that answer her.
+AliceAllowed = tuple[Human, MatrixSettings]
+
+
+@pytest.fixture
+async def alice_allowed(
+    synapse: SynapseServer, bot: User, make_human: Callable[..., Any]
+) -> AliceAllowed:
+    alice: Human = await make_human("alice")
+    return alice, bot_settings(synapse, bot, allowed_users=[alice.user_id])

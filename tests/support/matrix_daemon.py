@@ -1,6 +1,7 @@
 """`squidd run` with the Matrix channel against the test Synapse, for the tests that bring a
 person and a daemon up together.
 
+* `bot_matrix_section`: the `[matrix]` keys of the bot answering some people.
 * `matrix_daemon_config`: the daemon's config for the bot, answering one person, with short
   delays and no debounce (these tests count one answer per message), plus `sections`.
 * `matrix_squidd` (fixture): writes that config for a person and starts the child in one step
@@ -29,6 +30,21 @@ from tests.support.matrix import start_squidd
 MakePerson = Callable[..., Any]
 
 
+def bot_matrix_section(
+    synapse: SynapseServer, bot: User, allowed: list[str], **extra: Any
+) -> dict[str, Any]:
+    """The `[matrix]` keys of the bot's account on the test Synapse answering `allowed`,
+    and `extra` (what a test is about)."""
+    return {
+        "enabled": True,
+        "homeserver": synapse.url,
+        "user_id": bot.user_id,
+        "password": bot.password,
+        "allowed_users": allowed,
+        **extra,
+    }
+
+
 def matrix_daemon_config(
     tmp: Path,
     llm: FakeLLM,
@@ -39,7 +55,20 @@ def matrix_daemon_config(
     token: str | None = None,
     **sections: Mapping[str, Any],
 ) -> Path:
-    credential = {"access_token": token} if token else {"password": bot.password}
+    matrix = bot_matrix_section(
+        synapse,
+        bot,
+        [allowed],
+        timeline_limit=2,
+        sync_timeout_s=5,
+        reconnect_initial_delay_s=0.2,
+        reconnect_max_delay_s=1.0,
+        debounce_ms=0,  # these tests count one answer per message
+        **synapse.bot_rate,
+    )
+    if token:
+        del matrix["password"]
+        matrix["access_token"] = token
     return write_daemon_config(
         tmp,
         llm.base_url,
@@ -49,19 +78,7 @@ def matrix_daemon_config(
             "delivery_retry_initial_s": 0.2,
             "delivery_retry_max_s": 1.0,
         },
-        matrix={
-            "enabled": True,
-            "homeserver": synapse.url,
-            "user_id": bot.user_id,
-            **credential,
-            "allowed_users": [allowed],
-            "timeline_limit": 2,
-            "sync_timeout_s": 5,
-            "reconnect_initial_delay_s": 0.2,
-            "reconnect_max_delay_s": 1.0,
-            "debounce_ms": 0,  # these tests count one answer per message
-            **synapse.bot_rate,
-        },
+        matrix=matrix,
         **sections,
     )
 

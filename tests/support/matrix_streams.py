@@ -4,16 +4,13 @@ the answer shows in the end."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from tests.servers.synapse.server import SynapseServer, default_data_root
-from tests.support.matrix import Human, Seen
+from tests.servers.synapse.server import SynapseServer
+from tests.support.matrix import Human, Seen, running_synapse
 
 
 def answer_text(sentences: int) -> str:
@@ -25,14 +22,8 @@ def answer_text(sentences: int) -> str:
 @contextmanager
 def stock_synapse() -> Iterator[SynapseServer]:
     """A second homeserver, started with Synapse's default rate limits, stopped by PID."""
-    root = Path(tempfile.mkdtemp(prefix="squidd-synapse-stock-", dir=default_data_root()))
-    server = SynapseServer(root / "hs", stock_limits=True)
-    try:
-        server.start()
+    with running_synapse("squidd-synapse-stock-", stock_limits=True) as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from tests.support.matrix import make_user as make_user
 from tests.support.matrix import squidds as squidds
 from tests.support.matrix import synapse as synapse
 from tests.support.matrix import uid as uid
+from tests.support.matrix_channel import alice_allowed as alice_allowed
 from tests.support.matrix_daemon import matrix_squidd as matrix_squidd
 
 

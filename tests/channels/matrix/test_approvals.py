@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from nio import ReactionEvent
 from squidd.store.audit import AuditFile
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
+from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix_daemon import MatrixSquidd
+from tests.support.gateway import runs
+from tests.support.matrix_daemon import MatrixSquidd, bot_matrix_section
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -49,16 +52,9 @@ def config_for(
         api_key="sk-test-matrix-approvals-0001",
         gateway={"delivery_retry_initial_s": 0.2, "delivery_retry_max_s": 1.0},
         agents={"workspace": str(tmp / "ws")},
-        matrix={
-            "enabled": True,
-            "homeserver": synapse.url,
-            "user_id": bot.user_id,
-            "password": bot.password,
-            "allowed_users": humans,
-            "open_rooms": [room],
-            "sync_timeout_s": 5,
-            **synapse.bot_rate,
-        },
+        matrix=bot_matrix_section(
+            synapse, bot, humans, open_rooms=[room], sync_timeout_s=5, **synapse.bot_rate
+        ),
         **{
             "tools.shell": {"enabled": True},
             "tools.policy": {"default_deny": []},
@@ -67,26 +63,48 @@ def config_for(
     )
 
 
-async def test_approve_deny_always_and_a_non_approver_on_synapse(
+@dataclass
+class Group:
+    """Alice and Bob with the bot in a group room, a daemon whose shell asks Alice; the
+    file each run of the command appends to."""
+
+    alice: Any
+    bob: Any
+    room: str
+    marker: Path
+    daemon: DaemonProcess
+
+
+@pytest.fixture
+async def group(
     synapse: SynapseServer,
     bot: User,
     make_human: Callable[..., Any],
     tmp_path: Path,
     fake_llm: FakeLLM,
     matrix_squidd: MatrixSquidd,
-) -> None:
+) -> Group:
     alice = await make_human("alice")
     bob = await make_human("bob")
     room = await alice.create_room([bot.user_id, bob.user_id])
     await bob.join(room)
     (tmp_path / "ws").mkdir()
-    marker = tmp_path / "ws" / "ran.txt"
     config = config_for(tmp_path, fake_llm, synapse, bot, [alice.user_id, bob.user_id], room)
     fake_llm.push(SHELL, "done 1", SHELL, "not run", SHELL, "done 3", SHELL, "done 4")
     daemon = await matrix_squidd.again(config, "squidd.log")
+    return Group(alice, bob, room, tmp_path / "ws" / "ran.txt", daemon)
 
-    def runs() -> int:
-        return len(marker.read_text().splitlines()) if marker.exists() else 0
+
+async def test_approve_deny_always_and_a_non_approver_on_synapse(
+    bot: User, group: Group, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    alice, bob, room, marker, daemon = (
+        group.alice,
+        group.bob,
+        group.room,
+        group.marker,
+        group.daemon,
+    )
 
     async def ask(text: str) -> tuple[str, str]:
         """Send `text`; the approval prompt's question id, and the asked event."""
@@ -104,19 +122,19 @@ async def test_approve_deny_always_and_a_non_approver_on_synapse(
     await bob.send(room, f"/approve {question}")  # bob may talk, but not approve
     await alice.send(room, f"/approve {question}")
     assert await reply_after(asked, 2) == "done 1"
-    assert runs() == 1
+    assert runs(marker) == 1
 
     question, asked = await ask("run it again")
     await alice.send(room, f"/deny {question}")
     assert await reply_after(asked, 2) == "not run"
-    assert runs() == 1
+    assert runs(marker) == 1
 
     question, asked = await ask("run it, and from now on")
     await alice.send(room, f"/always {question}")
     assert await reply_after(asked, 2) == "done 3"
     later = await alice.send(room, "once more")
     assert await reply_after(later, 1) == "done 4"  # no question asked
-    assert runs() == 3
+    assert runs(marker) == 3
     assert await daemon.stop() == 0
 
     audit = AuditFile(tmp_path / "data")
@@ -131,25 +149,15 @@ async def test_approve_deny_always_and_a_non_approver_on_synapse(
 
 
 async def test_reactions_on_the_prompt_answer_it(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    matrix_squidd: MatrixSquidd,
+    bot: User, group: Group, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    alice = await make_human("alice")
-    bob = await make_human("bob")
-    room = await alice.create_room([bot.user_id, bob.user_id])
-    await bob.join(room)
-    (tmp_path / "ws").mkdir()
-    marker = tmp_path / "ws" / "ran.txt"
-    config = config_for(tmp_path, fake_llm, synapse, bot, [alice.user_id, bob.user_id], room)
-    fake_llm.push(SHELL, "done 1", SHELL, "not run", SHELL, "done 3", SHELL, "done 4")
-    daemon = await matrix_squidd.again(config, "squidd.log")
-
-    def runs() -> int:
-        return len(marker.read_text().splitlines()) if marker.exists() else 0
+    alice, bob, room, marker, daemon = (
+        group.alice,
+        group.bob,
+        group.room,
+        group.marker,
+        group.daemon,
+    )
 
     async def turn(text: str, key: str, *, by_bob_first: bool = False) -> str:
         asked = await alice.send(room, text)
@@ -175,14 +183,14 @@ async def test_reactions_on_the_prompt_answer_it(
         return str(alice.replies_to(bot.user_id, asked)[1].content["body"])
 
     assert await turn("run it", "✅", by_bob_first=True) == "done 1"
-    assert runs() == 1
+    assert runs(marker) == 1
     assert await turn("again", "❌") == "not run"
-    assert runs() == 1
+    assert runs(marker) == 1
     assert await turn("from now on", "♾️") == "done 3"
     later = await alice.send(room, "once more")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "reply without asking")
     assert alice.replies_to(bot.user_id, later)[0].content["body"] == "done 4"
-    assert runs() == 3
+    assert runs(marker) == 3
     assert await daemon.stop() == 0
     decisions = [r["decision"] for r in AuditFile(tmp_path / "data").records()]
     assert decisions == ["approved", "denied", "always", "always"]
@@ -213,15 +221,9 @@ async def test_a_plain_yes_or_no_answers_in_a_direct_chat_with_the_default_quiet
         fake_llm.base_url,
         api_key="sk-test-matrix-approvals-0002",
         agents={"workspace": str(tmp_path / "ws")},
-        matrix={
-            "enabled": True,
-            "homeserver": synapse.url,
-            "user_id": bot.user_id,
-            "password": bot.password,
-            "allowed_users": [alice.user_id],
-            "sync_timeout_s": 5,
-            "streaming": "edits",
-        },
+        matrix=bot_matrix_section(
+            synapse, bot, [alice.user_id], sync_timeout_s=5, streaming="edits"
+        ),
         **{
             "tools.shell": {"enabled": True},
             "tools.policy": {"default_deny": []},
@@ -237,7 +239,7 @@ async def test_a_plain_yes_or_no_answers_in_a_direct_chat_with_the_default_quiet
     await alice.send(room, answer)
     await alice.wait_for(lambda: len(alice.replies_to(bot.user_id, asked)) >= 2, "the reply")
     assert alice.replies_to(bot.user_id, asked)[1].content["body"] == reply
-    assert (len(marker.read_text().splitlines()) if marker.exists() else 0) == ran
+    assert runs(marker) == ran
     assert await daemon.stop() == 0
     assert len(fake_llm.chat_requests) == 2  # the answer was no turn of its own
     decision = "approved" if ran else "denied"

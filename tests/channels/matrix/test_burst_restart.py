@@ -21,9 +21,8 @@ import pytest
 from tests.channels.matrix.test_reactions import reactions
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix import start_squidd
+from tests.support.matrix_daemon import MatrixSquidd, bot_matrix_section
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -38,7 +37,7 @@ async def test_a_held_burst_is_answered_after_the_channel_restarts(
     make_human: Callable[..., Any],
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     asked = threading.Event()
     release = threading.Event()
@@ -61,17 +60,10 @@ async def test_a_held_burst_is_answered_after_the_channel_restarts(
             "delivery_retry_initial_s": 0.2,
             "delivery_retry_max_s": 1.0,
         },
-        matrix={
-            "enabled": True,
-            "homeserver": synapse.url,
-            "user_id": bot.user_id,
-            "password": bot.password,
-            "allowed_users": [alice.user_id],
-            "sync_timeout_s": 2,
-        },  # debounce_ms at its default
+        # debounce_ms at its default
+        matrix=bot_matrix_section(synapse, bot, [alice.user_id], sync_timeout_s=2),
     )
-    log = tmp_path / "squidd.log"
-    daemon = await start_squidd(squidds, config, log)
+    daemon = await matrix_squidd.again(config, "squidd.log")
     room = await alice.room_with(bot.user_id)
     try:
         first = await alice.send(room, "first")
@@ -95,7 +87,7 @@ async def test_a_held_burst_is_answered_after_the_channel_restarts(
 
     # Every message settled: a restarted daemon answers none of them again.
     assert await daemon.stop() == 0
-    again = await start_squidd(squidds, config, log)
+    again = await matrix_squidd.again(config, "squidd.log")
     later = await alice.send(room, "fourth")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "the next answer", 60)
     assert len(fake_llm.chat_requests) == 3

@@ -13,7 +13,7 @@ import pytest
 from squidd.core.models import Inbound
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.matrix import bot_settings
-from tests.support.matrix_channel import run_channel
+from tests.support.matrix_channel import AliceAllowed, run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -27,11 +27,8 @@ async def dm_with_bot(human: Any, bot: User) -> str:
     return room
 
 
-async def test_dm_round_trip(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
-) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+async def test_dm_round_trip(bot: User, data_dir: Path, alice_allowed: AliceAllowed) -> None:
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (_channel, inbox):
         room = await dm_with_bot(alice, bot)
         sent = await alice.send(room, "hello there")
@@ -129,10 +126,9 @@ async def test_open_room_is_answered_without_mention(
 
 
 async def test_encrypted_room_round_trip(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (_channel, inbox):
         room = await alice.create_room([bot.user_id], encrypted=True, direct=True)
         await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
@@ -146,10 +142,9 @@ async def test_encrypted_room_round_trip(
 
 
 async def test_markdown_is_rendered_to_sanitised_html(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
 
     def answer(message: Inbound) -> str:
         return "**bold** and `code`\n\n- one\n- two\n\n<script>alert(1)</script>"
@@ -170,10 +165,9 @@ async def test_markdown_is_rendered_to_sanitised_html(
 
 
 async def test_reply_in_a_thread_stays_in_the_thread(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir):
         room = await dm_with_bot(alice, bot)
         root = await alice.send(room, "thread root")
@@ -198,10 +192,9 @@ async def test_reply_in_a_thread_stays_in_the_thread(
 
 
 async def test_typing_notice_while_the_agent_works(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (_channel, inbox):
         room = await dm_with_bot(alice, bot)
         inbox.gate = anyio.Event()  # the "agent" works until the test lets it finish

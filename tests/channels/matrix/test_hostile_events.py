@@ -22,7 +22,7 @@ from squidd.core.models import Outbound, SessionId
 from squidd.errors import DeliveryError, PermanentError
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.matrix import bot_settings, wait_until
-from tests.support.matrix_channel import run_channel
+from tests.support.matrix_channel import AliceAllowed, run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -55,10 +55,9 @@ async def _dm(synapse: SynapseServer, bot: User, alice: Any) -> str:
 
 
 async def test_junk_thread_roots_are_not_copied_into_the_reply(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer, bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir):
         room = await _dm(synapse, bot, alice)
         junk = [
@@ -87,10 +86,9 @@ async def test_junk_thread_roots_are_not_copied_into_the_reply(
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
 async def test_a_non_string_formatted_body_is_answered_from_the_body(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, encrypted: bool
+    synapse: SynapseServer, bot: User, data_dir: Path, encrypted: bool, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     content = {
         "msgtype": "m.text",
         "body": "plain body wins",
@@ -111,10 +109,9 @@ async def test_a_non_string_formatted_body_is_answered_from_the_body(
 
 
 async def test_a_huge_message_is_cut_and_the_model_told(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer, bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (_channel, inbox):
         room = await _dm(synapse, bot, alice)
         huge = await alice.send(room, "head " + "y" * 30_000)
@@ -189,10 +186,9 @@ async def test_a_bot_user_id_full_of_path_characters_steers_no_file(
 
 
 async def test_a_send_to_a_room_the_bot_was_kicked_from_is_permanent(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer, bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (channel, _inbox):
         room = await alice.create_room([bot.user_id], name="kick")
         await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")

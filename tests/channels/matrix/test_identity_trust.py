@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from squidd.channels.matrix.identity.local import IdentityFiles
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.matrix import Human, bot_settings, cross_sign, wait_until
-from tests.support.matrix_channel import run_channel
+from tests.support.matrix_channel import AliceAllowed, run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -45,10 +45,13 @@ def events_named(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 
 async def test_an_unsigned_device_of_an_allowed_user_gets_no_key_and_is_not_acted_on(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakeHuman,
+    data_dir: Path,
+    alice_allowed: AliceAllowed,
 ) -> None:
-    alice: Human = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     with capture_logs() as logs:
         async with run_channel(settings, data_dir) as (_, inbox):
             room = await alice.room_with(bot.user_id, encrypted=True)
@@ -84,10 +87,9 @@ async def test_an_unsigned_device_of_an_allowed_user_gets_no_key_and_is_not_acte
 
 
 async def test_an_identity_reset_holds_the_person_until_the_operator_trusts_it(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, tmp_path: Path
+    synapse: SynapseServer, bot: User, data_dir: Path, tmp_path: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice: Human = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     with capture_logs() as logs:
         async with run_channel(settings, data_dir) as (_, inbox):
             room = await alice.room_with(bot.user_id, encrypted=True)

@@ -17,9 +17,9 @@ from squidd.config.media import MediaSettings, TranscriptionSettings
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.media.reader import MediaReader
 from squidd.store.media import MediaStore
-from tests.servers.synapse.server import SynapseServer, User
-from tests.support.matrix import Human, bot_settings, wait_until
-from tests.support.matrix_channel import run_channel
+from tests.servers.synapse.server import User
+from tests.support.matrix import Human, wait_until
+from tests.support.matrix_channel import AliceAllowed, run_channel
 from tests.support.media_files import jpeg_with_exif, pdf_with_text, wav_tone
 from tests.support.transcription_server import TranscriptionServer
 
@@ -62,10 +62,9 @@ async def send_file(
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
 async def test_image_and_pdf_reach_the_model(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, encrypted: bool
+    bot: User, data_dir: Path, encrypted: bool, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     store = MediaStore(data_dir, lifetime_s=3600)
     image, pdf = jpeg_with_exif(640, 480), pdf_with_text("Meeting moved to Thursday 14:00")
     async with run_channel(settings, data_dir, media=store) as (_channel, inbox):
@@ -105,10 +104,9 @@ async def test_image_and_pdf_reach_the_model(
 
 
 async def test_an_oversize_file_is_only_named(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     store = MediaStore(data_dir, lifetime_s=3600)
     async with run_channel(settings, data_dir, media=store, max_download_bytes=1000) as (
         _channel,
@@ -134,10 +132,9 @@ async def test_an_oversize_file_is_only_named(
 
 
 async def test_a_voice_note_reaches_the_model_as_its_transcript(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     store = MediaStore(data_dir, lifetime_s=3600)
     voice = wav_tone()
     async with run_channel(settings, data_dir, media=store) as (_channel, inbox):

@@ -21,7 +21,7 @@ from squidd.gateway.pipeline import Pipeline
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.doubles import memory_poison
 from tests.support.matrix import bot_settings
-from tests.support.matrix_channel import AnsweringInbox, echo, run_channel
+from tests.support.matrix_channel import AliceAllowed, AnsweringInbox, echo, run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -66,10 +66,9 @@ async def read_by(synapse: SynapseServer, human: Any, room: str, user_id: str) -
 
 
 async def test_taken_then_answered(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer, bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (_channel, inbox):
         inbox.gate = anyio.Event()  # the turn takes its time
         room = await alice.room_with(bot.user_id)
@@ -96,10 +95,9 @@ class DroppingInbox:
 
 
 async def test_settled_without_a_reply_is_marked_failed(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     channel = MatrixChannel(settings, data_dir)
     async with anyio.create_task_group() as tg:
         await tg.start(channel.run, DroppingInbox(tg))
@@ -135,10 +133,9 @@ class _NoTurns:
 
 
 async def test_a_burst_of_three_gets_one_answer_and_every_message_a_check_mark(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     channel = MatrixChannel(settings, data_dir)
     async with anyio.create_task_group() as tg:
         answering = AnsweringInbox(channel, tg, echo)

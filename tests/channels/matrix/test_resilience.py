@@ -16,7 +16,7 @@ from squidd.core.ports import ChannelState
 from squidd.errors import PermanentError
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.matrix import bot_settings, wait_until
-from tests.support.matrix_channel import AnsweringInbox, echo, run_channel
+from tests.support.matrix_channel import AliceAllowed, AnsweringInbox, echo, run_channel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -55,10 +55,9 @@ async def test_down_time_messages_answered_once_and_old_history_never(
 
 
 async def test_unacknowledged_message_is_delivered_again_after_a_crash(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (_channel, inbox):
         room = await alice.create_room([bot.user_id], direct=True)
         await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
@@ -80,10 +79,9 @@ async def test_unacknowledged_message_is_delivered_again_after_a_crash(
 
 
 async def test_homeserver_restart_mid_conversation(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer, bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (_channel, inbox):
         room = await alice.create_room([bot.user_id], direct=True)
         await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
@@ -156,10 +154,9 @@ async def test_wrong_password_is_permanent(
 
 
 async def test_password_login_is_kept_and_reused(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path
+    synapse: SynapseServer, bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     creds_file = data_dir / "matrix" / "credentials.json"
     async with run_channel(settings, data_dir):
         pass

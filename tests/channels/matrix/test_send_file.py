@@ -22,8 +22,8 @@ from squidd.core.models import Inbound, Outbound
 from squidd.core.reply_files import FileRef
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix import Human, Seen, bot_settings, wait_until
-from tests.support.matrix_channel import run_channel
+from tests.support.matrix import Human, Seen, wait_until
+from tests.support.matrix_channel import AliceAllowed, run_channel
 from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config
 from tests.support.media_files import jpeg_with_exif, pdf_with_text
 
@@ -78,15 +78,9 @@ def media_events(human: Human, bot: User, room: str) -> list[Seen]:
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
 async def test_the_files_of_a_reply_arrive_downloadable(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakeHuman,
-    data_dir: Path,
-    tmp_path: Path,
-    encrypted: bool,
+    bot: User, data_dir: Path, tmp_path: Path, encrypted: bool, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     image, pdf = tmp_path / "chart.jpg", tmp_path / "report.pdf"
     image.write_bytes(jpeg_with_exif(800, 600))
     pdf.write_bytes(pdf_with_text("Quarterly numbers"))
@@ -114,16 +108,11 @@ async def test_the_files_of_a_reply_arrive_downloadable(
 
 
 async def test_a_20_mb_file_is_streamed_encrypted_and_opens_byte_for_byte(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakeHuman,
-    data_dir: Path,
-    tmp_path: Path,
+    bot: User, data_dir: Path, tmp_path: Path, alice_allowed: AliceAllowed
 ) -> None:
     """Encrypted on its way to the homeserver: the process never holds the file (the old
     way held it and its ciphertext, 2 x 20 MB); Alice's nio decrypts it to the same bytes."""
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     big = tmp_path / "archive.bin"
     with big.open("wb") as handle:
         for _ in range(20):
@@ -153,10 +142,9 @@ async def test_a_20_mb_file_is_streamed_encrypted_and_opens_byte_for_byte(
 
 
 async def test_the_same_pending_reply_delivered_twice_shows_its_file_once(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, tmp_path: Path
+    bot: User, data_dir: Path, tmp_path: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     pdf = tmp_path / "report.pdf"
     pdf.write_bytes(pdf_with_text("once"))
     async with run_channel(settings, data_dir) as (channel, inbox):
@@ -180,10 +168,9 @@ async def test_the_same_pending_reply_delivered_twice_shows_its_file_once(
 
 
 async def test_a_file_over_the_upload_limit_gets_a_notice(
-    synapse: SynapseServer, bot: User, make_human: MakeHuman, data_dir: Path, tmp_path: Path
+    bot: User, data_dir: Path, tmp_path: Path, alice_allowed: AliceAllowed
 ) -> None:
-    alice = await make_human("alice")
-    settings = bot_settings(synapse, bot, allowed_users=[alice.user_id])
+    alice, settings = alice_allowed
     async with run_channel(settings, data_dir) as (channel, inbox):
         assert channel.client is not None  # the server's limit, as the bot sees it
         limit = await upload_limit(channel.client)
