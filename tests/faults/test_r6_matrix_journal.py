@@ -30,7 +30,7 @@ from tests.servers.synapse.server import SynapseServer, User
 from tests.support.crash_points import crash_env
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM
-from tests.support.matrix_daemon import matrix_daemon_config
+from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -45,7 +45,7 @@ async def test_a_matrix_turn_cut_short_resumes_from_its_journal(
     make_human: MakeHuman,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     path = tmp_path / "lines.txt"
     model = model_for(point, path)
@@ -61,8 +61,7 @@ async def test_a_matrix_turn_cut_short_resumes_from_its_journal(
 
     async def start(crash_after: str = "") -> DaemonProcess:
         env = crash_env(crash_after)
-        daemon = DaemonProcess(config, tmp_path / f"squidd-{len(squidds)}.log", env=env)
-        squidds.append(daemon)
+        daemon = matrix_squidd.spawn(config, f"squidd-{len(matrix_squidd.squidds)}.log", env)
         await daemon.wait_event("matrix_connected")
         return daemon
 

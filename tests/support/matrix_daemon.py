@@ -110,6 +110,12 @@ class MatrixSquidd:
         )
         return config, await self.again(config, log)
 
+    def spawn(self, config: Path, log: str, env: Mapping[str, str] | None = None) -> DaemonProcess:
+        """A child on `config` (in `env`, the children's own by default), not waited for."""
+        daemon = DaemonProcess(config, self.tmp / log, env=env)
+        self.squidds.append(daemon)
+        return daemon
+
     async def again(self, config: Path, log: str) -> DaemonProcess:
         """Another child on `config`, logging to `log` in the tmp dir."""
         return await start_squidd(self.squidds, config, self.tmp / log)

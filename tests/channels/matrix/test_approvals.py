@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from nio import ReactionEvent
@@ -23,7 +22,7 @@ from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.gateway import runs
-from tests.support.matrix_daemon import MatrixSquidd, bot_matrix_section
+from tests.support.matrix_daemon import MakePerson, MatrixSquidd, bot_matrix_section
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -63,8 +62,7 @@ def config_for(
     )
 
 
-@dataclass
-class Group:
+class Group(NamedTuple):
     """Alice and Bob with the bot in a group room, a daemon whose shell asks Alice; the
     file each run of the command appends to."""
 
@@ -76,35 +74,23 @@ class Group:
 
 
 @pytest.fixture
-async def group(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    matrix_squidd: MatrixSquidd,
-) -> Group:
+async def group(bot: User, make_human: MakePerson, matrix_squidd: MatrixSquidd) -> Group:
     alice = await make_human("alice")
     bob = await make_human("bob")
     room = await alice.create_room([bot.user_id, bob.user_id])
     await bob.join(room)
-    (tmp_path / "ws").mkdir()
-    config = config_for(tmp_path, fake_llm, synapse, bot, [alice.user_id, bob.user_id], room)
-    fake_llm.push(SHELL, "done 1", SHELL, "not run", SHELL, "done 3", SHELL, "done 4")
+    tmp, llm = matrix_squidd.tmp, matrix_squidd.llm
+    (tmp / "ws").mkdir()
+    config = config_for(tmp, llm, matrix_squidd.synapse, bot, [alice.user_id, bob.user_id], room)
+    llm.push(SHELL, "done 1", SHELL, "not run", SHELL, "done 3", SHELL, "done 4")
     daemon = await matrix_squidd.again(config, "squidd.log")
-    return Group(alice, bob, room, tmp_path / "ws" / "ran.txt", daemon)
+    return Group(alice, bob, room, tmp / "ws" / "ran.txt", daemon)
 
 
 async def test_approve_deny_always_and_a_non_approver_on_synapse(
     bot: User, group: Group, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    alice, bob, room, marker, daemon = (
-        group.alice,
-        group.bob,
-        group.room,
-        group.marker,
-        group.daemon,
-    )
+    alice, bob, room, marker, daemon = group
 
     async def ask(text: str) -> tuple[str, str]:
         """Send `text`; the approval prompt's question id, and the asked event."""
@@ -151,13 +137,7 @@ async def test_approve_deny_always_and_a_non_approver_on_synapse(
 async def test_reactions_on_the_prompt_answer_it(
     bot: User, group: Group, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    alice, bob, room, marker, daemon = (
-        group.alice,
-        group.bob,
-        group.room,
-        group.marker,
-        group.daemon,
-    )
+    alice, bob, room, marker, daemon = group
 
     async def turn(text: str, key: str, *, by_bob_first: bool = False) -> str:
         asked = await alice.send(room, text)

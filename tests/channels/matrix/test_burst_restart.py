@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from tests.channels.matrix.test_reactions import reactions
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix_daemon import MatrixSquidd, bot_matrix_section
+from tests.support.matrix_daemon import MakePerson, MatrixSquidd, bot_matrix_section
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -34,7 +33,7 @@ def _users(request: dict[str, Any]) -> list[str]:
 async def test_a_held_burst_is_answered_after_the_channel_restarts(
     synapse: SynapseServer,
     bot: User,
-    make_human: Callable[..., Any],
+    make_human: MakePerson,
     tmp_path: Path,
     fake_llm: FakeLLM,
     matrix_squidd: MatrixSquidd,

@@ -16,7 +16,6 @@ import anyio
 import pytest
 
 from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.matrix import wait_until
 from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config, user_texts
@@ -32,7 +31,6 @@ async def test_daemon_down_while_five_messages_are_sent(
     make_human: MakeHuman,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
     matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
@@ -47,8 +45,7 @@ async def test_daemon_down_while_five_messages_are_sent(
     assert await first.stop() == 0
 
     missed = [await alice.send(room, f"missed {i}") for i in range(5)]
-    second = DaemonProcess(config, tmp_path / "squidd-2.log")
-    squidds.append(second)
+    second = matrix_squidd.spawn(config, "squidd-2.log")
     await alice.wait_for(
         lambda: all(alice.replies_to(bot.user_id, e) for e in missed), "five replies", timeout=60
     )
@@ -73,7 +70,6 @@ async def test_crash_mid_turn_is_answered_once_after_restart(
     make_human: MakeHuman,
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
     matrix_squidd: MatrixSquidd,
 ) -> None:
     alice = await make_human("alice")
@@ -86,8 +82,7 @@ async def test_crash_mid_turn_is_answered_once_after_restart(
     await wait_until(lambda: len(fake_llm.chat_requests) == 1, "the turn started")
     await first.stop(signal.SIGKILL)
 
-    second = DaemonProcess(config, tmp_path / "squidd-2.log")
-    squidds.append(second)
+    second = matrix_squidd.spawn(config, "squidd-2.log")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, asked), "reply after restart")
     later = await alice.send(room, "later")
     await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "reply to later")

@@ -106,6 +106,24 @@ async def _until(check: Callable[[], bool]) -> None:
             await anyio.sleep(0.005)
 
 
+async def route_one(
+    channel: ReplyPath, done: Callable[[MemoryDeadLetters, list[float]], bool]
+) -> tuple[MemoryDeadLetters, list[float]]:
+    """Route one message to `channel` until `done(dead letters, retry waits)`; the client
+    closed after."""
+    dead, waits = MemoryDeadLetters(), []
+    router = _router(channel, dead, waits)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(router.run)
+            await router.submit(_message())
+            await _until(lambda: done(dead, waits))
+            tg.cancel_scope.cancel()
+    finally:
+        await channel.client.close()
+    return dead, waits
+
+
 async def test_a_defect_from_the_send_is_parked_not_retried_forever(refusing_port: int) -> None:
     channel = ReplyPath(refusing_port)
     calls: list[str] = []
@@ -115,16 +133,7 @@ async def test_a_defect_from_the_send_is_parked_not_retried_forever(refusing_por
         raise nio.TransferCancelledError
 
     channel.client.room_send = cancelled  # type: ignore[method-assign]
-    dead, waits = MemoryDeadLetters(), []
-    router = _router(channel, dead, waits)
-    try:
-        async with anyio.create_task_group() as tg:
-            await tg.start(router.run)
-            await router.submit(_message())
-            await _until(lambda: bool(dead.items))
-            tg.cancel_scope.cancel()
-    finally:
-        await channel.client.close()
+    dead, _ = await route_one(channel, lambda dead, waits: bool(dead.items))
     assert len(calls) == MAX_ATTEMPTS
     (item,) = dead.items.values()
     assert item.error == "TransferCancelledError" and item.attempts == MAX_ATTEMPTS
@@ -132,14 +141,6 @@ async def test_a_defect_from_the_send_is_parked_not_retried_forever(refusing_por
 
 async def test_a_homeserver_out_of_reach_is_retried_past_the_limit(refusing_port: int) -> None:
     channel = ReplyPath(refusing_port)
-    dead, waits = MemoryDeadLetters(), []
-    router = _router(channel, dead, waits)
-    try:
-        async with anyio.create_task_group() as tg:
-            await tg.start(router.run)
-            await router.submit(_message())
-            await _until(lambda: len(waits) > 2 * MAX_ATTEMPTS)  # real refused connections
-            tg.cancel_scope.cancel()
-    finally:
-        await channel.client.close()
+    # Real refused connections, more of them than the attempts a defect gets.
+    dead, _ = await route_one(channel, lambda dead, waits: len(waits) > 2 * MAX_ATTEMPTS)
     assert dead.items == {}

@@ -3,6 +3,7 @@ ledger that decides when the position may advance, and the settings' checks."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -124,14 +125,19 @@ def test_mention_needs_the_bot_not_someone_else() -> None:
 # --- sync ledger --------------------------------------------------------------------------
 
 
-@pytest.mark.anyio
-async def test_position_advances_only_past_fully_acked_batches() -> None:
-    saved: list[str] = []
+def saving_into(saved: list[str]) -> Callable[[str], Awaitable[None]]:
+    """A ledger's save: each position saved is appended to `saved`."""
 
     async def save(token: str) -> None:
         saved.append(token)
 
-    ledger = SyncLedger(save)
+    return save
+
+
+@pytest.mark.anyio
+async def test_position_advances_only_past_fully_acked_batches() -> None:
+    saved: list[str] = []
+    ledger = SyncLedger(saving_into(saved))
     b1 = ledger.open("t1")
     ledger.add(b1, "$a")
     await ledger.seal(b1)
@@ -150,11 +156,7 @@ async def test_position_advances_only_past_fully_acked_batches() -> None:
 @pytest.mark.anyio
 async def test_an_abandoned_batch_never_saves_its_position() -> None:
     saved: list[str] = []
-
-    async def save(token: str) -> None:
-        saved.append(token)
-
-    ledger = SyncLedger(save)
+    ledger = SyncLedger(saving_into(saved))
     b1 = ledger.open("t1")
     ledger.add(b1, "$a")
     await ledger.abandon(b1)
