@@ -19,13 +19,13 @@ from urllib.parse import quote
 import anyio
 import pytest
 
-from tests.channels.matrix.streaming_support import answer_text
 from tests.channels.matrix.test_verification import bot_device, squidd_cli
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Gate, Reply
 from tests.support.matrix_daemon import MatrixSquidd, dm_on_element
+from tests.support.matrix_streams import answer_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
