@@ -21,9 +21,9 @@ from nio import ReactionEvent
 from squidd.gateway.conversations import STOPPED
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
-from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix import Human, start_squidd
+from tests.support.matrix import Human
+from tests.support.matrix_daemon import MatrixSquidd
 from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -92,7 +92,7 @@ async def test_a_busy_conversation_gets_no_429(
     make_human: Callable[..., Any],
     tmp_path: Path,
     fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
 ) -> None:
     model = Model()
     fake_llm.responder = model
@@ -125,7 +125,7 @@ async def test_a_busy_conversation_gets_no_429(
         },
     )
     started = time.monotonic()
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
+    daemon = await matrix_squidd.again(config, "squidd.log")
     dm = await alice.room_with(bot.user_id)
     asked: list[str] = []  # every message that needs one answer
 
