@@ -12,11 +12,10 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.channels.matrix.conftest import start_squidd
-from tests.channels.matrix.test_daemon import write_config
-from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess, run_squidd
+from tests.servers.synapse.server import User
+from tests.support.daemon import run_squidd
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix_daemon import MatrixSquidd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -26,16 +25,10 @@ async def _squidd(config: Path, *args: str) -> Any:
 
 
 async def test_a_person_target_delivers_to_her_direct_chat(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_human: Callable[..., Any], fake_llm: FakeLLM, matrix_squidd: MatrixSquidd
 ) -> None:
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    await start_squidd(squidds, config, tmp_path / "squidd.log")
+    config, _ = await matrix_squidd.start(alice.user_id, "squidd.log")
 
     added = await _squidd(
         config, "cron", "add", "--name", "hello", "--every", "1d", "--prompt", "greet her",
@@ -69,16 +62,10 @@ async def test_a_person_target_delivers_to_her_direct_chat(
 
 
 async def test_unknown_channels_and_rooms_the_bot_is_not_in_are_refused(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    bot: User, make_human: Callable[..., Any], matrix_squidd: MatrixSquidd
 ) -> None:
     alice = await make_human("alice")
-    config = write_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    await start_squidd(squidds, config, tmp_path / "squidd.log")
+    config, _ = await matrix_squidd.start(alice.user_id, "squidd.log")
     elsewhere = await alice.create_room([])  # the bot is not invited
 
     for target, reason in (
