@@ -1,0 +1,148 @@
+"""A message's marks follow one life (`message_marks.MessageMarks`): received, answered,
+settled. Typing and the status reactions both follow it, and nothing else drives them."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from nio import (
+    RoomReadMarkersResponse,
+    RoomRedactResponse,
+    RoomSendResponse,
+    RoomTypingResponse,
+)
+
+from squidd.channels.matrix.ids import EventId, RoomId
+from squidd.channels.matrix.message_marks import MessageMarks
+from squidd.channels.matrix.own_reactions import ReactionKeys, StatusReactions
+from squidd.channels.matrix.rate import RateBudget, bind
+from squidd.channels.matrix.typing_notices import TypingNotices
+from tests.support.clock import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+ROOM = RoomId("!room:example.org")
+Steps = Callable[[MessageMarks, "Client"], Awaitable[None]]
+
+
+class Client:
+    """What the marks ask of nio's client (typing, reactions, redactions, receipts), kept
+    in order."""
+
+    def __init__(self) -> None:
+        self.rooms: dict[str, Any] = {}
+        self.olm = None
+        self.requests: list[tuple[str, str]] = []
+
+    def add_response_callback(self, func: Any, cb_filter: Any = None) -> None:
+        return None
+
+    async def room_typing(
+        self, room_id: str, typing_state: bool = True, timeout: int = 30000
+    ) -> RoomTypingResponse:
+        self.requests.append(("typing", "on" if typing_state else "off"))
+        return RoomTypingResponse(room_id)
+
+    async def room_send(
+        self, room_id: str, event_type: str, content: dict[str, Any], **_: Any
+    ) -> RoomSendResponse:
+        relates = content["m.relates_to"]
+        self.requests.append((f"react {relates['key']}", relates["event_id"]))
+        return RoomSendResponse(f"$reaction{len(self.requests)}", room_id)
+
+    async def room_redact(self, room_id: str, event_id: str) -> RoomRedactResponse:
+        self.requests.append(("redact", event_id))
+        return RoomRedactResponse(f"$redaction{len(self.requests)}", room_id)
+
+    async def room_read_markers(self, room_id: str, **markers: str) -> RoomReadMarkersResponse:
+        self.requests.append(("receipt", markers["read_event"]))
+        return RoomReadMarkersResponse(room_id)
+
+
+async def settle() -> None:
+    """Let the marks' tasks send what they have queued (no time passes: nothing waits)."""
+    for _ in range(50):
+        await anyio.lowlevel.checkpoint()
+
+
+async def live(steps: Steps) -> list[tuple[str, str]]:
+    """Run the marks of one connection through `steps`; what the client was asked."""
+    clock = FakeClock()
+    client = Client()
+    budget = RateBudget(1, 10, monotonic=clock.monotonic, sleep=clock.sleep)
+    bind(client, budget)  # type: ignore[arg-type]  # the double stands in for nio's client
+    typing_notices = TypingNotices(
+        enabled=True,
+        monotonic=clock.monotonic,
+        client=lambda: client,  # type: ignore[arg-type,return-value]
+    )
+    marks = MessageMarks(
+        typing_notices, StatusReactions(enabled=True, receipts=True, keys=ReactionKeys())
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(marks.run, client)
+        await settle()
+        await steps(marks, client)
+        await settle()
+        tg.cancel_scope.cancel()
+    return client.requests
+
+
+def reactions(requests: list[tuple[str, str]]) -> list[str]:
+    return [kind for kind, _ in requests if kind != "typing"]
+
+
+def typing(requests: list[tuple[str, str]]) -> list[str]:
+    return [state for kind, state in requests if kind == "typing"]
+
+
+async def test_an_answered_message_shows_typing_then_its_check_mark() -> None:
+    message = EventId("$m1")
+
+    async def steps(marks: MessageMarks, client: Client) -> None:
+        marks.received(ROOM, message)
+        await settle()
+        await marks.answered(ROOM, message)
+        await settle()
+        assert typing(client.requests) == ["on", "off"]  # the reply ends the typing
+        await marks.settled(ROOM, message)
+
+    requests = await live(steps)
+    assert reactions(requests) == ["receipt", "react 👀", "redact", "react ✅"]
+    assert typing(requests) == ["on", "off"]
+
+
+async def test_a_message_settled_without_an_answer_gets_the_cross_and_typing_stops() -> None:
+    message = EventId("$m1")
+
+    async def steps(marks: MessageMarks, client: Client) -> None:
+        marks.received(ROOM, message)
+        await settle()
+        await marks.settled(ROOM, message)
+
+    requests = await live(steps)
+    assert reactions(requests) == ["receipt", "react 👀", "redact", "react ❌"]
+    assert typing(requests) == ["on", "off"]
+
+
+async def test_typing_lasts_while_any_message_of_the_room_is_worked_on() -> None:
+    first, second = EventId("$m1"), EventId("$m2")
+
+    async def steps(marks: MessageMarks, client: Client) -> None:
+        marks.received(ROOM, first)
+        marks.received(ROOM, second)
+        await settle()
+        await marks.answered(ROOM, second)  # a burst's answer, through its later message
+        await settle()
+        assert typing(client.requests) == ["on"]  # the first one's turn goes on
+        await marks.settled(ROOM, first)
+        await marks.settled(ROOM, second)
+
+    requests = await live(steps)
+    assert typing(requests) == ["on", "off"]
+    assert reactions(requests).count("react ❌") == 0
+    assert reactions(requests).count("react ✅") == 2
