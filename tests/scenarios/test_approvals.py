@@ -74,12 +74,14 @@ async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
     assert shown.startswith("I will look at the logs first")
     assert ran(tmp_path) == 0
     if answer == "yes":
-        await alice.send(room, "yes")
+        said = await alice.send(room, "yes")
     elif answer == "reaction":
-        await react(alice, room, prompt.event.event_id, "✅")
+        said = await react(alice, room, prompt.event.event_id, "✅")
     else:
-        await alice.send(room, f"/approve {question}")
+        said = await alice.send(room, f"/approve {question}")
     await alice.wait_for(lambda: AFTER in chat.texts(), "the whole answer", 60)
+    if answer != "reaction":  # her answer was taken: ✅ on it, never ❌ (a reaction: none)
+        await alice.wait_for(lambda: chat.marks(said) == {"✅"}, "✅ on her answer", 60)
     fake_llm.push("Glad to help.")
     thanks = await alice.send(room, "thanks")
     assert await chat.wait_reply(thanks) == "Glad to help."

@@ -152,6 +152,26 @@ class Chat:
         )
         return self.replies(asked)[count - 1][1]
 
+    def marks(self, event_id: str) -> set[str]:
+        """The keys of the bot's reactions on `event_id` that were not redacted since."""
+        events = [seen.event.source for seen in self.human.events]
+        redacted = {
+            e.get("redacts") or e.get("content", {}).get("redacts")
+            for e in events
+            if e.get("type") == "m.room.redaction"
+        }
+        keys = set()
+        for e in events:
+            relates = e.get("content", {}).get("m.relates_to", {})
+            if (
+                e.get("type") == "m.reaction"
+                and e.get("sender") == self.bot
+                and relates.get("event_id") == event_id
+                and e.get("event_id") not in redacted
+            ):
+                keys.add(str(relates.get("key")))
+        return keys
+
     def question(self, asked: str) -> tuple[Seen, str]:
         """The approval prompt that replies to `asked`: its event, and the question id."""
         for seen, text in self.replies(asked):

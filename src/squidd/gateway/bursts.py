@@ -43,14 +43,25 @@ def merge(messages: Sequence[Inbound]) -> Inbound:
     if len(messages) == 1:
         return last
     acks = [m.ack for m in messages]
+    undeliverable = [(m.ack, m.on_undeliverable) for m in messages]
 
     async def ack_all() -> None:
         for ack in acks:
             await ack()
 
+    async def give_up_all(reason: str) -> None:
+        for ack, give_up in undeliverable:
+            await (ack() if give_up is None else give_up(reason))
+
     text = "\n\n".join(m.text for m in messages if m.text)
     attachments = tuple(a for m in messages for a in m.attachments)
-    return dataclasses.replace(last, text=text, attachments=attachments, ack=ack_all)
+    return dataclasses.replace(
+        last,
+        text=text,
+        attachments=attachments,
+        ack=ack_all,
+        on_undeliverable=give_up_all if any(u for _, u in undeliverable) else None,
+    )
 
 
 class RunningTurns(Protocol):

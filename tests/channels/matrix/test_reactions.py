@@ -1,7 +1,8 @@
 """Status reactions on a person's message, against a real Synapse: 👀 and a read receipt
 when the message is taken, the 👀 redacted and ✅ put in its place once the reply is sent,
-❌ when it ended without a reply; none of it when switched off. A burst of three messages
-200 ms apart gets one answer that saw all three, and each of them its ✅."""
+❌ when it was given up on without a reply (refused for good, parked); none of it when
+switched off. A burst of three messages 200 ms apart gets one answer that saw all three,
+and each of them its ✅."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from anyio.abc import TaskGroup
 from squidd.channels.matrix.channel import MatrixChannel
 from squidd.core.models import Inbound
 from squidd.core.ports import ChannelState
+from squidd.core.settlement import give_up
 from squidd.gateway.bursts import Bursts
 from squidd.gateway.pipeline import Pipeline
 from tests.servers.synapse.server import SynapseServer, User
@@ -81,20 +83,20 @@ async def test_taken_then_answered(
 
 
 class DroppingInbox:
-    """Acknowledges every message without a reply (a reply refused for good, parked)."""
+    """Gives every message up without a reply (a reply refused for good, parked)."""
 
     def __init__(self, tg: TaskGroup) -> None:
         self.poison = memory_poison()
         self._tg = tg
 
     async def put(self, message: Inbound) -> None:
-        self._tg.start_soon(message.ack)
+        self._tg.start_soon(give_up, message, "refused for good")
 
     def report(self, state: ChannelState, detail: str = "") -> None:
         pass
 
 
-async def test_settled_without_a_reply_is_marked_failed(
+async def test_given_up_without_a_reply_is_marked_failed(
     bot: User, data_dir: Path, alice_allowed: AliceAllowed
 ) -> None:
     alice, settings = alice_allowed

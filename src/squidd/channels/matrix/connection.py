@@ -26,6 +26,7 @@ receives it again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -382,6 +383,8 @@ class Connection:
         )
         if inbound is None:
             return False
+        given_up = functools.partial(self._given_up, batch, room_id, event_id)
+        inbound = dataclasses.replace(inbound, on_undeliverable=given_up)
         self._ledger.add(batch, event_id)
         content = media.media_content(event)
         if content is not None or self._lanes.busy(room_id):
@@ -403,5 +406,10 @@ class Connection:
             raise
 
     async def _ack(self, batch: Batch, room_id: RoomId, event_id: EventId) -> None:
-        await self._carried.marks.settled(room_id, event_id)
+        await self._carried.marks.settled(room_id, event_id, failed=False)
+        await self._ledger.ack(batch, event_id)
+
+    async def _given_up(self, batch: Batch, room_id: RoomId, event_id: EventId, _: str) -> None:
+        """Done without an answer (refused for good, parked): ❌, then settled like an ack."""
+        await self._carried.marks.settled(room_id, event_id, failed=True)
         await self._ledger.ack(batch, event_id)

@@ -3,10 +3,12 @@
 A message handed to the inbox is `received`: its room shows the bot typing
 (`typing_notices`), and it gets a read receipt and 👀 (`own_reactions.StatusReactions`).
 When its reply went out it is `answered`: ✅, and its typing lease is given back. When the
-pipeline acknowledged it, it is `settled`: the lease is given back if it was still held,
-and a message never answered gets ❌ (one whose burst was answered through a later message
-of its room gets ✅ too). Every mark follows these three steps and nothing else drives
-them: the connection calls `received` and `settled`, the channel's `send` calls `answered`.
+pipeline acknowledged it, it is `settled`: the lease is given back if it was still held;
+a message settled as done without a reply of its own (an answer to an approval question,
+taken; one of a burst answered through a later message) gets ✅, one given up on (its reply
+refused for good, the message parked) ❌. Every mark follows these three steps and nothing
+else drives them: the connection calls `received` and `settled` (`ack` and
+`on_undeliverable`), the channel's `send` calls `answered`.
 A reaction that answers an approval prompt is never `received` (it gets no marks), and
 so its settling marks nothing.
 
@@ -43,10 +45,10 @@ class MessageMarks:
         self._reactions.answered(room_id, event_id)
         await self._typing.stop(room_id, event_id)
 
-    async def settled(self, room_id: RoomId, event_id: EventId) -> None:
-        """Acknowledged by the pipeline: ❌ unless answered (itself or through its burst),
-        and its typing lease given back."""
-        self._reactions.settled(room_id, event_id)
+    async def settled(self, room_id: RoomId, event_id: EventId, *, failed: bool) -> None:
+        """Acknowledged (`failed`: given up on): ✅ unless answered already, ❌ when given up
+        on, and its typing lease given back."""
+        self._reactions.settled(room_id, event_id, failed=failed)
         await self._typing.stop(room_id, event_id)
 
     async def run(self, client: AsyncClient) -> None:

@@ -9,8 +9,9 @@ over; failures are logged at debug.
 
 `StatusReactions` shows a message's state on it, as `message_marks.MessageMarks` moves it
 along: `taken` (👀, and a read receipt) when it goes to the inbox, replaced by `done` (✅)
-when its reply was sent (or the reply to a later message of its room, its burst's answer),
-or by `failed` (❌) when it was settled without one (refused, parked). The keys and the
+when its reply was sent or it was settled as done without one (an approval answer taken, a
+message of a burst answered through a later one), or by `failed` (❌) when it was given up
+on (its reply refused for good, the message parked). The keys and the
 switch are settings (`matrix.status_reactions`, `matrix.reaction_*`,
 `matrix.read_receipts`). The requests run in order on `run`'s task, off the sync loop; a
 message's state lives in memory until it is settled (after a restart a 👀 placed before it
@@ -145,24 +146,19 @@ class StatusReactions:
             self._answered.add(event_id)
             self._push("done", room_id, event_id)
 
-    def settled(self, room_id: RoomId, event_id: EventId) -> None:
-        """It is done (acknowledged): ❌ unless its reply went out, or the reply to a later
-        message of the room did (a burst answered as one turn: gateway/bursts.py)."""
+    def settled(self, room_id: RoomId, event_id: EventId, *, failed: bool = False) -> None:
+        """It is done (acknowledged): ✅ unless its reply went out already (then it has
+        one); ❌ when it was given up on (`failed`: refused for good, parked)."""
         order = self._order.get(room_id, [])
         if event_id not in order:
             return  # never taken (a reaction that answered a prompt): nothing to mark
-        later = order[order.index(event_id) + 1 :]
         order.remove(event_id)
         if not order:
             self._order.pop(room_id, None)
         if event_id in self._answered:
             self._answered.discard(event_id)
-        elif not self._enabled:
-            return
-        elif any(other in self._answered for other in later):
-            self._push("done", room_id, event_id)
-        else:
-            self._push("failed", room_id, event_id)
+        elif self._enabled:
+            self._push("failed" if failed else "done", room_id, event_id)
 
     def _push(self, step: Step, room_id: RoomId, event_id: EventId) -> None:
         self._queue.append((step, room_id, event_id))
