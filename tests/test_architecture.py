@@ -318,7 +318,7 @@ def test_a_long_function_is_caught(tmp_path: Path) -> None:
     assert long_functions(tmp_path) == ["squidd.core.long.turn (81)"]
 
 
-MAX_MODULE_LINES = 450
+MAX_MODULE_LINES = 420
 OVER_THE_MODULE_CAP: set[str] = set()
 """Known to be over the cap and being split by the work on it; remove a name once under."""
 
@@ -334,14 +334,14 @@ def long_modules(src: Path, limit: int = MAX_MODULE_LINES) -> set[str]:
     return {name for name, lines in module_lines(src).items() if lines > limit}
 
 
-def test_no_module_is_longer_than_450_lines() -> None:
+def test_no_module_is_longer_than_420_lines() -> None:
     assert len(module_lines(SRC)) > 100
     assert long_modules(SRC) - OVER_THE_MODULE_CAP == set()
 
 
 def test_a_long_module_is_caught(tmp_path: Path) -> None:
-    _plant(tmp_path, "squidd.core.long", "x = 1\n" * 451)
-    _plant(tmp_path, "squidd.core.short", "x = 1\n" * 450)
+    _plant(tmp_path, "squidd.core.long", "x = 1\n" * 421)
+    _plant(tmp_path, "squidd.core.short", "x = 1\n" * 420)
     assert long_modules(tmp_path) == {"squidd.core.long"}
 
 

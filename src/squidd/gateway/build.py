@@ -28,7 +28,6 @@ from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
 from squidd.core.cron_service import CronJobs
 from squidd.core.heartbeat import Heartbeat, parse_active_hours
-from squidd.core.journal import turn_key
 from squidd.core.models import Destination, Inbound
 from squidd.core.poison import PoisonGuard
 from squidd.core.ports import (
@@ -39,7 +38,6 @@ from squidd.core.ports import (
     HasControlOps,
     HasQuietWindow,
     HasStages,
-    ShowsAnswers,
     Stage,
     StreamsReplies,
 )
@@ -51,7 +49,7 @@ from squidd.core.supervisor import Supervisor
 from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
-from squidd.gateway.bursts import Bursts
+from squidd.gateway.bursts import Begun, Bursts, began_before, never_begun
 from squidd.gateway.caps import DailyCaps
 from squidd.gateway.channels import ChannelRegistry, Pages, builtin_channels
 from squidd.gateway.conversations import Conversations, StopEarly
@@ -168,7 +166,7 @@ def build_daemon(
     caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
     turns.append(TurnRunner(runtime, caps, tools, streams, conversations))
-    begun = _begun(runtime, outbox, by_name)
+    begun = began_before(runtime.journal, outbox, by_name)
     daemon = Daemon(
         settings=settings,
         runtime=runtime,
@@ -280,39 +278,12 @@ def _pipelines(
     }
 
 
-Begun = Callable[[Inbound], Awaitable[bool]]
-
-
-def _begun(runtime: Runtime, outbox: OutboxDir, channels: dict[str, Channel]) -> Begun:
-    """Whether a message's answer had begun before a restart: its turn journal, its reply
-    in the outbox, or its channel's record of a streamed answer (gateway/bursts.py)."""
-
-    async def begun(inbound: Inbound) -> bool:
-        journal = runtime.journal
-        if journal is not None and await journal.holds(turn_key(inbound.channel, inbound.record)):
-            return True
-        if await outbox.get(inbound.channel, inbound.record) is not None:
-            return True
-        channel = channels.get(inbound.channel)
-        return channel is not None and await _shows_begun(channel, inbound)
-
-    return begun
-
-
-async def _shows_begun(channel: Channel, inbound: Inbound) -> bool:
-    return isinstance(channel, ShowsAnswers) and await channel.answer_begun(inbound)
-
-
-async def _not_begun(inbound: Inbound) -> bool:
-    return False
-
-
 def stages_for(
     channel: Channel,
     answers: ApprovalAnswers | None,
     conversations: Conversations,
     *,
-    begun: Begun = _not_begun,
+    begun: Begun = never_begun,
 ) -> list[Stage]:
     """The pipeline before the session queue of `channel`, in order (gateway/pipeline.py):
     the answers to an open question and `/stop` before anything that holds a message."""

@@ -21,7 +21,7 @@ and `/stop` never reach this stage: earlier stages take them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,10 +29,11 @@ import anyio
 import structlog
 
 from squidd.core.command_words import parse
+from squidd.core.journal import turn_key
 from squidd.core.models import Inbound, InboundKind
-from squidd.core.ports import HandOn, Later
+from squidd.core.ports import Channel, HandOn, Later, Outbox, ShowsAnswers, TurnJournal
 
-__all__ = ["Bursts", "merge"]
+__all__ = ["Begun", "Bursts", "began_before", "merge", "never_begun"]
 
 log = structlog.get_logger()
 
@@ -81,8 +82,33 @@ class _Burst:
     changed: anyio.Event = field(default_factory=anyio.Event)
 
 
-async def _never_begun(message: Inbound) -> bool:
+Begun = Callable[[Inbound], Awaitable[bool]]
+"""Whether a message's answer had begun before a restart (see the module)."""
+
+
+async def never_begun(message: Inbound) -> bool:
     return False
+
+
+def began_before(
+    journal: TurnJournal | None, outbox: Outbox, channels: Mapping[str, Channel]
+) -> Begun:
+    """A message's answer had begun before a restart when its turn journal, its reply in the
+    outbox, or its channel's record of a streamed answer (`ShowsAnswers`) says so."""
+
+    async def begun(inbound: Inbound) -> bool:
+        if journal is not None and await journal.holds(turn_key(inbound.channel, inbound.record)):
+            return True
+        if await outbox.get(inbound.channel, inbound.record) is not None:
+            return True
+        channel = channels.get(inbound.channel)
+        return channel is not None and await _shows_begun(channel, inbound)
+
+    return begun
+
+
+async def _shows_begun(channel: Channel, inbound: Inbound) -> bool:
+    return isinstance(channel, ShowsAnswers) and await channel.answer_begun(inbound)
 
 
 class Bursts:
@@ -93,7 +119,7 @@ class Bursts:
         *,
         quiet_s: float,
         running: RunningTurns,
-        begun: Callable[[Inbound], Awaitable[bool]] = _never_begun,
+        begun: Begun = never_begun,
     ) -> None:
         self._quiet_s = quiet_s
         self._running = running
