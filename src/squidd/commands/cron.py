@@ -19,9 +19,10 @@ from squidd import __version__
 from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.core.cron import JobListError
-from squidd.core.cron_service import CronJobs
+from squidd.core.cron_service import CronJobs, format_job
 from squidd.errors import StorageError
 from squidd.gateway.cron_ops import command_line_cron
+from squidd.store.cron_deliveries import CronDeliveries, delivery_note
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.format import DataDirTooNewError, refuse_newer
 
@@ -75,6 +76,7 @@ def _on_jobs(action: Action) -> Callable[[argparse.Namespace, Settings], int]:
         try:
             refuse_newer(settings.storage.data_dir, squidd=__version__)
             service = command_line_cron(settings, JobsFile(settings.storage.data_dir))
+            args.deliveries = CronDeliveries(settings.storage.data_dir)
             print(anyio.run(action, service, args))
         except (StorageError, JobListError, DataDirTooNewError) as exc:
             print(f"cron: {exc}", file=sys.stderr)
@@ -88,7 +90,18 @@ def _on_jobs(action: Action) -> Callable[[argparse.Namespace, Settings], int]:
 
 
 async def _list(service: CronJobs, args: argparse.Namespace) -> str:
-    return await service.listing()
+    """The jobs, each followed by its last delivery when the daemon recorded one (a failed
+    one with its reason)."""
+    jobs = await service.jobs()
+    if not jobs:
+        return await service.listing()
+    deliveries = args.deliveries.read_sync()
+    lines = []
+    for job in jobs:
+        lines.append(format_job(job))
+        if note := delivery_note(deliveries.get(job.name)):
+            lines.append(f"  {note}")
+    return "\n".join(lines)
 
 
 async def _add(service: CronJobs, args: argparse.Namespace) -> str:

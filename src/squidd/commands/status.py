@@ -25,6 +25,7 @@ from squidd.gateway.status import ask, socket_path
 from squidd.llm.health import model_lines
 from squidd.log import escape_unprintable
 from squidd.store.approvals import QuestionFiles
+from squidd.store.cron_deliveries import delivery_note
 from squidd.store.parked import ParkedDir
 
 
@@ -128,11 +129,14 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
         lines.append("cron: no jobs")
     else:
         lines.append("next cron runs:")
+        deliveries = data.get("cron_deliveries") or {}
         for job in cron:
             target = job.get("target") or "(history only)"
             lines.append(
                 f"  {job['name']:<16} {job.get('next_run') or '-'}  {job['schedule']}  -> {target}"
             )
+            if note := delivery_note(deliveries.get(job["name"])):
+                lines.append(f"  {'':<16} {note}")
     lines.extend(unattended_lines(data.get("unattended_denied"), now))
     usage = data.get("usage_today")
     if usage:

@@ -67,6 +67,7 @@ from squidd.gateway.turn_runner import TurnRunner
 from squidd.gateway.turn_tools import TurnTools
 from squidd.store.attempts import AttemptsDir
 from squidd.store.audit import AuditFile
+from squidd.store.cron_deliveries import CronDeliveries
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.journal import JournalCleanup
@@ -211,6 +212,7 @@ def _scheduled(settings: Settings, router: Router) -> ScheduledRuns:
         PendingRunsDir(settings.storage.data_dir),
         workspace_dir=settings.workspace_dir,
         heartbeat_target=settings.heartbeat.target,
+        deliveries=CronDeliveries(settings.storage.data_dir),
     )
 
 

@@ -46,6 +46,7 @@ from squidd.gateway.status import StatusServer, socket_path
 from squidd.gateway.subagents import SubAgents
 from squidd.gateway.systemd import Notifier, watchdog, watchdog_interval_s
 from squidd.gateway.turn_runner import TurnRunner
+from squidd.store.cron_deliveries import CronDeliveries
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.handled import HandledFile
 from squidd.store.outbox import OutboxDir
@@ -117,6 +118,9 @@ class Daemon:
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
+            "cron_deliveries": await anyio.to_thread.run_sync(
+                CronDeliveries(self.settings.storage.data_dir).read_sync
+            ),
             "unattended_denied": unattended.snapshot() if unattended else [],
             "heartbeat": (
                 self.heartbeat.next_beat.isoformat()

@@ -8,6 +8,7 @@ keeps it from being answered twice.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from squidd.core.heartbeat import HEARTBEAT_OK, HEARTBEAT_SESSION
 from squidd.core.models import InboundKind
 from squidd.core.router import Router
 from squidd.core.runs import PendingRun
+from squidd.store.cron_deliveries import CronDeliveries
 from squidd.store.pending_runs import PendingRunsDir
 
 log = structlog.get_logger()
@@ -34,8 +36,10 @@ class ScheduledRuns:
         *,
         workspace_dir: Path,
         heartbeat_target: str,
+        deliveries: CronDeliveries | None = None,
     ) -> None:
         self._router = router
+        self._deliveries = deliveries
         self._runs = runs
         self._checklist = anyio.Path(workspace_dir / "HEARTBEAT.md")
         self._heartbeat_target = heartbeat_target
@@ -88,7 +92,20 @@ class ScheduledRuns:
         if not recorded:
             await self._runs.put(run)
 
+        deliveries = self._deliveries if run.kind is InboundKind.CRON else None
+
         async def ack() -> None:
             await self._runs.remove(run.channel, run.source_id)
+            if deliveries is not None:
+                await deliveries.record(run.subject, reason=None)
 
-        await self._router.submit(run.inbound(ack))
+        async def undeliverable(reason: str) -> None:
+            # A cron reply refused for good: done like an ack, and the job shows why.
+            await self._runs.remove(run.channel, run.source_id)
+            if deliveries is not None:
+                await deliveries.record(run.subject, reason=reason)
+
+        inbound = run.inbound(ack)
+        if deliveries is not None:
+            inbound = replace(inbound, on_undeliverable=undeliverable)
+        await self._router.submit(inbound)

@@ -28,6 +28,7 @@ from squidd.core.cron_service import CronJobs
 from squidd.errors import StorageError
 from squidd.fs import safe_name
 from squidd.llm.health import model_lines
+from squidd.store.cron_deliveries import CronDeliveries, delivery_note
 from squidd.web.audit_page import audit_status
 from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Login, Logins, new_token, same
 from squidd.web.host import DashboardHost
@@ -257,6 +258,7 @@ class Dashboard:
 
     async def _jobs(self, login: Login) -> str:
         jobs = await self._host.cron.jobs()
+        deliveries = CronDeliveries(self._host.data_dir).read_sync()
         rows = [
             [
                 esc(j.name),
@@ -264,6 +266,7 @@ class Dashboard:
                 esc(j.prompt[:200]),
                 esc(j.next_run or ""),
                 "paused" if j.paused else "active",
+                esc(delivery_note(deliveries.get(j.name)) or "-"),
                 button(
                     f"/cron/{j.name}/{'resume' if j.paused else 'pause'}",
                     login.csrf,
@@ -274,7 +277,7 @@ class Dashboard:
             ]
             for j in jobs
         ]
-        return table(rows, ["name", "when", "prompt", "next run", "state", ""])
+        return table(rows, ["name", "when", "prompt", "next run", "state", "last delivery", ""])
 
     async def _memory(self, request: web.Request) -> web.Response:
         login = self._session(request)

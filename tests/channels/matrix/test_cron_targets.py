@@ -15,6 +15,7 @@ import pytest
 from tests.servers.synapse.server import User
 from tests.support.daemon import run_squidd
 from tests.support.fake_llm import FakeLLM
+from tests.support.matrix import wait_until
 from tests.support.matrix_daemon import MatrixSquidd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
@@ -84,3 +85,36 @@ async def test_unknown_channels_and_rooms_the_bot_is_not_in_are_refused(
         assert reason in line, (target, line)
     listing = await _squidd(config, "cron", "list")
     assert "No scheduled jobs." in listing.stdout
+
+
+async def test_a_delivery_that_later_fails_shows_in_cron_list_and_status(
+    bot: User, make_human: Callable[..., Any], fake_llm: FakeLLM, matrix_squidd: MatrixSquidd
+) -> None:
+    alice = await make_human("alice")
+    config, _ = await matrix_squidd.start(alice.user_id, "squidd.log")
+    room = await alice.room_with(bot.user_id, direct=False)
+    added = await _squidd(
+        config, "cron", "add", "--name", "news", "--every", "1d", "--prompt", "the news",
+        "--target", f"matrix:{room}",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+
+    # Accepted when added; then the bot is removed from the room, and the next run's reply
+    # is refused by the homeserver for good.
+    kicked = await alice.client.room_kick(room, bot.user_id)
+    assert getattr(kicked, "status_code", None) is None, kicked
+    fake_llm.push("today's news")
+    ran = await _squidd(config, "cron", "run", "news")
+    assert ran.returncode == 0, ran.stderr
+
+    await wait_until(
+        lambda: "LAST DELIVERY FAILED" in run_squidd(config, "cron", "list").stdout,
+        "the failed delivery in cron list",
+        timeout=60,
+    )
+    lines = (await _squidd(config, "cron", "list")).stdout.splitlines()
+    [at] = [n for n, line in enumerate(lines) if "LAST DELIVERY FAILED" in line]
+    assert lines[at - 1].startswith("news:")
+    status = await _squidd(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "LAST DELIVERY FAILED" in status.stdout
