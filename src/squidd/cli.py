@@ -31,6 +31,7 @@ from squidd.commands import (
     matrix,
     mcp,
     parked,
+    rooms,
     run,
     run_marking_new_data_dir,
     skills,
@@ -60,6 +61,7 @@ COMMANDS: tuple[CommandModule, ...] = (
     cron,
     mcp,
     matrix,
+    rooms,
 )
 
 

@@ -118,3 +118,20 @@ async def test_a_delivery_that_later_fails_shows_in_cron_list_and_status(
     status = await _squidd(config, "status")
     assert status.returncode == 0, status.stderr
     assert "LAST DELIVERY FAILED" in status.stdout
+
+
+async def test_rooms_lists_the_bots_rooms_with_names_and_members(
+    bot: User, make_human: Callable[..., Any], matrix_squidd: MatrixSquidd
+) -> None:
+    alice = await make_human("alice")
+    config, _ = await matrix_squidd.start(alice.user_id, "squidd.log")
+    room = await alice.create_room([bot.user_id], name="Plans")
+    await wait_until(
+        lambda: room in run_squidd(config, "rooms", "--ids").stdout, "the room in squidd rooms"
+    )
+    listed = await _squidd(config, "rooms")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    [at] = [n for n, line in enumerate(lines) if line.startswith(room)]
+    assert "Plans" in lines[at]
+    assert alice.user_id in lines[at + 1] and bot.user_id in lines[at + 1]

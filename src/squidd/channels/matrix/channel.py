@@ -33,7 +33,7 @@ from squidd.channels.matrix.render import message_content
 from squidd.channels.matrix.send import relate, send_event, send_final_edit, send_reply
 from squidd.channels.matrix.state import MatrixFiles
 from squidd.channels.matrix.stream import Pacer, ReplyStream, StreamRecords
-from squidd.channels.matrix.targets import check_target
+from squidd.channels.matrix.targets import check_target, room_list
 from squidd.channels.matrix.threads import ThreadRoots
 from squidd.channels.matrix.typing_notices import TypingNotices
 from squidd.channels.matrix.undecrypted import Undecrypted
@@ -151,10 +151,17 @@ class MatrixChannel:
             address = str(request.get("address", ""))
             return await check_target(client, address, e2ee=self._settings.e2ee)
 
+        async def rooms(request: Mapping[str, Any]) -> dict[str, Any]:
+            client = self._online.client
+            if client is None:
+                return {"error": "matrix is not connected yet; try again in a moment"}
+            return {"rooms": room_list(client)}
+
         return {
             "matrix.verifications": listing,
             "matrix.verify": verify,
             "matrix.check_target": target,
+            "matrix.rooms": rooms,
         }
 
     def status_details(self) -> dict[str, Any]:

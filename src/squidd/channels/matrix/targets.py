@@ -1,8 +1,9 @@
-"""A cron job's Matrix target as people write it, made a room the bot can post in: a room id
-the bot is in, an alias resolved to its room, or a person's direct chat with the bot (found
-among the bot's rooms, else created with the person invited). The answer of the channel's
-`matrix.check_target` operator request (gateway/cron_targets.py asks it when a job is
-added): `{"target": "matrix:!room:server"}` or `{"error": reason}`.
+"""The bot's rooms listed (`squidd rooms`), and a cron job's Matrix target as people write
+it made a room the bot can post in: a room id the bot is in, an alias resolved to its room,
+or a person's direct chat with the bot (found among the bot's rooms, else created with the
+person invited). The answers of the channel's `matrix.rooms` and `matrix.check_target`
+operator requests (gateway/cron_targets.py asks the latter when a job is added):
+`{"target": "matrix:!room:server"}` or `{"error": reason}`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from nio import (
     RoomResolveAliasError,
 )
 
-__all__ = ["check_target", "direct_room"]
+__all__ = ["check_target", "direct_room", "room_list"]
 
 _ENCRYPTION = {
     "type": "m.room.encryption",
@@ -33,6 +34,23 @@ def direct_room(client: AsyncClient, person: str) -> str | None:
         if members == {me, person}:
             return str(room_id)
     return None
+
+
+def room_list(client: AsyncClient) -> list[dict[str, Any]]:
+    """The bot's rooms with their names and members (joined, then invited), for `squidd
+    rooms`: the ids people would otherwise copy from the log."""
+    rooms = []
+    for room_id, room in sorted(client.rooms.items()):
+        rooms.append(
+            {
+                "room_id": str(room_id),
+                "name": room.display_name,
+                "encrypted": bool(room.encrypted),
+                "members": sorted(room.users),
+                "invited": sorted(room.invited_users),
+            }
+        )
+    return rooms
 
 
 async def check_target(client: AsyncClient, address: str, *, e2ee: bool) -> dict[str, Any]:
