@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 
 from squidd.core.models import (
     Attachment,
@@ -33,15 +30,7 @@ from squidd.errors import StorageError
 from squidd.store.backup import Manifest
 from squidd.store.outbox import OutboxDir
 from squidd.store.parked import ParkedDir
-from tests.support.records import manifests, parked_items, pending_replies, texts
-
-EXAMPLES = settings(max_examples=60, deadline=None)
-
-
-@contextmanager
-def folder() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as name:
-        yield Path(name)
+from tests.support.records import EXAMPLES, folder, manifests, parked_items, pending_replies, texts
 
 
 @EXAMPLES

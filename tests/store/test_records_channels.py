@@ -7,13 +7,10 @@ imports no store, so these keep their own small readers.)"""
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from squidd.channels.email.state import FolderState, StateFile
@@ -25,18 +22,10 @@ from squidd.channels.matrix.stream import StreamRecord, StreamRecords
 from squidd.channels.matrix.verification.kept import STATES, FlowFile, KeptFlow
 from squidd.core.models import HistoryWindow, Message, SessionId
 from squidd.store.jsonl import JsonlStore
-from tests.support.records import messages, texts
-
-EXAMPLES = settings(max_examples=60, deadline=None)
+from tests.support.records import EXAMPLES, folder, messages, texts
 
 filled = texts.filter(bool)
 moments = st.floats(min_value=0, max_value=2e10)
-
-
-@contextmanager
-def folder() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as name:
-        yield Path(name)
 
 
 @EXAMPLES

@@ -4,14 +4,11 @@ written through the real store into a fresh folder, read back by a new instance.
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from squidd.core.approvals import AlwaysRule, Question, QuestionState
@@ -19,15 +16,7 @@ from squidd.store.approvals import QuestionFiles
 from squidd.store.attempts import AttemptsDir
 from squidd.store.conversations import ConversationsFile
 from squidd.store.handled import HandledFile
-from tests.support.records import always_rules, ints, names, questions, texts
-
-EXAMPLES = settings(max_examples=60, deadline=None)
-
-
-@contextmanager
-def folder() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as name:
-        yield Path(name)
+from tests.support.records import EXAMPLES, always_rules, folder, ints, names, questions, texts
 
 
 @EXAMPLES

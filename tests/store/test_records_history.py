@@ -4,16 +4,13 @@ by a new instance, compared as whole objects."""
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from squidd.core.audit import AuditEntry
@@ -23,16 +20,9 @@ from squidd.store import journal as journal_module
 from squidd.store.audit import ENTRY, AuditFile, Head
 from squidd.store.journal import JournalDir
 from squidd.store.jsonl import JsonlStore
-from tests.support.records import audit_entries, messages, texts, tool_calls
+from tests.support.records import EXAMPLES, audit_entries, folder, messages, texts, tool_calls
 
-EXAMPLES = settings(max_examples=60, deadline=None)
 AT = datetime(2026, 3, 2, 12, 0, 0, 123456, tzinfo=UTC)
-
-
-@contextmanager
-def folder() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as name:
-        yield Path(name)
 
 
 @EXAMPLES

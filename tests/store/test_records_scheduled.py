@@ -4,15 +4,12 @@ into a fresh folder, read back by a new instance, compared as whole objects."""
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from squidd.core.cron import CronJob
@@ -22,15 +19,15 @@ from squidd.store.cron_jobs import JobsFile
 from squidd.store.idempotency import IdempotencyDir, StoredReply
 from squidd.store.pending_runs import PendingRunsDir
 from squidd.store.usage import UsageLedger
-from tests.support.records import cron_jobs, datetimes, pending_runs, texts, usage_calls
-
-EXAMPLES = settings(max_examples=60, deadline=None)
-
-
-@contextmanager
-def folder() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as name:
-        yield Path(name)
+from tests.support.records import (
+    EXAMPLES,
+    cron_jobs,
+    datetimes,
+    folder,
+    pending_runs,
+    texts,
+    usage_calls,
+)
 
 
 @EXAMPLES

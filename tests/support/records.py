@@ -4,14 +4,20 @@ Each strategy builds a whole record with arbitrary valid field values: text with
 unicode (anything but lone surrogates and NUL, which every channel's inbox removes, see
 `squidd.text.clean_text`), empty strings, None where a field is optional, tuples of files
 and attachments, datetimes in arbitrary time zones. The round-trip tests
-(tests/store/test_records.py) write them through the real stores and compare whole objects.
+(tests/store/test_records.py) write them through the real stores and compare whole objects;
+`EXAMPLES` is their shared hypothesis settings and `folder()` a fresh folder per example.
 """
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from squidd.core.approvals import AlwaysRule, Question, QuestionState
@@ -35,6 +41,7 @@ from squidd.core.runs import RUN_KINDS, PendingRun
 from squidd.store.backup import Entry, Manifest
 
 __all__ = [
+    "EXAMPLES",
     "always_rules",
     "attachments",
     "audit_entries",
@@ -42,6 +49,7 @@ __all__ = [
     "datetimes",
     "destinations",
     "file_refs",
+    "folder",
     "inbounds",
     "json_values",
     "manifests",
@@ -54,6 +62,17 @@ __all__ = [
     "tool_calls",
     "usage_calls",
 ]
+
+EXAMPLES = settings(max_examples=60, deadline=None)
+
+
+@contextmanager
+def folder() -> Iterator[Path]:
+    """A fresh empty folder, removed afterwards: one per example (pytest's `tmp_path` is one
+    per test, shared by all of hypothesis's examples)."""
+    with tempfile.TemporaryDirectory() as name:
+        yield Path(name)
+
 
 _CHARS = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
 
