@@ -13,13 +13,14 @@ from tests.support.matrix import (
     make_element,
     make_human,
     make_user,
+    scene,
     squidds,
     synapse,
     uid,
 )
 
 __all__ = ["bot", "mail_server", "make_element", "make_human", "make_user", "squidds", "synapse"]
-__all__ += ["uid"]
+__all__ += ["scene", "uid"]
 
 
 @pytest.fixture

@@ -4,9 +4,7 @@ reply "yes"."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,10 +18,9 @@ from tests.channels.email.mailbox import (
     replies_to,
     wait_for,
 )
-from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix import start_squidd
+from tests.support.matrix import MatrixScene, start_squidd
 from tests.support.scenario import (
     APPROVAL_RE,
     Chat,
@@ -49,30 +46,27 @@ SHELL = Reply(content=BEFORE, tool_calls=[("shell", {"command": "echo ran >> ran
 @pytest.mark.parametrize("answer", ["yes", "reaction", "command"])
 async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
     answer: str,
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    scene: MatrixScene,
 ) -> None:
     """Alice asks her bot, in their direct chat, to check the logs. The answer streams in,
     then the bot asks before running a shell command. She answers as she likes — a plain
     "yes", a ✅ on the question, or `/approve <id>` — and does not wait for anything else
     (the bot's usual 1.5 s wait for more messages is on). The command runs once, the rest
     of the answer streams in and shows whole; her answer is not a turn of its own."""
-    fake_llm.push(SHELL, AFTER)
-    alice = await make_human("alice")
-    config = matrix_config(tmp_path, fake_llm.base_url, synapse, bot, [alice.user_id])
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
-    room = await alice.room_with(bot.user_id)
-    chat = Chat(alice, bot.user_id, room)
+    scene.fake_llm.push(SHELL, AFTER)
+    alice = await scene.make_human("alice")
+    config = matrix_config(
+        scene.tmp_path, scene.fake_llm.base_url, scene.synapse, scene.bot, [alice.user_id]
+    )
+    daemon = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd.log")
+    room = await alice.room_with(scene.bot.user_id)
+    chat = Chat(alice, scene.bot.user_id, room)
     asked = await alice.send(room, "please check the logs")
     await alice.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
     prompt, question = chat.question(asked)
     [(streaming, shown)] = [m for m in chat.replies(asked) if m[0] is not prompt]
     assert shown.startswith("I will look at the logs first")
-    assert ran(tmp_path) == 0
+    assert ran(scene.tmp_path) == 0
     if answer == "yes":
         said = await alice.send(room, "yes")
     elif answer == "reaction":
@@ -82,18 +76,18 @@ async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
     await alice.wait_for(lambda: AFTER in chat.texts(), "the whole answer", 60)
     if answer != "reaction":  # her answer was taken: ✅ on it, never ❌ (a reaction: none)
         await alice.wait_for(lambda: chat.marks(said) == {"✅"}, "✅ on her answer", 60)
-    fake_llm.push("Glad to help.")
+    scene.fake_llm.push("Glad to help.")
     thanks = await alice.send(room, "thanks")
     assert await chat.wait_reply(thanks) == "Glad to help."
     assert await daemon.stop() == 0
 
-    assert ran(tmp_path) == 1
+    assert ran(scene.tmp_path) == 1
     assert chat.texts().count(AFTER) == 1
     finished = [m.event.event_id for m, text in chat.replies(asked) if text == AFTER]
     assert finished == [streaming.event.event_id]  # the streamed message, finished
     assert len(chat.containing("Approval needed")) == 1
-    assert len(fake_llm.chat_requests) == 3  # the question's answer was never a turn
-    records = AuditFile(tmp_path / "data").records()
+    assert len(scene.fake_llm.chat_requests) == 3  # the question's answer was never a turn
+    records = AuditFile(scene.tmp_path / "data").records()
     assert [(r["decision"], r["by"]) for r in records] == [("approved", alice.user_id)]
 
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
-from tests.support.fake_llm import FakeLLM, Gate, Reply
-from tests.support.matrix import start_squidd, wait_until
+from tests.support.fake_llm import Gate, Reply
+from tests.support.matrix import MatrixScene, start_squidd, wait_until
 from tests.support.scenario import (
     Chat,
     handled_ids,
@@ -36,12 +32,7 @@ def contents(data_dir: Path, role: str, text: str) -> int:
 @pytest.mark.parametrize("next_message", ["after", "at_once"])
 async def test_a_backup_mid_stream_restored_elsewhere_holds_the_answer_once(
     next_message: str,
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    scene: MatrixScene,
 ) -> None:
     """Alice asks her bot for a garden plan; its answer streams into her chat, the message
     growing by edits. Halfway through, her nightly `squidd backup create` runs. The answer
@@ -56,20 +47,20 @@ async def test_a_backup_mid_stream_restored_elsewhere_holds_the_answer_once(
     gate = Gate()
     streamed = Reply(content=ANSWER, piece_chars=40, gate=gate, gate_after=400)
     # The restored bot asks the model again (an answer without tools is not journaled).
-    fake_llm.push(streamed, streamed)
-    alice = await make_human("alice")
-    old = tmp_path / "old"
+    scene.fake_llm.push(streamed, streamed)
+    alice = await scene.make_human("alice")
+    old = scene.tmp_path / "old"
     old.mkdir()
-    config = matrix_config(old, fake_llm.base_url, synapse, bot, [alice.user_id])
-    first = await start_squidd(squidds, config, old / "squidd.log")
-    room = await alice.room_with(bot.user_id)
-    chat = Chat(alice, bot.user_id, room)
+    config = matrix_config(old, scene.fake_llm.base_url, scene.synapse, scene.bot, [alice.user_id])
+    first = await start_squidd(scene.squidds, config, old / "squidd.log")
+    room = await alice.room_with(scene.bot.user_id)
+    chat = Chat(alice, scene.bot.user_id, room)
     asked = await alice.send(room, "plan my garden")
     assert await anyio.to_thread.run_sync(gate.reached.wait, 60)
     await alice.wait_for(lambda: bool(chat.replies(asked)), "the answer starting to show")
     assert chat.replies(asked)[0][1] != ANSWER  # still streaming
 
-    archive = tmp_path / "nightly.tar.gz"
+    archive = scene.tmp_path / "nightly.tar.gz"
     made = await anyio.to_thread.run_sync(
         lambda: squidd(config, "backup", "create", str(archive), "--verify")
     )
@@ -79,7 +70,7 @@ async def test_a_backup_mid_stream_restored_elsewhere_holds_the_answer_once(
     [(message, _)] = chat.replies(asked)
     assert await first.stop() == 0
 
-    new = tmp_path / "new"
+    new = scene.tmp_path / "new"
     new.mkdir()
     restored = new / "data"
     squidd(config, "backup", "restore", str(archive), "--target", str(restored))
@@ -87,12 +78,14 @@ async def test_a_backup_mid_stream_restored_elsewhere_holds_the_answer_once(
     names = [(r.get("source_channel"), r.get("source_id")) for r in outbox(restored)]
     assert len(names) == len(set(names))
 
-    config_new = matrix_config(new, fake_llm.base_url, synapse, bot, [alice.user_id])
-    second = await start_squidd(squidds, config_new, new / "squidd.log")
+    config_new = matrix_config(
+        new, scene.fake_llm.base_url, scene.synapse, scene.bot, [alice.user_id]
+    )
+    second = await start_squidd(scene.squidds, config_new, new / "squidd.log")
     # Her question comes back to the restored bot (it was not answered when the backup ran).
     if next_message == "after":
         await wait_until(lambda: asked in handled_ids(restored), "the question handled", 60)
-    fake_llm.push("Good night.")
+    scene.fake_llm.push("Good night.")
     later = await alice.send(room, "thanks, good night")
     assert await chat.wait_reply(later) == "Good night."
     await wait_until(lambda: asked in handled_ids(restored), "the question handled", 60)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from squidd.store.cron_jobs import JobsFile
-from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
-from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix import start_squidd
+from tests.support.fake_llm import Reply
+from tests.support.matrix import MatrixScene, start_squidd
 from tests.support.scenario import Chat, matrix_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
@@ -33,34 +29,29 @@ def user_text(request: dict[str, Any]) -> str:
 
 
 async def test_a_reminder_comes_at_the_local_time_once_across_a_restart(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    scene: MatrixScene,
 ) -> None:
     """Alice lives on the Chatham Islands; the bot's `cron.default_timezone` says so. In her
     chat with the bot she writes "remind me at <a few seconds from now, her time> to water
     the plants"; the bot puts that in its schedule and says so. Its owner restarts the daemon
     before the time comes. At her local time, not before, the reminder arrives in the same
     chat — once — and afterwards the bot answers her as usual."""
-    alice = await make_human("alice")
+    alice = await scene.make_human("alice")
     config = matrix_config(
-        tmp_path,
-        fake_llm.base_url,
-        synapse,
-        bot,
+        scene.tmp_path,
+        scene.fake_llm.base_url,
+        scene.synapse,
+        scene.bot,
         [alice.user_id],
         cron={"default_timezone": ZONE},
     )
-    first = await start_squidd(squidds, config, tmp_path / "squidd-1.log")
-    room = await alice.room_with(bot.user_id)
-    chat = Chat(alice, bot.user_id, room)
+    first = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd-1.log")
+    room = await alice.room_with(scene.bot.user_id)
+    chat = Chat(alice, scene.bot.user_id, room)
     due = (datetime.now(ZoneInfo(ZONE)) + timedelta(seconds=LEAD_S)).replace(microsecond=0)
     local = due.replace(tzinfo=None).isoformat()
     add = {"name": "water-plants", "prompt": "Remind Alice to water the plants.", "at": local}
-    fake_llm.push(
+    scene.fake_llm.push(
         Reply(tool_calls=[("cron_add", add)]),
         f"I will remind you at {local[11:]}.",
         "🌱 Time to water the plants!",
@@ -69,12 +60,12 @@ async def test_a_reminder_comes_at_the_local_time_once_across_a_restart(
     asked = await alice.send(room, f"remind me at {local[11:]} to water the plants")
     assert await chat.wait_reply(asked) == f"I will remind you at {local[11:]}."
     # The job is the time she named, in her zone (the model gave no zone).
-    [job] = JobsFile(tmp_path / "data").load_sync()
+    [job] = JobsFile(scene.tmp_path / "data").load_sync()
     assert job.timezone == ZONE and job.next_run == due.astimezone(UTC), job
     assert job.target == f"matrix:{room}"
     assert await first.stop() == 0
 
-    second = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
+    second = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd-2.log")
     await chat.wait_text("water the plants!", timeout=LEAD_S + 60)
     [(reminder, _)] = [m for m in chat.messages() if "water the plants!" in m[1]]
     sent_at = datetime.fromtimestamp(reminder.event.server_timestamp / 1000, UTC)
@@ -85,6 +76,6 @@ async def test_a_reminder_comes_at_the_local_time_once_across_a_restart(
 
     assert len(chat.containing("water the plants!")) == 1
     assert second.count("cron_run") == 1 and first.count("cron_run") == 0
-    cron_turns = [r for r in fake_llm.chat_requests if "water the plants." in user_text(r)]
+    cron_turns = [r for r in scene.fake_llm.chat_requests if "water the plants." in user_text(r)]
     assert len(cron_turns) == 1
-    assert len(fake_llm.chat_requests) == 4
+    assert len(scene.fake_llm.chat_requests) == 4

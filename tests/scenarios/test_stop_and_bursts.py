@@ -3,17 +3,13 @@ several quick messages (default debounce, answers streaming)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from squidd.store.approvals import QuestionFiles
-from tests.servers.synapse.server import SynapseServer, User
-from tests.support.daemon import DaemonProcess
-from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix import start_squidd
+from tests.support.fake_llm import Reply
+from tests.support.matrix import MatrixScene, start_squidd
 from tests.support.scenario import Chat, matrix_config, ran, react
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
@@ -26,23 +22,20 @@ def user_texts(request: dict[str, Any]) -> str:
 
 
 async def test_stop_while_a_turn_waits_for_an_approval(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    scene: MatrixScene,
 ) -> None:
     """Alice asks her bot to clean up; it asks before running a shell command. She thinks
     better of it and sends `/stop`: she is told the turn stopped and its question no longer
     waits (nor is it offered anywhere), and a ✅ she then puts on it by habit runs nothing.
     Her next message is answered as usual."""
-    fake_llm.push(SHELL)
-    alice = await make_human("alice")
-    config = matrix_config(tmp_path, fake_llm.base_url, synapse, bot, [alice.user_id])
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
-    room = await alice.room_with(bot.user_id)
-    chat = Chat(alice, bot.user_id, room)
+    scene.fake_llm.push(SHELL)
+    alice = await scene.make_human("alice")
+    config = matrix_config(
+        scene.tmp_path, scene.fake_llm.base_url, scene.synapse, scene.bot, [alice.user_id]
+    )
+    daemon = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd.log")
+    room = await alice.room_with(scene.bot.user_id)
+    chat = Chat(alice, scene.bot.user_id, room)
     asked = await alice.send(room, "clean up my home folder")
     await alice.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
     prompt, question = chat.question(asked)
@@ -51,36 +44,33 @@ async def test_stop_while_a_turn_waits_for_an_approval(
     assert await chat.wait_reply(stop) == (
         f"Stopped the turn that was running; its approval question {question} no longer waits."
     )
-    assert QuestionFiles(tmp_path / "data").waiting_sync() == []
+    assert QuestionFiles(scene.tmp_path / "data").waiting_sync() == []
     await react(alice, room, prompt.event.event_id, "✅")
-    fake_llm.push("Hello!")
+    scene.fake_llm.push("Hello!")
     hello = await alice.send(room, "hello")
     assert await chat.wait_reply(hello) == "Hello!"
     assert await daemon.stop() == 0
 
-    assert ran(tmp_path) == 0
-    assert len(fake_llm.chat_requests) == 2  # the stopped turn's first call, and "hello"
-    assert "hello" in user_texts(fake_llm.chat_requests[-1])
+    assert ran(scene.tmp_path) == 0
+    assert len(scene.fake_llm.chat_requests) == 2  # the stopped turn's first call, and "hello"
+    assert "hello" in user_texts(scene.fake_llm.chat_requests[-1])
 
 
 async def test_a_burst_while_a_turn_waits_for_an_approval_is_one_turn_after_it(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
+    scene: MatrixScene,
 ) -> None:
     """Alice asks her bot to back up her notes; it asks before running a command. Before
     she answers, she sends three quick messages about something else. Then she approves with
     `/approve <id>`: the command runs once and the first answer comes; her three messages
     are then answered together, in one turn that saw all three."""
-    fake_llm.push(SHELL, "Backed up.", "Here is what you asked, all three points.")
-    alice = await make_human("alice")
-    config = matrix_config(tmp_path, fake_llm.base_url, synapse, bot, [alice.user_id])
-    daemon = await start_squidd(squidds, config, tmp_path / "squidd.log")
-    room = await alice.room_with(bot.user_id)
-    chat = Chat(alice, bot.user_id, room)
+    scene.fake_llm.push(SHELL, "Backed up.", "Here is what you asked, all three points.")
+    alice = await scene.make_human("alice")
+    config = matrix_config(
+        scene.tmp_path, scene.fake_llm.base_url, scene.synapse, scene.bot, [alice.user_id]
+    )
+    daemon = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd.log")
+    room = await alice.room_with(scene.bot.user_id)
+    chat = Chat(alice, scene.bot.user_id, room)
     asked = await alice.send(room, "back up my notes")
     await alice.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
     _, question = chat.question(asked)
@@ -93,9 +83,11 @@ async def test_a_burst_while_a_turn_waits_for_an_approval_is_one_turn_after_it(
     await chat.wait_text("all three points")
     assert await daemon.stop() == 0
 
-    assert ran(tmp_path) == 1
-    assert len(fake_llm.chat_requests) == 3  # the asking turn's two calls, then one for the burst
-    together = user_texts(fake_llm.chat_requests[-1])
+    assert ran(scene.tmp_path) == 1
+    assert (
+        len(scene.fake_llm.chat_requests) == 3
+    )  # the asking turn's two calls, then one for the burst
+    together = user_texts(scene.fake_llm.chat_requests[-1])
     assert all(t in together for t in ("what is on today?", "the weather?", "tomorrow?"))
     assert "/approve" not in together
     replies = [seen for seen, text in chat.messages() if "all three points" in text]
