@@ -110,7 +110,7 @@ async def test_the_daemon_answers_a_command_without_a_model_call(
     assert texts[0].startswith("Commands:\n") and "\n/help - " in texts[0]
     assert "\n/usage - " in texts[0] and "\n/new - " in texts[0]
     assert texts[1] == "a model answer"
-    assert "42 tokens" in texts[2] and "in 1 model call." in texts[2]
+    assert "42 tokens" in texts[2] and "in 1 model call" in texts[2]
     assert len(fake_llm.chat_requests) == 1
 
 

@@ -24,6 +24,7 @@ from squidd.core.cron_service import CronJobs
 from squidd.core.models import Inbound, SessionId
 from squidd.core.ports import Tool
 from squidd.core.reply_files import ReplyFiles
+from squidd.gateway.cron_targets import command_line_check
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.subagents import Fire, SubAgents
 from squidd.store.cron_jobs import JobsFile
@@ -78,7 +79,9 @@ class TurnTools:
         settings = runtime.settings
         # Without the daemon's service (the terminal): no scheduler to wake, none runs now.
         self._cron = cron or CronJobs(
-            JobsFile(settings.storage.data_dir), default_timezone=settings.cron.default_timezone
+            JobsFile(settings.storage.data_dir),
+            default_timezone=settings.cron.default_timezone,
+            check_target=command_line_check(settings),  # the running daemon asked, if any
         )
         self._mcp = mcp
         # Background sub-agents need `fire` (the daemon's durable runs); without it (the
