@@ -12,6 +12,7 @@ from squidd.core.backoff import Backoff
 from squidd.core.models import Outbound
 from squidd.core.poison import PoisonGuard
 from squidd.core.router import Router
+from squidd.core.settlement import SettlementParts
 from squidd.core.supervisor import ChildHealth
 from tests.support.doubles import MemoryHandledLog, MemoryOutbox, memory_poison
 
@@ -54,14 +55,14 @@ def build_router(
     records = records if records is not None else Records()
     health: dict[str, ChildHealth] = {}
     extra: dict[str, Any] = {} if sleep is None else {"sleep": sleep}
-    return Router(
+    parts = SettlementParts(
         run_turn=run_turn,
         channels=channels,
         handled=records,
         outbox=records,
         poison=poison if poison is not None else memory_poison(),
         health_of=health_of or (lambda name: health.setdefault(name, ChildHealth(name))),
-        max_concurrent_turns=max_concurrent_turns,
         delivery_backoff=backoff or Backoff(0.01, 0.01),
         **extra,
     )
+    return Router(parts, max_concurrent_turns=max_concurrent_turns)

@@ -11,18 +11,17 @@ acknowledgement, parking) is its settlement: core/settlement.py.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from squidd.core.backoff import Backoff
 from squidd.core.models import Inbound, PendingReply, SessionId, utcnow
 from squidd.core.poison import PoisonGuard
-from squidd.core.ports import Channel, ChannelState, HandledLog, Outbox
-from squidd.core.settlement import APOLOGY, Settlement, TurnRunner
+from squidd.core.ports import ChannelState
+from squidd.core.settlement import APOLOGY, Settlement, SettlementParts, TurnRunner
 from squidd.core.supervisor import ChildHealth
 from squidd.core.turn_slots import InFlight, TurnSlot
 
@@ -68,37 +67,12 @@ class ChannelInbox:
 class Router:
     """Per-session ordering, a global concurrency cap, and acknowledgement after delivery."""
 
-    def __init__(
-        self,
-        *,
-        run_turn: TurnRunner,
-        channels: Mapping[str, Channel],
-        handled: HandledLog,
-        outbox: Outbox,
-        poison: PoisonGuard,
-        health_of: Callable[[str], ChildHealth],
-        max_concurrent_turns: int,
-        delivery_backoff: Backoff,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-        apology: str = APOLOGY,
-    ) -> None:
-        self._poison = poison
-        self._health_of = health_of
+    def __init__(self, parts: SettlementParts, *, max_concurrent_turns: int) -> None:
+        self._poison = parts.poison
+        self._health_of = parts.health_of
         self._limiter = anyio.CapacityLimiter(max_concurrent_turns)
         self._in_flight = InFlight()
-        self._settlement = Settlement(
-            run_turn=run_turn,
-            channels=channels,
-            handled=handled,
-            outbox=outbox,
-            poison=poison,
-            health_of=health_of,
-            limiter=self._limiter,
-            in_flight=self._in_flight,
-            delivery_backoff=delivery_backoff,
-            sleep=sleep,
-            apology=apology,
-        )
+        self._settlement = Settlement(parts, limiter=self._limiter, in_flight=self._in_flight)
         self._sessions: dict[SessionId, SessionQueue] = {}
         self._tg: TaskGroup | None = None
         self._accepting = True

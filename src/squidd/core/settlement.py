@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import TypeVar
@@ -50,6 +51,7 @@ __all__ = [
     "CRASH_APOLOGY",
     "Refused",
     "Settlement",
+    "SettlementParts",
     "TurnRunner",
     "Undeliverable",
     "acknowledge",
@@ -84,35 +86,41 @@ class Refused(Exception):
         self.reason = reason
 
 
+@dataclass(frozen=True, kw_only=True)
+class SettlementParts:
+    """What settling a message works with, as the composition root builds it: the turn,
+    the channels, the handled record, the outbox, the attempt counts and dead letters, each
+    channel's health, the delivery retry schedule (and its sleep), the apology."""
+
+    run_turn: TurnRunner
+    channels: Mapping[str, Channel]
+    handled: HandledLog
+    outbox: Outbox
+    poison: PoisonGuard
+    health_of: Callable[[str], ChildHealth]
+    delivery_backoff: Backoff
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    apology: str = APOLOGY
+
+
 class Settlement:
-    """Each message's way from its turn to its acknowledgement (see the module)."""
+    """Each message's way from its turn to its acknowledgement (see the module), under the
+    router's turn cap (`limiter`) and count of messages in flight."""
 
     def __init__(
-        self,
-        *,
-        run_turn: TurnRunner,
-        channels: Mapping[str, Channel],
-        handled: HandledLog,
-        outbox: Outbox,
-        poison: PoisonGuard,
-        health_of: Callable[[str], ChildHealth],
-        limiter: anyio.CapacityLimiter,
-        in_flight: InFlight,
-        delivery_backoff: Backoff,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-        apology: str = APOLOGY,
+        self, parts: SettlementParts, *, limiter: anyio.CapacityLimiter, in_flight: InFlight
     ) -> None:
-        self._run_turn = run_turn
-        self._channels = channels
-        self._handled = handled
-        self._outbox = outbox
-        self._poison = poison
-        self._health_of = health_of
+        self._run_turn = parts.run_turn
+        self._channels = parts.channels
+        self._handled = parts.handled
+        self._outbox = parts.outbox
+        self._poison = parts.poison
+        self._health_of = parts.health_of
+        self._delivery_backoff = parts.delivery_backoff
+        self._sleep = parts.sleep
+        self._apology = parts.apology
         self._limiter = limiter
         self._in_flight = in_flight
-        self._delivery_backoff = delivery_backoff
-        self._sleep = sleep
-        self._apology = apology
         self.last_turn_at: datetime | None = None
 
     async def handle(self, inbound: Inbound, slot: TurnSlot) -> None:

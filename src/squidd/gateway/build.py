@@ -45,6 +45,7 @@ from squidd.core.prompts import PromptDelivery
 from squidd.core.reply_files import Reply
 from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
+from squidd.core.settlement import SettlementParts
 from squidd.core.supervisor import Supervisor
 from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
 from squidd.gateway.audit_anchor import AuditAnchor
@@ -254,16 +255,16 @@ def _router(  # `handled` drops a turn's journal as it records it done (core/res
     poison: PoisonGuard,
 ) -> Router:
     gw = settings.gateway
-    return Router(
+    parts = SettlementParts(
         run_turn=run_turn,
         channels=channels,
         handled=handled,
         outbox=outbox,
         poison=poison,
         health_of=supervisor.health,
-        max_concurrent_turns=gw.max_concurrent_turns,
         delivery_backoff=Backoff(gw.delivery_retry_initial_s, gw.delivery_retry_max_s),
     )
+    return Router(parts, max_concurrent_turns=gw.max_concurrent_turns)
 
 
 def _pipelines(
