@@ -17,6 +17,7 @@ from tests.support.matrix import squidds as squidds
 from tests.support.matrix import synapse as synapse
 from tests.support.matrix import uid as uid
 from tests.support.matrix_daemon import matrix_squidd as matrix_squidd
+from tests.support.matrix_daemon import scene as scene
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

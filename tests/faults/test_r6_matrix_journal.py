@@ -10,7 +10,6 @@ delivery and before the send, the restart sends the stored reply, once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,11 +25,9 @@ from tests.faults.journal_support import (
     poll,
     shell_sections,
 )
-from tests.servers.synapse.server import SynapseServer, User
 from tests.support.crash_points import crash_env
 from tests.support.daemon import DaemonProcess
-from tests.support.fake_llm import FakeLLM
-from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config
+from tests.support.matrix_daemon import MatrixScene, matrix_daemon_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -40,40 +37,42 @@ MakeHuman = Callable[..., Any]
 @pytest.mark.parametrize("point", POINTS)
 async def test_a_matrix_turn_cut_short_resumes_from_its_journal(
     point: str,
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakeHuman,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    matrix_squidd: MatrixSquidd,
+    scene: MatrixScene,
 ) -> None:
-    path = tmp_path / "lines.txt"
+    path = scene.tmp_path / "lines.txt"
     model = model_for(point, path)
-    fake_llm.responder = model
-    data = tmp_path / "data"
+    scene.fake_llm.responder = model
+    data = scene.tmp_path / "data"
     (data / "workspace").mkdir(parents=True)  # the shell's working directory
-    alice = await make_human("alice")
+    alice = await scene.make_human("alice")
     config = matrix_daemon_config(
-        tmp_path, fake_llm, synapse, bot, alice.user_id, **shell_sections("matrix")
+        scene.tmp_path,
+        scene.fake_llm,
+        scene.synapse,
+        scene.bot,
+        alice.user_id,
+        **shell_sections("matrix"),
     )
     room = ""
     asked = ""
 
     async def start(crash_after: str = "") -> DaemonProcess:
         env = crash_env(crash_after)
-        daemon = matrix_squidd.spawn(config, f"squidd-{len(matrix_squidd.squidds)}.log", env)
+        daemon = scene.matrix_squidd.spawn(
+            config, f"squidd-{len(scene.matrix_squidd.squidds)}.log", env
+        )
         await daemon.wait_event("matrix_connected")
         return daemon
 
     async def send() -> None:
         nonlocal room, asked
-        room = await alice.room_with(bot.user_id)
+        room = await alice.room_with(scene.bot.user_id)
         asked = await alice.send(room, "append the line")
 
     await cut_at(point, model, path, start, send)
     await start()
-    await alice.wait_for(lambda: bool(alice.replies_to(bot.user_id, asked)), "the reply", 120)
+    await alice.wait_for(lambda: bool(alice.replies_to(scene.bot.user_id, asked)), "the reply", 120)
     await poll(lambda: not journals(data), "the journal removed after delivery")
     await alice.sync()
-    assert [r.content["body"] for r in alice.replies_to(bot.user_id, asked)] == [DONE]
-    check_turn(point, path, fake_llm.chat_requests, history(data, room))
+    assert [r.content["body"] for r in alice.replies_to(scene.bot.user_id, asked)] == [DONE]
+    check_turn(point, path, scene.fake_llm.chat_requests, history(data, room))

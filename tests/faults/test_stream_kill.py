@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.servers.synapse.server import SynapseServer, User
-from tests.support.fake_llm import FakeLLM, Reply
+from tests.servers.synapse.server import SynapseServer
+from tests.support.fake_llm import Reply
 from tests.support.matrix import wait_until
-from tests.support.matrix_daemon import MakePerson, MatrixSquidd
+from tests.support.matrix_daemon import MatrixScene
 from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
@@ -28,47 +27,43 @@ def synapse() -> Iterator[SynapseServer]:
 
 
 async def test_sigkill_mid_stream_leaves_one_complete_answer(
-    bot: User,
-    make_human: MakePerson,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    matrix_squidd: MatrixSquidd,
+    scene: MatrixScene,
 ) -> None:
     text = answer_text(16)
     # The model is asked again after the restart (an answer without tools is not journaled).
-    fake_llm.push(*[Reply(content=text, piece_chars=30, piece_delay=0.4)] * 2)
-    alice = await make_human("alice")
-    config, first = await matrix_squidd.start(alice.user_id, "squidd-1.log")
-    room = await alice.room_with(bot.user_id)
+    scene.fake_llm.push(*[Reply(content=text, piece_chars=30, piece_delay=0.4)] * 2)
+    alice = await scene.make_human("alice")
+    config, first = await scene.matrix_squidd.start(alice.user_id, "squidd-1.log")
+    room = await alice.room_with(scene.bot.user_id)
     asked = await alice.send(room, "write slowly")
 
     def partly_shown() -> bool:
-        seen = streamed(alice, bot.user_id, room, asked)
+        seen = streamed(alice, scene.bot.user_id, room, asked)
         return any(seen.edits.get(r.event.event_id) for r in seen.replies)
 
     await alice.wait_for(partly_shown, "the first chunk and an edit", timeout=60)
     await first.stop(signal.SIGKILL)
-    records = tmp_path / "data" / "matrix" / "streams"
+    records = scene.tmp_path / "data" / "matrix" / "streams"
     [record] = list(records.glob("*.json"))
-    streamed_id = streamed(alice, bot.user_id, room, asked).replies[0].event.event_id
+    streamed_id = streamed(alice, scene.bot.user_id, room, asked).replies[0].event.event_id
     assert streamed_id in record.read_text()
 
-    second = await matrix_squidd.again(config, "squidd-2.log")
+    second = await scene.matrix_squidd.again(config, "squidd-2.log")
     await alice.wait_for(
-        lambda: bool(streamed(alice, bot.user_id, room, asked).complete(text)),
+        lambda: bool(streamed(alice, scene.bot.user_id, room, asked).complete(text)),
         "the whole answer after the restart",
         timeout=90,
     )
     later = await alice.send(room, "later")
-    await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "reply to later")
+    await alice.wait_for(lambda: alice.replies_to(scene.bot.user_id, later), "reply to later")
     await wait_until(lambda: not list(records.glob("*.json")), "the stream record dropped")
     assert await second.stop() == 0
 
-    seen = streamed(alice, bot.user_id, room, asked)
+    seen = streamed(alice, scene.bot.user_id, room, asked)
     assert [r.event.event_id for r in seen.replies] == [streamed_id]
     assert seen.complete(text) == [streamed_id]
     assert all(
         (o.content.get("m.relates_to") or {}).get("m.in_reply_to", {}).get("event_id") == later
         for o in seen.others
     )
-    assert len(fake_llm.chat_requests) == 3  # the cut turn, its rerun, "later"
+    assert len(scene.fake_llm.chat_requests) == 3  # the cut turn, its rerun, "later"

@@ -13,14 +13,14 @@ from tests.support.matrix import (
     make_element,
     make_human,
     make_user,
-    scene,
     squidds,
     synapse,
     uid,
 )
+from tests.support.matrix_daemon import matrix_squidd, scene
 
 __all__ = ["bot", "mail_server", "make_element", "make_human", "make_user", "squidds", "synapse"]
-__all__ += ["scene", "uid"]
+__all__ += ["matrix_squidd", "scene", "uid"]
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from tests.channels.email.mailbox import (
 )
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix import MatrixScene, start_squidd
+from tests.support.matrix import start_squidd
+from tests.support.matrix_daemon import MatrixScene
 from tests.support.scenario import (
     APPROVAL_RE,
     Chat,

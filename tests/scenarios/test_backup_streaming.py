@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from tests.support.fake_llm import Gate, Reply
-from tests.support.matrix import MatrixScene, start_squidd, wait_until
+from tests.support.matrix import start_squidd, wait_until
+from tests.support.matrix_daemon import MatrixScene
 from tests.support.scenario import (
     Chat,
     handled_ids,

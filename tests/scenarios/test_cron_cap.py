@@ -11,7 +11,8 @@ import pytest
 
 from tests.support.daemon import daemon_env, squidd_argv
 from tests.support.fake_llm import Reply
-from tests.support.matrix import MatrixScene, start_squidd
+from tests.support.matrix import start_squidd
+from tests.support.matrix_daemon import MatrixScene
 from tests.support.scenario import Chat, handled_ids, matrix_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]

@@ -10,7 +10,8 @@ import pytest
 
 from squidd.store.cron_jobs import JobsFile
 from tests.support.fake_llm import Reply
-from tests.support.matrix import MatrixScene, start_squidd
+from tests.support.matrix import start_squidd
+from tests.support.matrix_daemon import MatrixScene
 from tests.support.scenario import Chat, matrix_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]

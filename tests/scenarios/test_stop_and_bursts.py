@@ -9,7 +9,8 @@ import pytest
 
 from squidd.store.approvals import QuestionFiles
 from tests.support.fake_llm import Reply
-from tests.support.matrix import MatrixScene, start_squidd
+from tests.support.matrix import start_squidd
+from tests.support.matrix_daemon import MatrixScene
 from tests.support.scenario import Chat, matrix_config, ran, react
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]

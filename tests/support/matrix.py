@@ -10,8 +10,6 @@
   crypto), one Node process per client, stopped by PID.
 * `squidds` / `start_squidd`: the `squidd run` children a test started, killed at its end if
   still running.
-* `scene` (`MatrixScene`): what a scenario uses together — the server, the bot, `make_human`,
-  the scripted model, the `squidd run` children and the test's folder — as one fixture.
 
 A conftest makes these fixtures available by importing them (`from tests.support.matrix
 import synapse as synapse`).
@@ -50,7 +48,6 @@ from squidd.config.matrix import MatrixSettings
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User, default_data_root
 from tests.support.daemon import DaemonProcess
-from tests.support.fake_llm import FakeLLM
 
 STARTED = pytest.StashKey[float]()
 ELAPSED = pytest.StashKey[float]()
@@ -295,30 +292,6 @@ async def make_human(
     yield make
     for human in humans:
         await human.client.close()
-
-
-@dataclass(frozen=True)
-class MatrixScene:
-    """The fixtures a Matrix scenario uses together, taken as one."""
-
-    synapse: SynapseServer
-    bot: User
-    make_human: Callable[..., Any]
-    tmp_path: Path
-    fake_llm: FakeLLM
-    squidds: list[DaemonProcess]
-
-
-@pytest.fixture
-def scene(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    squidds: list[DaemonProcess],
-) -> MatrixScene:
-    return MatrixScene(synapse, bot, make_human, tmp_path, fake_llm, squidds)
 
 
 @pytest.fixture

@@ -6,6 +6,9 @@ person and a daemon up together.
   delays and no debounce (these tests count one answer per message), plus `sections`.
 * `matrix_squidd` (fixture): writes that config for a person and starts the child in one step
   (`start`), and starts it again on the same config (`again`), each with its own log.
+* `scene` (fixture, `MatrixScene`): what a Matrix scenario uses together — the server, the
+  bot, `make_human`, the test's folder, the scripted model, the `squidd run` children and
+  `matrix_squidd` over them — as one fixture.
 * `dm_on_element`: a direct chat a person on Element opened with the bot, once the bot joined.
 * `user_texts`: what the model was asked, the last user message of each request.
 """
@@ -130,6 +133,32 @@ def matrix_squidd(
     squidds: list[DaemonProcess],
 ) -> MatrixSquidd:
     return MatrixSquidd(synapse, bot, tmp_path, fake_llm, squidds)
+
+
+@dataclass(frozen=True)
+class MatrixScene:
+    """The fixtures a Matrix scenario uses together, taken as one."""
+
+    synapse: SynapseServer
+    bot: User
+    make_human: MakePerson
+    tmp_path: Path
+    fake_llm: FakeLLM
+    squidds: list[DaemonProcess]
+    matrix_squidd: MatrixSquidd
+
+
+@pytest.fixture
+def scene(
+    synapse: SynapseServer,
+    bot: User,
+    make_human: MakePerson,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    squidds: list[DaemonProcess],
+    matrix_squidd: MatrixSquidd,
+) -> MatrixScene:
+    return MatrixScene(synapse, bot, make_human, tmp_path, fake_llm, squidds, matrix_squidd)
 
 
 async def dm_on_element(person: ElementClient, bot: User) -> str:

@@ -21,6 +21,7 @@ from tests.support.matrix import synapse as synapse
 from tests.support.matrix import uid as uid
 from tests.support.matrix_channel import alice_allowed as alice_allowed
 from tests.support.matrix_daemon import matrix_squidd as matrix_squidd
+from tests.support.matrix_daemon import scene as scene
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from tests.channels.matrix.test_reactions import reactions
-from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
-from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix_daemon import MakePerson, MatrixSquidd, bot_matrix_section
+from tests.support.fake_llm import Reply
+from tests.support.matrix_daemon import MatrixScene, bot_matrix_section
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -31,12 +29,7 @@ def _users(request: dict[str, Any]) -> list[str]:
 
 
 async def test_a_held_burst_is_answered_after_the_channel_restarts(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakePerson,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    matrix_squidd: MatrixSquidd,
+    scene: MatrixScene,
 ) -> None:
     asked = threading.Event()
     release = threading.Event()
@@ -47,11 +40,11 @@ async def test_a_held_burst_is_answered_after_the_channel_restarts(
             release.wait(120)
         return Reply(content=f"answer to: {_users(request)[-1]}")
 
-    fake_llm.responder = held_first
-    alice = await make_human("alice")
+    scene.fake_llm.responder = held_first
+    alice = await scene.make_human("alice")
     config = write_daemon_config(
-        tmp_path,
-        fake_llm.base_url,
+        scene.tmp_path,
+        scene.fake_llm.base_url,
         api_key="sk-test-matrix-burst-restart-1",
         gateway={
             "restart_initial_delay_s": 0.2,
@@ -60,38 +53,40 @@ async def test_a_held_burst_is_answered_after_the_channel_restarts(
             "delivery_retry_max_s": 1.0,
         },
         # debounce_ms at its default
-        matrix=bot_matrix_section(synapse, bot, [alice.user_id], sync_timeout_s=2),
+        matrix=bot_matrix_section(scene.synapse, scene.bot, [alice.user_id], sync_timeout_s=2),
     )
-    daemon = await matrix_squidd.again(config, "squidd.log")
-    room = await alice.room_with(bot.user_id)
+    daemon = await scene.matrix_squidd.again(config, "squidd.log")
+    room = await alice.room_with(scene.bot.user_id)
     try:
         first = await alice.send(room, "first")
         assert await anyio.to_thread.run_sync(asked.wait, 60), "the model was never asked"
         await alice.send(room, "second")
         third = await alice.send(room, "third")
         # Taken (👀), and held in the burst behind the running turn.
-        await alice.wait_for(lambda: "👀" in reactions(alice, bot.user_id, third), "👀", 60)
-        token = json.loads((tmp_path / "data" / "matrix" / "credentials.json").read_text())
-        synapse.call("POST", "/_matrix/client/v3/logout", {}, token=token["access_token"])
+        await alice.wait_for(lambda: "👀" in reactions(alice, scene.bot.user_id, third), "👀", 60)
+        token = json.loads((scene.tmp_path / "data" / "matrix" / "credentials.json").read_text())
+        scene.synapse.call("POST", "/_matrix/client/v3/logout", {}, token=token["access_token"])
         await daemon.wait_event("matrix_connected", count=2)  # a new connection
     finally:
         release.set()
-    await alice.wait_for(lambda: alice.replies_to(bot.user_id, first), "the first answer", 60)
-    await alice.wait_for(lambda: alice.replies_to(bot.user_id, third), "the burst's answer", 60)
-    assert [str(r.content["body"]) for r in alice.replies_to(bot.user_id, third)] == [
+    await alice.wait_for(lambda: alice.replies_to(scene.bot.user_id, first), "the first answer", 60)
+    await alice.wait_for(
+        lambda: alice.replies_to(scene.bot.user_id, third), "the burst's answer", 60
+    )
+    assert [str(r.content["body"]) for r in alice.replies_to(scene.bot.user_id, third)] == [
         "answer to: second\n\nthird"
     ]
-    assert len(fake_llm.chat_requests) == 2
+    assert len(scene.fake_llm.chat_requests) == 2
     assert daemon.count("daemon_ready") == 1  # no daemon restart
 
     # Every message settled: a restarted daemon answers none of them again.
     assert await daemon.stop() == 0
-    again = await matrix_squidd.again(config, "squidd.log")
+    again = await scene.matrix_squidd.again(config, "squidd.log")
     later = await alice.send(room, "fourth")
-    await alice.wait_for(lambda: alice.replies_to(bot.user_id, later), "the next answer", 60)
-    assert len(fake_llm.chat_requests) == 3
-    assert _users(fake_llm.chat_requests[-1])[-1] == "fourth"
-    bodies = [str(s.content.get("body")) for s in alice.from_sender(bot.user_id, room)]
+    await alice.wait_for(lambda: alice.replies_to(scene.bot.user_id, later), "the next answer", 60)
+    assert len(scene.fake_llm.chat_requests) == 3
+    assert _users(scene.fake_llm.chat_requests[-1])[-1] == "fourth"
+    bodies = [str(s.content.get("body")) for s in alice.from_sender(scene.bot.user_id, room)]
     assert sorted(bodies) == sorted(
         ["answer to: first", "answer to: second\n\nthird", "answer to: fourth"]
     )

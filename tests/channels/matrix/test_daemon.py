@@ -18,7 +18,7 @@ import pytest
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.matrix import wait_until
-from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config, user_texts
+from tests.support.matrix_daemon import MatrixScene, MatrixSquidd, matrix_daemon_config, user_texts
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -26,40 +26,39 @@ MakeHuman = Callable[..., Any]
 
 
 async def test_daemon_down_while_five_messages_are_sent(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakeHuman,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    matrix_squidd: MatrixSquidd,
+    scene: MatrixScene,
 ) -> None:
-    alice = await make_human("alice")
-    room = await alice.create_room([bot.user_id], direct=True)
-    synapse.call("POST", f"/_matrix/client/v3/join/{room}", {}, token=bot.access_token)
+    alice = await scene.make_human("alice")
+    room = await alice.create_room([scene.bot.user_id], direct=True)
+    scene.synapse.call("POST", f"/_matrix/client/v3/join/{room}", {}, token=scene.bot.access_token)
     old = [await alice.send(room, f"old {i}") for i in range(3)]
-    config = matrix_daemon_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
+    config = matrix_daemon_config(
+        scene.tmp_path, scene.fake_llm, scene.synapse, scene.bot, alice.user_id
+    )
 
-    first = await matrix_squidd.again(config, "squidd-1.log")
+    first = await scene.matrix_squidd.again(config, "squidd-1.log")
     hello = await alice.send(room, "hello")
-    await alice.wait_for(lambda: alice.replies_to(bot.user_id, hello), "reply to hello")
+    await alice.wait_for(lambda: alice.replies_to(scene.bot.user_id, hello), "reply to hello")
     assert await first.stop() == 0
 
     missed = [await alice.send(room, f"missed {i}") for i in range(5)]
-    second = matrix_squidd.spawn(config, "squidd-2.log")
+    second = scene.matrix_squidd.spawn(config, "squidd-2.log")
     await alice.wait_for(
-        lambda: all(alice.replies_to(bot.user_id, e) for e in missed), "five replies", timeout=60
+        lambda: all(alice.replies_to(scene.bot.user_id, e) for e in missed),
+        "five replies",
+        timeout=60,
     )
     sentinel = await alice.send(room, "sentinel")
-    await alice.wait_for(lambda: alice.replies_to(bot.user_id, sentinel), "sentinel reply")
+    await alice.wait_for(lambda: alice.replies_to(scene.bot.user_id, sentinel), "sentinel reply")
     assert await second.stop() == 0
 
     for i, event_id in enumerate(missed):
-        assert [r.content["body"] for r in alice.replies_to(bot.user_id, event_id)] == [
+        assert [r.content["body"] for r in alice.replies_to(scene.bot.user_id, event_id)] == [
             f"echo: missed {i}"
         ]
-    assert all(not alice.replies_to(bot.user_id, e) for e in old)
-    assert len(alice.replies_to(bot.user_id, hello)) == 1
-    assert sorted(user_texts(fake_llm)) == sorted(
+    assert all(not alice.replies_to(scene.bot.user_id, e) for e in old)
+    assert len(alice.replies_to(scene.bot.user_id, hello)) == 1
+    assert sorted(user_texts(scene.fake_llm)) == sorted(
         ["hello", *[f"missed {i}" for i in range(5)], "sentinel"]
     )
     assert second.count("matrix_backfilled") >= 1

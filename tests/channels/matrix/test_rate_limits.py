@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,11 +18,11 @@ import pytest
 from nio import ReactionEvent
 
 from squidd.gateway.conversations import STOPPED
-from tests.servers.synapse.server import SynapseServer, User
+from tests.servers.synapse.server import SynapseServer
 from tests.support.config import write_daemon_config
-from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.fake_llm import Reply
 from tests.support.matrix import Human
-from tests.support.matrix_daemon import MatrixSquidd
+from tests.support.matrix_daemon import MatrixScene
 from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -87,36 +86,31 @@ async def answered(human: Human, bot: str, event_id: str, what: str, count: int 
 
 
 async def test_a_busy_conversation_gets_no_429(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: Callable[..., Any],
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    matrix_squidd: MatrixSquidd,
+    scene: MatrixScene,
 ) -> None:
     model = Model()
-    fake_llm.responder = model
-    alice = await make_human("alice")
-    bob = await make_human("bob")
-    group = await alice.create_room([bot.user_id, bob.user_id])
+    scene.fake_llm.responder = model
+    alice = await scene.make_human("alice")
+    bob = await scene.make_human("bob")
+    group = await alice.create_room([scene.bot.user_id, bob.user_id])
     await bob.join(group)
-    (tmp_path / "ws").mkdir()
+    (scene.tmp_path / "ws").mkdir()
     config = write_daemon_config(
-        tmp_path,
-        fake_llm.base_url,
+        scene.tmp_path,
+        scene.fake_llm.base_url,
         api_key="sk-test-matrix-rate-0001",
         gateway={"delivery_retry_initial_s": 0.2, "delivery_retry_max_s": 1.0},
-        agents={"workspace": str(tmp_path / "ws")},
+        agents={"workspace": str(scene.tmp_path / "ws")},
         matrix={
             "enabled": True,
-            "homeserver": synapse.url,
-            "user_id": bot.user_id,
-            "password": bot.password,
+            "homeserver": scene.synapse.url,
+            "user_id": scene.bot.user_id,
+            "password": scene.bot.password,
             "allowed_users": [alice.user_id, bob.user_id],
             "open_rooms": [group],
             "sync_timeout_s": 5,
             "debounce_ms": 0,  # each of the quick messages is answered on its own
-            **synapse.bot_rate,  # the defaults: Synapse's stock rc_message
+            **scene.synapse.bot_rate,  # the defaults: Synapse's stock rc_message
         },
         **{
             "tools.shell": {"enabled": True},
@@ -125,8 +119,8 @@ async def test_a_busy_conversation_gets_no_429(
         },
     )
     started = time.monotonic()
-    daemon = await matrix_squidd.again(config, "squidd.log")
-    dm = await alice.room_with(bot.user_id)
+    daemon = await scene.matrix_squidd.again(config, "squidd.log")
+    dm = await alice.room_with(scene.bot.user_id)
     asked: list[str] = []  # every message that needs one answer
 
     async def ask(room: str, text: str, **extra: Any) -> str:
@@ -137,55 +131,57 @@ async def test_a_busy_conversation_gets_no_429(
     # A streamed answer in the direct chat.
     story = await ask(dm, "tell me a story")
     await alice.wait_for(
-        lambda: bool(streamed(alice, bot.user_id, dm, story).complete(STORY)), "story 1", WAIT
+        lambda: bool(streamed(alice, scene.bot.user_id, dm, story).complete(STORY)), "story 1", WAIT
     )
     # A burst of three quick messages (those that come while a turn runs are answered with
     # the next one, as one turn).
     burst = [await alice.send(dm, f"quick {n}") for n in range(3)]
-    await answered(alice, bot.user_id, burst[-1], "the answer to the quick messages")
+    await answered(alice, scene.bot.user_id, burst[-1], "the answer to the quick messages")
     # An approval prompt, answered with the ✅ the bot offers on it.
     run = await alice.send(dm, "run it")
-    await answered(alice, bot.user_id, run, "the approval prompt")
-    prompt = alice.replies_to(bot.user_id, run)[0].event.event_id
+    await answered(alice, scene.bot.user_id, run, "the approval prompt")
+    prompt = alice.replies_to(scene.bot.user_id, run)[0].event.event_id
     await alice.wait_for(
-        lambda: all(marks(alice, bot.user_id, prompt, k) for k in ("✅", "♾️", "❌")),
+        lambda: all(marks(alice, scene.bot.user_id, prompt, k) for k in ("✅", "♾️", "❌")),
         "the reactions offered on the prompt",
         WAIT,
     )
     relates = {"rel_type": "m.annotation", "event_id": prompt, "key": "✅"}
     answer = await alice.send_event(dm, "m.reaction", {"m.relates_to": relates})
-    await answered(alice, bot.user_id, run, "the answer after the approval", count=2)
+    await answered(alice, scene.bot.user_id, run, "the answer after the approval", count=2)
 
     # /new, then another streamed answer.
-    await answered(alice, bot.user_id, await ask(dm, "/new"), "the /new confirmation")
+    await answered(alice, scene.bot.user_id, await ask(dm, "/new"), "the /new confirmation")
     story2 = await ask(dm, "another story please")
     await alice.wait_for(
-        lambda: bool(streamed(alice, bot.user_id, dm, story2).complete(STORY)), "story 2", WAIT
+        lambda: bool(streamed(alice, scene.bot.user_id, dm, story2).complete(STORY)),
+        "story 2",
+        WAIT,
     )
     # A thread in the group room.
     root = await ask(group, "trip planning")
-    await answered(alice, bot.user_id, root, "the answer in the room")
+    await answered(alice, scene.bot.user_id, root, "the answer in the room")
     for text in ("what about hotels?", "and trains?"):
-        await answered(alice, bot.user_id, await ask(group, text, **in_thread(root)), text)
+        await answered(alice, scene.bot.user_id, await ask(group, text, **in_thread(root)), text)
     # /stop during a turn.
     essay = await ask(dm, "write me an essay")
     try:
         assert await anyio.to_thread.run_sync(model.held.wait, WAIT), "the model was not asked"
         stop = await ask(dm, "/stop")
-        await answered(alice, bot.user_id, stop, "the /stop answer")
-        await answered(alice, bot.user_id, essay, "the stopped turn's notice")
+        await answered(alice, scene.bot.user_id, stop, "the /stop answer")
+        await answered(alice, scene.bot.user_id, essay, "the stopped turn's notice")
     finally:
         model.release.set()
     everything = [*asked, *burst, run]
     await alice.wait_for(
-        lambda: all(marks(alice, bot.user_id, e, "✅") == 1 for e in everything),
+        lambda: all(marks(alice, scene.bot.user_id, e, "✅") == 1 for e in everything),
         "a ✅ on every message",
         WAIT,
     )
     seconds = time.monotonic() - started
     assert await daemon.stop() == 0
 
-    requests = synapse.requests(bot.user_id)
+    requests = scene.synapse.requests(scene.bot.user_id)
     limited = [r for r in requests if "/send/" in r[0] or "/redact/" in r[0]]
     refused = [r for r in requests if r[1] == 429]
     print(
@@ -195,9 +191,9 @@ async def test_a_busy_conversation_gets_no_429(
     assert limited, "the access log shows the bot's sends"
     assert refused == []
     for event_id in asked:
-        assert len(alice.replies_to(bot.user_id, event_id)) == 1, event_id
-    assert [len(alice.replies_to(bot.user_id, e)) for e in burst][-1] == 1
-    assert all(len(alice.replies_to(bot.user_id, e)) <= 1 for e in burst)
-    assert [s.content["body"] for s in alice.replies_to(bot.user_id, essay)] == [STOPPED]
-    assert alice.replies_to(bot.user_id, run)[1].content["body"] == "done: the command ran"
-    assert not [k for k in ("👀", "✅", "❌") if marks(alice, bot.user_id, answer, k)]
+        assert len(alice.replies_to(scene.bot.user_id, event_id)) == 1, event_id
+    assert [len(alice.replies_to(scene.bot.user_id, e)) for e in burst][-1] == 1
+    assert all(len(alice.replies_to(scene.bot.user_id, e)) <= 1 for e in burst)
+    assert [s.content["body"] for s in alice.replies_to(scene.bot.user_id, essay)] == [STOPPED]
+    assert alice.replies_to(scene.bot.user_id, run)[1].content["body"] == "done: the command ran"
+    assert not [k for k in ("👀", "✅", "❌") if marks(alice, scene.bot.user_id, answer, k)]

@@ -20,11 +20,11 @@ from nio.crypto.attachments import decrypt_attachment
 from squidd.channels.matrix.upload import upload_limit
 from squidd.core.models import Inbound, Outbound
 from squidd.core.reply_files import FileRef
-from tests.servers.synapse.server import SynapseServer, User
-from tests.support.fake_llm import FakeLLM, Reply
+from tests.servers.synapse.server import User
+from tests.support.fake_llm import Reply
 from tests.support.matrix import Human, Seen, wait_until
 from tests.support.matrix_channel import AliceAllowed, run_channel
-from tests.support.matrix_daemon import MatrixSquidd, matrix_daemon_config
+from tests.support.matrix_daemon import MatrixScene, matrix_daemon_config
 from tests.support.media_files import jpeg_with_exif, pdf_with_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
@@ -196,29 +196,26 @@ async def test_a_file_over_the_upload_limit_gets_a_notice(
 
 @pytest.mark.slow
 async def test_send_file_through_the_daemon_reaches_an_encrypted_room(
-    synapse: SynapseServer,
-    bot: User,
-    make_human: MakeHuman,
-    tmp_path: Path,
-    fake_llm: FakeLLM,
-    matrix_squidd: MatrixSquidd,
+    scene: MatrixScene,
 ) -> None:
-    alice = await make_human("alice")
-    config = matrix_daemon_config(tmp_path, fake_llm, synapse, bot, alice.user_id)
-    workspace = tmp_path / "data" / "workspace"
+    alice = await scene.make_human("alice")
+    config = matrix_daemon_config(
+        scene.tmp_path, scene.fake_llm, scene.synapse, scene.bot, alice.user_id
+    )
+    workspace = scene.tmp_path / "data" / "workspace"
     workspace.mkdir(parents=True)
     report = pdf_with_text("Minutes of Thursday")
     (workspace / "minutes.pdf").write_bytes(report)
-    fake_llm.push(Reply(tool_calls=[("send_file", {"path": "minutes.pdf"})]), "The minutes.")
-    daemon = await matrix_squidd.again(config, "squidd-1.log")
-    room = await alice.room_with(bot.user_id, encrypted=True)
+    scene.fake_llm.push(Reply(tool_calls=[("send_file", {"path": "minutes.pdf"})]), "The minutes.")
+    daemon = await scene.matrix_squidd.again(config, "squidd-1.log")
+    room = await alice.room_with(scene.bot.user_id, encrypted=True)
     await alice.send(room, "the minutes please")
-    await alice.wait_for(lambda: len(media_events(alice, bot, room)) == 1, "the file")
+    await alice.wait_for(lambda: len(media_events(alice, scene.bot, room)) == 1, "the file")
     await daemon.wait_event("reply_sent")
     assert await daemon.stop() == 0
-    [shown] = media_events(alice, bot, room)
+    [shown] = media_events(alice, scene.bot, room)
     assert shown.content["msgtype"] == "m.file" and "file" in shown.content
     assert shown.content["body"] == "minutes.pdf"
     assert await downloaded(alice, shown) == report
-    bodies = [s.content.get("body") for s in alice.from_sender(bot.user_id, room)]
+    bodies = [s.content.get("body") for s in alice.from_sender(scene.bot.user_id, room)]
     assert bodies.count("The minutes.") == 1
