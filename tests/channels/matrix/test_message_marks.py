@@ -109,23 +109,36 @@ async def test_an_answered_message_shows_typing_then_its_check_mark() -> None:
         await marks.answered(ROOM, message)
         await settle()
         assert typing(client.requests) == ["on", "off"]  # the reply ends the typing
-        await marks.settled(ROOM, message)
+        await marks.settled(ROOM, message, failed=False)
 
     requests = await live(steps)
     assert reactions(requests) == ["receipt", "react 👀", "redact", "react ✅"]
     assert typing(requests) == ["on", "off"]
 
 
-async def test_a_message_settled_without_an_answer_gets_the_cross_and_typing_stops() -> None:
+async def test_a_message_given_up_on_gets_the_cross_and_typing_stops() -> None:
     message = EventId("$m1")
 
     async def steps(marks: MessageMarks, client: Client) -> None:
         marks.received(ROOM, message)
         await settle()
-        await marks.settled(ROOM, message)
+        await marks.settled(ROOM, message, failed=True)  # refused for good, parked
 
     requests = await live(steps)
     assert reactions(requests) == ["receipt", "react 👀", "redact", "react ❌"]
+    assert typing(requests) == ["on", "off"]
+
+
+async def test_a_message_done_without_a_reply_of_its_own_gets_the_check_mark() -> None:
+    message = EventId("$m1")
+
+    async def steps(marks: MessageMarks, client: Client) -> None:
+        marks.received(ROOM, message)  # an answer to an approval question, taken
+        await settle()
+        await marks.settled(ROOM, message, failed=False)
+
+    requests = await live(steps)
+    assert reactions(requests) == ["receipt", "react 👀", "redact", "react ✅"]
     assert typing(requests) == ["on", "off"]
 
 
@@ -139,8 +152,8 @@ async def test_typing_lasts_while_any_message_of_the_room_is_worked_on() -> None
         await marks.answered(ROOM, second)  # a burst's answer, through its later message
         await settle()
         assert typing(client.requests) == ["on"]  # the first one's turn goes on
-        await marks.settled(ROOM, first)
-        await marks.settled(ROOM, second)
+        await marks.settled(ROOM, first, failed=False)
+        await marks.settled(ROOM, second, failed=False)
 
     requests = await live(steps)
     assert typing(requests) == ["on", "off"]
