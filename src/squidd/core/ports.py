@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from anyio.abc import TaskStatus
 
@@ -326,16 +326,18 @@ class Transcriber(Protocol):
         ...
 
 
+class IncomingFile(TypedDict):
+    """A file that comes with a message: its kind, name and type as the sender gave them,
+    its bytes as they arrive, and the most of them to keep."""
+
+    kind: AttachmentKind
+    name: str
+    mime: str
+    chunks: AsyncIterable[bytes]
+    max_bytes: int
+
+
 class MediaSink(Protocol):
     """Where a channel streams the files that come with messages (the media store)."""
 
-    async def save(
-        self,
-        session_id: str,
-        *,
-        kind: AttachmentKind,
-        name: str,
-        mime: str,
-        chunks: AsyncIterable[bytes],
-        max_bytes: int,
-    ) -> Attachment: ...
+    async def save(self, session_id: str, **file: Unpack[IncomingFile]) -> Attachment: ...

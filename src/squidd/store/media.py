@@ -17,14 +17,14 @@ import hashlib
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Unpack
 
 import anyio
 import structlog
 
-from squidd.core.models import Attachment, AttachmentKind
+from squidd.core.models import Attachment
+from squidd.core.ports import IncomingFile
 from squidd.errors import StorageError
 from squidd.fs import display_name, make_private_dir, safe_extension, safe_name
 
@@ -44,17 +44,11 @@ class MediaStore:
     def session_dir(self, session_id: str) -> Path:
         return self.root / safe_name(session_id)
 
-    async def save(
-        self,
-        session_id: str,
-        *,
-        kind: AttachmentKind,
-        name: str,
-        mime: str,
-        chunks: AsyncIterable[bytes],
-        max_bytes: int,
-    ) -> Attachment:
-        """Stream `chunks` into the store; a reference to the kept file, or a "too large" one."""
+    async def save(self, session_id: str, **file: Unpack[IncomingFile]) -> Attachment:
+        """Stream the file's chunks into the store; a reference to the kept file, or a "too
+        large" one."""
+        kind, name, mime = file["kind"], file["name"], file["mime"]
+        chunks, max_bytes = file["chunks"], file["max_bytes"]
         shown = display_name(name)
         directory = self.session_dir(session_id)
         handle, tmp = await anyio.to_thread.run_sync(_open_temp, directory)
