@@ -242,7 +242,7 @@ class MatrixHarness:
         room = await alice.room_with(self.bot.user_id, direct=False)
         known = self.channel
         await wait_until(
-            lambda: known is not None and known._client is not None and room in known._client.rooms,
+            lambda: known is not None and known.client is not None and room in known.client.rooms,
             "the channel knows the room",
         )
         kick = {"user_id": self.bot.user_id, "reason": "contract"}
