@@ -4,17 +4,10 @@ settled. Typing and the status reactions both follow it, and nothing else drives
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
-from nio import (
-    RoomReadMarkersResponse,
-    RoomRedactResponse,
-    RoomSendResponse,
-    RoomTypingResponse,
-)
 
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.message_marks import MessageMarks
@@ -22,51 +15,13 @@ from squidd.channels.matrix.own_reactions import ReactionKeys, StatusReactions
 from squidd.channels.matrix.rate import RateBudget, bind
 from squidd.channels.matrix.typing_notices import TypingNotices
 from tests.support.clock import FakeClock
+from tests.support.matrix_marks import MarksClient as Client
+from tests.support.matrix_marks import settle
 
 pytestmark = pytest.mark.anyio
 
 ROOM = RoomId("!room:example.org")
-Steps = Callable[[MessageMarks, "Client"], Awaitable[None]]
-
-
-class Client:
-    """What the marks ask of nio's client (typing, reactions, redactions, receipts), kept
-    in order."""
-
-    def __init__(self) -> None:
-        self.rooms: dict[str, Any] = {}
-        self.olm = None
-        self.requests: list[tuple[str, str]] = []
-
-    def add_response_callback(self, func: Any, cb_filter: Any = None) -> None:
-        return None
-
-    async def room_typing(
-        self, room_id: str, typing_state: bool = True, timeout: int = 30000
-    ) -> RoomTypingResponse:
-        self.requests.append(("typing", "on" if typing_state else "off"))
-        return RoomTypingResponse(room_id)
-
-    async def room_send(
-        self, room_id: str, event_type: str, content: dict[str, Any], **_: Any
-    ) -> RoomSendResponse:
-        relates = content["m.relates_to"]
-        self.requests.append((f"react {relates['key']}", relates["event_id"]))
-        return RoomSendResponse(f"$reaction{len(self.requests)}", room_id)
-
-    async def room_redact(self, room_id: str, event_id: str) -> RoomRedactResponse:
-        self.requests.append(("redact", event_id))
-        return RoomRedactResponse(f"$redaction{len(self.requests)}", room_id)
-
-    async def room_read_markers(self, room_id: str, **markers: str) -> RoomReadMarkersResponse:
-        self.requests.append(("receipt", markers["read_event"]))
-        return RoomReadMarkersResponse(room_id)
-
-
-async def settle() -> None:
-    """Let the marks' tasks send what they have queued (no time passes: nothing waits)."""
-    for _ in range(50):
-        await anyio.lowlevel.checkpoint()
+Steps = Callable[[MessageMarks, Client], Awaitable[None]]
 
 
 async def live(steps: Steps) -> list[tuple[str, str]]:

@@ -11,49 +11,17 @@ from typing import Any
 
 import anyio
 import pytest
-from nio import RoomReadMarkersResponse, RoomRedactResponse, RoomSendResponse
 
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.own_reactions import ReactionKeys, StatusReactions
 from squidd.channels.matrix.rate import Priority, RateBudget, bind
 from tests.support.clock import FakeClock
+from tests.support.matrix_marks import MarksClient as Client
+from tests.support.matrix_marks import settle
 
 pytestmark = pytest.mark.anyio
 
 ROOM = RoomId("!room:example.org")
-
-
-class Client:
-    """What the marks ask of nio's client, recorded in order."""
-
-    def __init__(self) -> None:
-        self.rooms: dict[str, Any] = {}
-        self.olm = None
-        self.requests: list[tuple[str, str]] = []
-        self.response_callbacks: list[Any] = []
-
-    def add_response_callback(self, func: Any, cb_filter: Any = None) -> None:
-        self.response_callbacks.append(func)
-
-    async def room_send(
-        self, room_id: str, event_type: str, content: dict[str, Any], **_: Any
-    ) -> RoomSendResponse:
-        relates = content["m.relates_to"]
-        self.requests.append((f"react {relates['key']}", relates["event_id"]))
-        return RoomSendResponse(f"$reaction{len(self.requests)}", room_id)
-
-    async def room_redact(self, room_id: str, event_id: str) -> RoomRedactResponse:
-        self.requests.append(("redact", event_id))
-        return RoomRedactResponse(f"$redaction{len(self.requests)}", room_id)
-
-    async def room_read_markers(self, room_id: str, **markers: str) -> RoomReadMarkersResponse:
-        self.requests.append(("receipt", markers["read_event"]))
-        return RoomReadMarkersResponse(room_id)
-
-
-async def settle() -> None:
-    for _ in range(50):
-        await anyio.lowlevel.checkpoint()
 
 
 async def run_marks(spent: int, steps: Any) -> tuple[Client, StatusReactions]:
