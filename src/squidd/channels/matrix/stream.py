@@ -76,15 +76,32 @@ class StreamRecord:
 
 class StreamRecords:
     """`<data dir>/matrix/streams/<turn key>.json`: the event id of each streamed answer not
-    yet finished, written atomically as soon as the first chunk was sent."""
+    yet finished, written atomically as soon as the first chunk was sent. The channel is
+    its only writer, so after one listing it knows which records exist: the look-up every
+    message and reply makes, which finds none, costs no file operation."""
 
     def __init__(self, root: Path) -> None:
         self._dir = root / "streams"
+        self._present: set[str] | None = None  # file names, once listed
 
     def _path(self, key: str) -> Path:
         return self._dir / f"{safe_name(key)}.json"
 
+    async def _names(self) -> set[str]:
+        if self._present is None:
+
+            def listing() -> set[str]:
+                try:
+                    return {p.name for p in self._dir.iterdir()}
+                except FileNotFoundError:
+                    return set()
+
+            self._present = await anyio.to_thread.run_sync(listing)
+        return self._present
+
     async def get(self, key: str) -> StreamRecord | None:
+        if self._path(key).name not in await self._names():
+            return None
         text = await anyio.to_thread.run_sync(read_text_or_empty, self._path(key))
         if not text:
             return None
@@ -103,9 +120,11 @@ class StreamRecords:
             atomic_write_text(self._path(key), data)
 
         await anyio.to_thread.run_sync(write)
+        (await self._names()).add(self._path(key).name)
 
     async def remove(self, key: str) -> None:
         await anyio.Path(self._path(key)).unlink(missing_ok=True)
+        (await self._names()).discard(self._path(key).name)
 
 
 class Pacer:
