@@ -20,15 +20,13 @@ from tests.channels.email.mailbox import (
 )
 from tests.support.daemon import DaemonProcess
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.matrix import start_squidd
 from tests.support.matrix_daemon import MatrixScene
 from tests.support.scenario import (
     APPROVAL_RE,
-    Chat,
     answer_mail,
+    ask_until_approval,
     email_config,
     mail_text,
-    matrix_config,
     ran,
     react,
 )
@@ -55,16 +53,9 @@ async def test_an_approval_on_matrix_with_streaming_and_the_default_debounce(
     (the bot's usual 1.5 s wait for more messages is on). The command runs once, the rest
     of the answer streams in and shows whole; her answer is not a turn of its own."""
     scene.fake_llm.push(SHELL, AFTER)
-    alice = await scene.make_human("alice")
-    config = matrix_config(
-        scene.tmp_path, scene.fake_llm.base_url, scene.synapse, scene.bot, [alice.user_id]
+    alice, daemon, room, chat, asked, prompt, question = await ask_until_approval(
+        scene, "please check the logs"
     )
-    daemon = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd.log")
-    room = await alice.room_with(scene.bot.user_id)
-    chat = Chat(alice, scene.bot.user_id, room)
-    asked = await alice.send(room, "please check the logs")
-    await alice.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
-    prompt, question = chat.question(asked)
     [(streaming, shown)] = [m for m in chat.replies(asked) if m[0] is not prompt]
     assert shown.startswith("I will look at the logs first")
     assert ran(scene.tmp_path) == 0

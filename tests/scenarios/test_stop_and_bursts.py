@@ -9,9 +9,8 @@ import pytest
 
 from squidd.store.approvals import QuestionFiles
 from tests.support.fake_llm import Reply
-from tests.support.matrix import start_squidd
 from tests.support.matrix_daemon import MatrixScene
-from tests.support.scenario import Chat, matrix_config, ran, react
+from tests.support.scenario import ask_until_approval, ran, react
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
 
@@ -30,16 +29,9 @@ async def test_stop_while_a_turn_waits_for_an_approval(
     waits (nor is it offered anywhere), and a ✅ she then puts on it by habit runs nothing.
     Her next message is answered as usual."""
     scene.fake_llm.push(SHELL)
-    alice = await scene.make_human("alice")
-    config = matrix_config(
-        scene.tmp_path, scene.fake_llm.base_url, scene.synapse, scene.bot, [alice.user_id]
+    alice, daemon, room, chat, _asked, prompt, question = await ask_until_approval(
+        scene, "clean up my home folder"
     )
-    daemon = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd.log")
-    room = await alice.room_with(scene.bot.user_id)
-    chat = Chat(alice, scene.bot.user_id, room)
-    asked = await alice.send(room, "clean up my home folder")
-    await alice.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
-    prompt, question = chat.question(asked)
 
     stop = await alice.send(room, "/stop")
     assert await chat.wait_reply(stop) == (
@@ -65,16 +57,9 @@ async def test_a_burst_while_a_turn_waits_for_an_approval_is_one_turn_after_it(
     `/approve <id>`: the command runs once and the first answer comes; her three messages
     are then answered together, in one turn that saw all three."""
     scene.fake_llm.push(SHELL, "Backed up.", "Here is what you asked, all three points.")
-    alice = await scene.make_human("alice")
-    config = matrix_config(
-        scene.tmp_path, scene.fake_llm.base_url, scene.synapse, scene.bot, [alice.user_id]
+    alice, daemon, room, chat, _asked, _, question = await ask_until_approval(
+        scene, "back up my notes"
     )
-    daemon = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd.log")
-    room = await alice.room_with(scene.bot.user_id)
-    chat = Chat(alice, scene.bot.user_id, room)
-    asked = await alice.send(room, "back up my notes")
-    await alice.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
-    _, question = chat.question(asked)
     burst = [
         await alice.send(room, text)
         for text in ("also, what is on today?", "and the weather?", "and tomorrow?")

@@ -25,7 +25,7 @@ import httpx2
 from tests.channels.email.mailbox import MailServer, bot_email_section, make_mail
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
-from tests.support.daemon import daemon_env, squidd_argv
+from tests.support.daemon import DaemonProcess, daemon_env, squidd_argv
 from tests.support.dashboard import FORM, csrf_of
 from tests.support.matrix import Human, Seen
 
@@ -246,3 +246,24 @@ def answer_mail(asked: EmailMessage, to: str, answer: str) -> EmailMessage:
         body=f"{answer}\n\nOn Monday the bot wrote:\n{quoted}\n",
         headers={"In-Reply-To": str(asked["Message-ID"]), "References": str(asked["Message-ID"])},
     )
+
+
+async def ask_until_approval(
+    scene: Any, text: str, *, name: str = "alice"
+) -> tuple[Human, DaemonProcess, str, Chat, str, Seen, str]:
+    """A person (`name`) in a direct chat with `scene`'s bot, started from `matrix_config`,
+    asks `text` and waits for the approval question the scripted model makes it ask: the
+    person, the daemon, the room, the chat, the asking event, the prompt and its question id."""
+    from tests.support.matrix import start_squidd
+
+    human = await scene.make_human(name)
+    config = matrix_config(
+        scene.tmp_path, scene.fake_llm.base_url, scene.synapse, scene.bot, [human.user_id]
+    )
+    daemon = await start_squidd(scene.squidds, config, scene.tmp_path / "squidd.log")
+    room = await human.room_with(scene.bot.user_id)
+    chat = Chat(human, scene.bot.user_id, room)
+    asked = await human.send(room, text)
+    await human.wait_for(lambda: bool(chat.containing("Approval needed")), "the question", 60)
+    prompt, question = chat.question(asked)
+    return human, daemon, room, chat, asked, prompt, question
