@@ -64,6 +64,17 @@ class LLMUnavailableError(LLMError, TransientError):
         self.retry_after_s = retry_after_s
 
 
+class LLMRateLimitedError(LLMUnavailableError):
+    """429: this key asked too often, or (`quota`) its quota is spent; another key of the
+    provider, or another provider, may answer at once."""
+
+    def __init__(
+        self, message: str, *, retry_after_s: float | None = None, quota: bool = False
+    ) -> None:
+        super().__init__(message, retry_after_s=retry_after_s)
+        self.quota = quota
+
+
 class LLMRejectedError(LLMError, PermanentError):
     """The endpoint refused the request: bad key, unknown model, malformed request."""
 

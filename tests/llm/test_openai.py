@@ -20,7 +20,7 @@ from squidd.core.models import (
     ToolDefinition,
 )
 from squidd.errors import LLMRejectedError, LLMUnavailableError
-from squidd.llm.openai import OpenAILLM
+from squidd.llm.chain import ProviderChain
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import scripted_llm
 
@@ -77,11 +77,11 @@ def llm_over(
     *,
     sleep: Callable[[float], Awaitable[None]] = _no_sleep,
     **settings: Any,
-) -> OpenAILLM:
+) -> ProviderChain:
     """The real adapter over a hand-written HTTP handler (for raw-stream cases)."""
     client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
     options: dict[str, Any] = {"base_url": "http://127.0.0.1:9/v1", **settings}
-    return OpenAILLM(LLMSettings(**options), http_client=client, sleep=sleep)
+    return ProviderChain(LLMSettings(**options), http_client=client, sleep=sleep)
 
 
 def _sse(*deltas: dict[str, Any], finish: str = "tool_calls") -> bytes:
@@ -133,17 +133,16 @@ async def test_gives_up_after_retries_with_clear_error() -> None:
     assert len(mock.requests) == 3
 
 
-async def test_falls_back_to_next_model() -> None:
+async def test_falls_over_to_the_next_model_at_once_then_tries_the_chain_again() -> None:
+    llm, mock = scripted_llm(Reply(status=503), "from fallback", fallback_models=["backup-model"])
+    assert text_of(await collect(llm.chat(HELLO, []))) == "from fallback"
+    assert [r["model"] for r in mock.requests] == ["main-model", "backup-model"]
+
     llm, mock = scripted_llm(
-        Reply(status=503),
-        Reply(status=503),
-        "from fallback",
-        max_retries=1,
-        fallback_models=["backup-model"],
+        Reply(status=503), Reply(status=503), "second round", fallback_models=["backup-model"]
     )
-    events = await collect(llm.chat(HELLO, []))
-    assert text_of(events) == "from fallback"
-    assert [r["model"] for r in mock.requests] == ["main-model", "main-model", "backup-model"]
+    assert text_of(await collect(llm.chat(HELLO, []))) == "second round"
+    assert [r["model"] for r in mock.requests] == ["main-model", "backup-model", "main-model"]
 
 
 async def test_unknown_model_goes_to_fallback_at_once() -> None:

@@ -15,7 +15,8 @@ from openai.types.chat import completion_create_params
 
 from squidd.config.sections import LLMSettings
 from squidd.core.models import Message, TextDelta, ToolCall, ToolCallsReady, ToolDefinition, Usage
-from squidd.llm.openai import OpenAILLM, to_openai_message, to_openai_tool
+from squidd.llm.chain import ProviderChain
+from squidd.llm.openai import to_openai_message, to_openai_tool
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 
@@ -93,7 +94,11 @@ async def test_stream_chunks_are_read_without_building_typed_models(
     ready = [e for e in events if isinstance(e, ToolCallsReady)]
     assert [(c.name, c.arguments) for c in ready[0].calls] == [("get_weather", '{"city": "Paris"}')]
     assert events[-1] == Usage(
-        model="main-model", prompt_tokens=120, completion_tokens=8, cached_tokens=100
+        model="main-model",
+        prompt_tokens=120,
+        completion_tokens=8,
+        cached_tokens=100,
+        provider="default",
     )
 
 
@@ -110,7 +115,7 @@ async def test_the_request_carries_the_api_key_as_bearer() -> None:
         base_url="http://127.0.0.1:9/v1", model="main-model", api_key="sk-test-body-0000"
     )
     client = httpx2.AsyncClient(transport=httpx2.MockTransport(recording))
-    llm = OpenAILLM(settings, http_client=client)
+    llm = ProviderChain(settings, http_client=client)
     [e async for e in llm.chat(CONVERSATION[:2], [])]
     assert seen[0].headers["authorization"] == "Bearer sk-test-body-0000"
     assert seen[0].url.path == "/v1/chat/completions"

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.anyio
 async def test_usage_arrives_last_and_is_asked_for() -> None:
     llm, mock = scripted_llm(Reply(content="hi", usage=(120, 7, 100)))
     events = [e async for e in llm.chat([Message(role="user", content="hello")], [])]
-    assert events[-1] == Usage("main-model", 120, 7, 100)
+    assert events[-1] == Usage("main-model", 120, 7, 100, provider="default")
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hi"
     assert mock.requests[0]["stream_options"] == {"include_usage": True}
 

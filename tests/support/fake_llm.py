@@ -48,12 +48,22 @@ class Reply:
     # Hold the stream at `gate` once this many content characters went out.
     gate: Gate | None = None
     gate_after: int = 0
+    # Headers of an error response (`Retry-After`, `x-ratelimit-reset-requests`).
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def error_body(reply: Reply) -> dict[str, Any]:
     """The JSON body of a scripted error response, as OpenAI shapes it."""
     error: dict[str, Any] = {"message": f"scripted {reply.status}", "type": "server"}
-    if reply.error_code is not None:
+    if reply.status == 429 and reply.error_code is None:
+        error.update(type="rate_limit_exceeded", code="rate_limit_exceeded")
+    if reply.error_code == "insufficient_quota":
+        error.update(code="insufficient_quota", type="insufficient_quota")
+        error["message"] = "You exceeded your current quota, please check your plan."
+    elif reply.status in (401, 403):
+        error.update(code="invalid_api_key", type="invalid_request_error")
+        error["message"] = "Incorrect API key provided."
+    elif reply.error_code is not None:
         error.update(code=reply.error_code, type="invalid_request_error")
         error["message"] = f"scripted {reply.error_code}"
     return {"error": error}
@@ -86,6 +96,8 @@ class FakeLLM:
         self.responder: Responder = responder or echo_responder
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
+        # The bearer key of each chat request, in order ("" when none was sent).
+        self.keys: list[str] = []
         # Requests being answered right now, and the most there ever were at once.
         self.in_flight = 0
         self.max_in_flight = 0
@@ -99,9 +111,10 @@ class FakeLLM:
             for reply in replies:
                 self.script.append(Reply(content=reply) if isinstance(reply, str) else reply)
 
-    def next_reply(self, request: dict[str, Any]) -> Reply:
+    def next_reply(self, request: dict[str, Any], key: str = "") -> Reply:
         with self._lock:
             self.requests.append(request)
+            self.keys.append(key)
             if self.script:
                 return self.script.pop(0)
         return self.responder(request)
@@ -118,7 +131,13 @@ class FakeLLM:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
-    def start(self) -> FakeLLM:
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_address[1])
+
+    def start(self, port: int = 0) -> FakeLLM:
+        """Listen on 127.0.0.1:`port` (0: a free one; a port it had before: back again)."""
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -127,9 +146,13 @@ class FakeLLM:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
+            def _json(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 body = json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -147,7 +170,8 @@ class FakeLLM:
                 if not self.path.endswith("/chat/completions"):
                     self._json(404, {"error": {"message": "not found"}})
                     return
-                reply = owner.next_reply(request)
+                auth = self.headers.get("Authorization", "")
+                reply = owner.next_reply(request, auth.removeprefix("Bearer "))
                 with owner._lock:
                     owner.in_flight += 1
                     owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
@@ -161,7 +185,7 @@ class FakeLLM:
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
-                    self._json(reply.status, error_body(reply))
+                    self._json(reply.status, error_body(reply), reply.headers)
                     return
                 if request.get("stream"):
                     self._stream(reply, request.get("model", owner.model))
@@ -185,7 +209,7 @@ class FakeLLM:
                     # The client gave up (its timeout): nothing left to answer.
                     self.close_connection = True
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

@@ -1,6 +1,6 @@
 """The LLM faked at the HTTP boundary for unit tests.
 
-`scripted_llm(replies)` returns the real `OpenAILLM` adapter whose `AsyncOpenAI` client talks
+`scripted_llm(replies)` returns the real `ProviderChain` adapter whose `AsyncOpenAI` client talks
 through an `httpx2.MockTransport`: the real client parses real SSE. Replies are the same
 `Reply` objects the scripted server uses (text, tool calls, an HTTP error status, or a
 stream that breaks after N characters). Every request body is recorded.
@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 
 from squidd.config.sections import LLMSettings
-from squidd.llm.openai import OpenAILLM
+from squidd.llm.chain import ProviderChain
 from tests.support.fake_llm import Reply, _completion, _Cut, _stream_events, error_body
 
 
@@ -45,7 +45,7 @@ class MockLLM:
         else:
             raise AssertionError(f"unscripted LLM call: {body.get('messages', [])[-1:]}")
         if reply.status != 200:
-            return httpx2.Response(reply.status, json=error_body(reply))
+            return httpx2.Response(reply.status, json=error_body(reply), headers=reply.headers)
         model = body.get("model", "fake-model")
         if not body.get("stream"):
             return httpx2.Response(200, json=_completion(reply, model))
@@ -62,11 +62,11 @@ class MockLLM:
 
 def scripted_llm(
     *replies: Reply | str, mock: MockLLM | None = None, **settings: Any
-) -> tuple[OpenAILLM, MockLLM]:
+) -> tuple[ProviderChain, MockLLM]:
     mock = mock or MockLLM()
     mock.push(*replies)
     client = httpx2.AsyncClient(transport=httpx2.MockTransport(mock.handler))
     options: dict[str, Any] = {"base_url": "http://127.0.0.1:9/v1", "model": "main-model"}
     options.update(settings)
-    llm = OpenAILLM(LLMSettings(**options), http_client=client, sleep=_no_sleep)
+    llm = ProviderChain(LLMSettings(**options), http_client=client, sleep=_no_sleep)
     return llm, mock

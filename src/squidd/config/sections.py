@@ -11,6 +11,13 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from squidd.config._base import Endpoint, Section
+from squidd.config.providers import (
+    ChainEntry,
+    ModelPrice,
+    ProviderSettings,
+    check_http_url,
+    split_entry,
+)
 
 # "<channel>:<address>": the channel's name, then an address on it (room id, email address).
 _TARGET_RE = re.compile(r"^[a-z][a-z0-9_-]*:\S")
@@ -27,16 +34,10 @@ def default_data_dir() -> Path:
     return base / "squidd"
 
 
-class ModelPrice(Section):
-    """Money per million tokens for one model (any currency; `squidd usage` shows it)."""
-
-    input: float = Field(default=0.0, ge=0)
-    output: float = Field(default=0.0, ge=0)
-    cached_input: float | None = Field(default=None, ge=0)
-
-
 class LLMSettings(Endpoint):
-    """An OpenAI-compatible chat endpoint."""
+    """The model: one OpenAI-compatible endpoint (`base_url`, key, `model`,
+    `fallback_models`), or providers and the chain of provider/model pairs a turn tries
+    (config/providers.py). The other keys hold for every provider unless it sets its own."""
 
     credential_prefix: ClassVar[str] = "llm"
 
@@ -57,13 +58,84 @@ class LLMSettings(Endpoint):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     vision: bool = False
     """The model reads images: image attachments are sent as image content parts."""
+    providers: list[ProviderSettings] = Field(default_factory=list)
+    chain: list[str] = Field(default_factory=list)
+    """Provider/model pairs in the order a call tries them ("main/gpt-4o-mini")."""
+    cooldown_s: float = Field(default=60.0, gt=0)
+    """Seconds a provider is left alone after `failures_to_cool` failures in a row (or the
+    wait its Retry-After or rate-limit reset named, when longer)."""
+    failures_to_cool: int = Field(default=3, ge=1, le=100)
 
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
+        return check_http_url(value)
+
+    @model_validator(mode="after")
+    def _chain_names_providers(self) -> LLMSettings:
+        if not self.providers:
+            if self.chain:
+                raise ValueError("chain names providers: add [[llm.providers]] for them")
+            return self
+        legacy = {"base_url", "api_key", "api_key_file", "fallback_models", "model"}
+        mixed = sorted(legacy & self.model_fields_set)
+        if mixed:
+            raise ValueError(
+                f"with [[llm.providers]], {', '.join(mixed)} belong to a provider (or the "
+                "chain): remove them from [llm]"
+            )
+        names = [p.name for p in self.providers]
+        if len(set(names)) != len(names):
+            raise ValueError("two providers have the same name")
+        if not self.chain and not any(p.models for p in self.providers):
+            raise ValueError('set chain = ["PROVIDER/MODEL", ...] (or list a provider\'s models)')
+        for text in self.chain:
+            provider, _ = split_entry(text)
+            if provider not in names:
+                raise ValueError(f"chain entry {text!r}: no provider named {provider!r}")
+        if len(set(self.chain)) != len(self.chain):
+            raise ValueError("the chain names one provider/model pair twice")
+        return self
+
+    def resolved_providers(self) -> list[ProviderSettings]:
+        """The providers; a config without any gives the one endpoint of `[llm]` as
+        "default" (its key, if any, as the provider's one key)."""
+        if self.providers:
+            return list(self.providers)
+        default = ProviderSettings(
+            name="default",
+            base_url=self.base_url,
+            timeout_s=self.timeout_s,
+            connect_timeout_s=self.connect_timeout_s,
+        )
+        return [default.with_keys([self.api_key] if self.api_key else [])]
+
+    def resolved_chain(self) -> list[ChainEntry]:
+        """The provider/model pairs in order, each with its window, vision and prices."""
+        providers = {p.name: p for p in self.resolved_providers()}
+        if not self.providers:
+            pairs = [("default", m) for m in dict.fromkeys([self.model, *self.fallback_models])]
+        elif self.chain:
+            pairs = [split_entry(text) for text in self.chain]
+        else:
+            pairs = [(p.name, m.name) for p in self.providers for m in p.models]
+        entries = []
+        for provider_name, model in pairs:
+            provider = providers[provider_name]
+            listed = provider.model(model)
+            entries.append(
+                ChainEntry(
+                    provider=provider,
+                    model=model,
+                    context_window=(listed.context_window if listed else None)
+                    or self.context_window,
+                    vision=self.vision
+                    if listed is None or listed.vision is None
+                    else listed.vision,
+                    prices=(listed.prices if listed else None) or self.prices.get(model),
+                )
+            )
+        return entries
 
 
 class AgentSettings(Section):

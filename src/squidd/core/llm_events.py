@@ -59,6 +59,8 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
+    provider: str = ""
+    """The provider that answered (the chain's name for it); "" where none is named."""
 
 
 LLMEvent = TextDelta | ToolCallsReady | StreamRestart | Usage

@@ -27,7 +27,7 @@ PURPOSES: tuple[str, ...] = (
     "cron",
     "sub_agent",
 )
-GroupBy = Literal["session", "model", "purpose", "day"]
+GroupBy = Literal["session", "model", "purpose", "day", "provider"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,20 +51,35 @@ class UsageRecord:
     completion_tokens: int
     cached_tokens: int = 0
     calls: int = 1
+    provider: str = ""
+    """The provider that answered ("" in records written before providers existed)."""
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.day, self.session, self.model, self.purpose)
+    @property
+    def priced_as(self) -> str:
+        """The name prices are looked up by first: provider/model when a provider is named."""
+        return f"{self.provider}/{self.model}" if self.provider else self.model
+
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.day, self.session, self.provider, self.model, self.purpose)
 
 
 class UsageSink(Protocol):
     """Where the core reports a model call's usage (the ledger, or a test double)."""
 
     async def record(
-        self, *, session: str, model: str, purpose: str, prompt: int, completion: int, cached: int
+        self,
+        *,
+        session: str,
+        model: str,
+        purpose: str,
+        prompt: int,
+        completion: int,
+        cached: int,
+        provider: str = "",
     ) -> None: ...
 
 
@@ -79,6 +94,7 @@ async def record_usage(sink: UsageSink | None, session: str, purpose: str, usage
         prompt=usage.prompt_tokens,
         completion=usage.completion_tokens,
         cached=usage.cached_tokens,
+        provider=usage.provider,
     )
 
 
@@ -115,7 +131,10 @@ class Totals:
 
 
 def cost_of(record: UsageRecord, prices: Mapping[str, Price]) -> float:
-    price = prices.get(record.model)
+    """The record's money: its provider's price for the model, else the model's price.
+    Cached prompt tokens cost the cached price; a call after a fall-over that lost the
+    prompt cache reports no cached tokens and so costs the full input price."""
+    price = prices.get(record.priced_as) or prices.get(record.model)
     if price is None:
         return 0.0
     cached = min(record.cached_tokens, record.prompt_tokens)
@@ -126,8 +145,9 @@ def cost_of(record: UsageRecord, prices: Mapping[str, Price]) -> float:
 
 
 def compact(records: Iterable[UsageRecord]) -> list[UsageRecord]:
-    """One record per (day, session, model, purpose), summed; order of first appearance."""
-    sums: dict[tuple[str, str, str, str], UsageRecord] = {}
+    """One record per (day, session, provider, model, purpose), summed; order of first
+    appearance."""
+    sums: dict[tuple[str, str, str, str, str], UsageRecord] = {}
     for record in records:
         key = record.key()
         seen = sums.get(key)
@@ -143,6 +163,7 @@ def compact(records: Iterable[UsageRecord]) -> list[UsageRecord]:
             completion_tokens=seen.completion_tokens + record.completion_tokens,
             cached_tokens=seen.cached_tokens + record.cached_tokens,
             calls=seen.calls + record.calls,
+            provider=record.provider,
         )
     return list(sums.values())
 

@@ -52,15 +52,22 @@ class Conversations:
         return await self.file.session(conversation)
 
     async def model(self, conversation: str) -> str:
+        """The conversation's model: its strict choice, else the chain's head."""
         chosen = await self.file.model(conversation)
         return chosen if chosen in self.models else self.models[0]
 
-    async def llm(self, conversation: str) -> LLMPort | None:
-        """The client for the conversation's chosen model; None: the configured one."""
+    async def chose(self, conversation: str) -> str | None:
+        """The model the conversation chose (strict), None while it follows the chain."""
         chosen = await self.file.model(conversation)
-        if chosen is None or chosen not in self.models or chosen == self.models[0]:
+        return chosen if chosen in self.models else None
+
+    async def llm(self, conversation: str) -> LLMPort | None:
+        """The client for the conversation's chosen model, asking only that model (no
+        silent switch to another); None: the configured chain."""
+        chosen = await self.chose(conversation)
+        if chosen is None:
             return None
-        return self._runtime.llm.preferring(chosen)
+        return self._runtime.llm.restricted_to(chosen)
 
     def running(self, conversation: str) -> bool:
         return conversation in self._running

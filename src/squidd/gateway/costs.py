@@ -10,17 +10,31 @@ from collections.abc import Iterable
 from typing import Any
 
 from squidd.config import Settings
+from squidd.config.providers import LOCAL_KINDS
 from squidd.core.usage import Price, totals
 from squidd.store.usage import UsageLedger
 
 
 def prices_of(settings: Settings, models: Iterable[str] = ()) -> dict[str, Price]:
-    """The configured prices, and for each of `models` the config does not price, the price
-    table's (a model neither knows is left out: its calls cost nothing known)."""
+    """The configured prices (a provider's own for its models under "provider/model", then
+    `[llm.prices]` by model name), and for each of `models` the config does not price, the
+    price table's (a model neither knows is left out: its calls cost nothing known)."""
     prices = {
         name: Price(input=p.input, output=p.output, cached_input=p.cached_input)
         for name, p in settings.llm.prices.items()
     }
+    for provider in settings.llm.providers:
+        for listed in provider.models:
+            if listed.prices is not None:
+                p = listed.prices
+                prices[f"{provider.name}/{listed.name}"] = Price(
+                    input=p.input, output=p.output, cached_input=p.cached_input
+                )
+    for entry in settings.llm.resolved_chain():
+        # A local server's calls cost nothing unless the config says otherwise, even when
+        # its model has the name of a hosted one in the price table.
+        if entry.provider.kind in LOCAL_KINDS and entry.prices is None:
+            prices.setdefault(entry.label, Price())
     for model in models:
         if model not in prices and (known := table_price(model)) is not None:
             prices[model] = known

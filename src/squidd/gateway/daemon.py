@@ -114,7 +114,7 @@ class Daemon:
             "journal": await self.runtime.journal.in_flight() if self.runtime.journal else [],
             "mcp": self.mcp.snapshot(),
             "usage_today": await self.turns.usage_today(),
-            "model": self.runtime.llm.health.snapshot(),
+            "model": self.runtime.llm.snapshot(),
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,

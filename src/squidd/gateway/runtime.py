@@ -25,7 +25,7 @@ from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
 from squidd.core.turn_services import TurnLimits, TurnServices
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
-from squidd.llm.openai import OpenAILLM
+from squidd.llm.chain import ProviderChain
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.log import SecretRedactor
 from squidd.media.reader import MediaReader
@@ -58,7 +58,7 @@ DEFAULT_SYSTEM_PROMPT = (
 class Runtime:
     settings: Settings
     store: JsonlStore
-    llm: OpenAILLM
+    llm: ProviderChain
     memory: MemoryManager
     registry: ToolRegistry
     prompt: PromptSource
@@ -112,10 +112,12 @@ def build_prompt(settings: Settings) -> PromptSource:
     )
 
 
-def build_budget(settings: Settings) -> PromptBudget:
+def build_budget(settings: Settings, context_window: int | None = None) -> PromptBudget:
+    """The prompt budget; `context_window` is the chain's (the smallest window of its
+    pairs), else the one configured."""
     agents = settings.agents
     return PromptBudget(
-        context_window=settings.llm.context_window,
+        context_window=context_window or settings.llm.context_window,
         context_budget=agents.context_budget,
         memory_tokens=agents.memory_tokens,
         summary_tokens=agents.summary_tokens,
@@ -166,13 +168,13 @@ def build_policy(settings: Settings) -> ToolPolicy | None:
 
 def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None = None) -> Runtime:
     store = JsonlStore(settings.storage.data_dir, workspace_dir=settings.workspace_dir)
-    llm = OpenAILLM(settings.llm, http_client=http_client)
+    llm = ProviderChain(settings.llm, http_client=http_client)
     usage = UsageLedger(settings.storage.data_dir, timezone=settings.limits.timezone)
     memory = MemoryManager(
         storage=store,
         llm=llm,
         usage=usage,
-        budget=build_budget(settings),
+        budget=build_budget(settings, llm.context_window),
         consolidation_threshold=settings.agents.consolidation_threshold,
         keep_recent_ratio=settings.agents.keep_recent_ratio,
     )
@@ -208,9 +210,7 @@ def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None 
         usage=usage,
         results=results,
         max_result_chars=settings.tools.max_result_chars,
-        attachments=MediaReader(
-            settings.media, vision=settings.llm.vision, transcriber=transcriber
-        ),
+        attachments=MediaReader(settings.media, vision=llm.vision, transcriber=transcriber),
         prompt_parts=None if skills is None else skills_index_part(skills),
         recording=recording,
         auditor=Auditor(AuditFile(data_dir), SecretRedactor(known_secrets(settings)).scrub),

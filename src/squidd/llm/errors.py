@@ -13,6 +13,7 @@ re-raised as it is so it reaches the turn's crash handling instead of a retry lo
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,6 +25,7 @@ from squidd.errors import (
     LLMContextOverflowError,
     LLMCredentialsError,
     LLMError,
+    LLMRateLimitedError,
     LLMRejectedError,
     LLMUnavailableError,
 )
@@ -46,14 +48,41 @@ def _is_context_overflow(exc: openai.APIStatusError) -> bool:
     return any(hint in text for hint in _OVERFLOW_HINTS)
 
 
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    value = exc.response.headers.get("retry-after")
-    if value is None:
-        return None
+def _seconds(value: str) -> float | None:
+    """A wait as servers write it: "7", "0.5", or OpenAI's reset form "1m30s" / "250ms"."""
+    text = value.strip()
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(text))
     except ValueError:
+        pass
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
         return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(number) * scale[unit] for number, unit in parts)
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """The wait the server named: `Retry-After` (seconds; a date is not honoured),
+    `retry-after-ms`, else the later of the rate-limit resets (`x-ratelimit-reset-*`)."""
+    headers = exc.response.headers
+    if (value := headers.get("retry-after-ms")) is not None:
+        millis = _seconds(value)
+        if millis is not None:
+            return millis / 1000
+    if (value := headers.get("retry-after")) is not None:
+        return _seconds(value)
+    resets = [
+        wait
+        for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
+        if (value := headers.get(name)) is not None and (wait := _seconds(value)) is not None
+    ]
+    return max(resets) if resets else None
+
+
+def _is_quota(exc: openai.APIStatusError) -> bool:
+    text = f"{exc.code or ''} {getattr(exc, 'type', '') or ''} {exc.message}".lower()
+    return "insufficient_quota" in text or "quota" in text
 
 
 def _status(exc: openai.APIStatusError, model: str) -> LLMError:
@@ -61,6 +90,10 @@ def _status(exc: openai.APIStatusError, model: str) -> LLMError:
     if _is_context_overflow(exc):
         # No retry and no fallback model helps: the caller must send less.
         return LLMContextOverflowError(f"the request is longer than model {model}'s context window")
+    if status == 429:
+        quota = _is_quota(exc)
+        reason = "quota exhausted (HTTP 429)" if quota else "rate limited (HTTP 429)"
+        return LLMRateLimitedError(reason, retry_after_s=_retry_after(exc), quota=quota)
     if status in _RETRY_STATUSES or status >= 500:
         return LLMUnavailableError(f"HTTP {status}", retry_after_s=_retry_after(exc))
     if status in _NEXT_MODEL_STATUSES:

@@ -1,14 +1,13 @@
-"""The LLM adapter for any OpenAI-compatible chat endpoint, over `openai.AsyncOpenAI`.
+"""One request to any OpenAI-compatible chat endpoint, over `openai.AsyncOpenAI`
+(`EndpointClient`: one base URL, one key); the chain of providers (llm/chain.py) decides
+what to try next when it fails.
 
-It streams, assembles tool calls from their deltas (the first delta of a call assigns its
-`id` and `name`, later ones only append `arguments`; servers that repeat `id`/`name` in
-every delta are handled the same way), retries 429/5xx/timeouts/connection errors and
-broken streams (an error event after a 200, a garbled event) with capped exponential
-backoff and jitter (honouring `Retry-After`), then falls back through an ordered list of
-models. It asks for `stream_options.include_usage` and yields the provider's count as a
-`Usage` event at the end of the response (providers that send none yield none). When a
-failure strikes after text was already streamed, it emits `StreamRestart` before starting
-over, so no text reaches the user twice.
+It streams and assembles tool calls from their deltas (the first delta of a call assigns
+its `id` and `name`, later ones only append `arguments`; servers that repeat `id`/`name` in
+every delta are handled the same way). It asks for `stream_options.include_usage` and yields
+the provider's count as a `Usage` event at the end of the response (providers that send none
+yield none). A broken stream (an error event after a 200, a garbled event) leaves as an
+error like any other failure.
 
 The request goes out through the client's own `post` with a body already in the wire format
 (`to_openai_message`/`to_openai_tool` build it), not through `chat.completions.create`: that
@@ -26,41 +25,27 @@ openai's and httpx2's errors become `squidd.errors` types through the adapter's 
 
 from __future__ import annotations
 
-import copy
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import httpx2
-import structlog
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion
 
-from squidd.config.sections import LLMSettings
-from squidd.core.backoff import Backoff
 from squidd.core.models import (
     LLMEvent,
     Message,
-    StreamRestart,
     TextDelta,
     ToolCall,
     ToolCallsReady,
     ToolDefinition,
     Usage,
 )
-from squidd.errors import (
-    LLMContextOverflowError,
-    LLMCredentialsError,
-    LLMError,
-    LLMRejectedError,
-    LLMUnavailableError,
-)
+from squidd.errors import LLMUnavailableError
 from squidd.llm import errors
-from squidd.llm.health import ModelHealth
 from squidd.text import clean_text
-
-log = structlog.get_logger()
 
 
 def to_openai_message(message: Message) -> dict[str, Any]:
@@ -108,133 +93,45 @@ class _CallSlot:
         self.arguments: list[str] = []
 
 
-class OpenAILLM:
-    """`LLMPort` for OpenAI-compatible endpoints."""
+@dataclass(frozen=True, slots=True)
+class RequestOptions:
+    """What every request of a chain carries beside the model and the messages."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class EndpointClient:
+    """One OpenAI-compatible endpoint with one key: one request at a time, no retry (the
+    chain, llm/chain.py, decides what happens after a failure)."""
 
     def __init__(
         self,
-        settings: LLMSettings,
+        base_url: str,
+        api_key: str | None,
         *,
+        timeout_s: float,
+        connect_timeout_s: float,
         http_client: httpx2.AsyncClient | None = None,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
-        self._settings = settings
-        api_key = settings.api_key.get_secret_value() if settings.api_key else "not-needed"
+        self.base_url = base_url
         self._client = AsyncOpenAI(
-            api_key=api_key,
-            base_url=settings.base_url,
-            timeout=httpx2.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
-            max_retries=0,  # retries are ours: they must not replay streamed text
+            api_key=api_key or "not-needed",
+            base_url=base_url,
+            timeout=httpx2.Timeout(timeout_s, connect=connect_timeout_s),
+            max_retries=0,  # retries are the chain's: they must not replay streamed text
             http_client=http_client,
         )
-        self._sleep = sleep
-        self._backoff = Backoff(settings.retry_base_delay_s, settings.retry_max_delay_s)
-        # Shared with the views `preferring` makes: one endpoint, one health.
-        self.health = ModelHealth(base_url=settings.base_url, model=settings.model)
 
     async def aclose(self) -> None:
         await self._client.close()
 
-    @property
-    def models(self) -> list[str]:
-        return [self._settings.model, *self._settings.fallback_models]
-
-    def preferring(self, model: str) -> OpenAILLM:
-        """This client (same connection pool) asking `model` first, then the other configured
-        models as fallbacks: a person's `/model` choice for their conversation."""
-        view = copy.copy(self)
-        rest = [name for name in self.models if name != model]
-        view._settings = self._settings.model_copy(update={"model": model, "fallback_models": rest})
-        return view
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Wait before retry `attempt` (0-based): the server's Retry-After when it sent one."""
-        if retry_after is not None:
-            return min(retry_after, self._backoff.maximum_s)
-        return self._backoff.delay(attempt + 1)
-
-    async def chat(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
-    ) -> AsyncIterator[LLMEvent]:
-        """The reply's events, from the first model that answers; the outcome is recorded
-        in `health` (the last answer, or the last failure and why)."""
-        try:
-            async for event in self._chat(messages, tools):
-                yield event
-        except LLMContextOverflowError:
-            raise  # the request's size, not the endpoint's health
-        except LLMError as exc:
-            self.health.failed(str(exc))
-            raise
-
-    async def _chat(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
-    ) -> AsyncIterator[LLMEvent]:
-        payload = [to_openai_message(m) for m in messages]
-        tool_payload = [to_openai_tool(t) for t in tools]
-        last_reason = "no model configured"
-        for model in self.models:
-            for attempt in range(self._settings.max_retries + 1):
-                streamed = False
-                try:
-                    async for event in self._stream_once(model, payload, tool_payload):
-                        if isinstance(event, TextDelta):
-                            streamed = True
-                        yield event
-                except LLMUnavailableError as exc:
-                    last_reason = str(exc)
-                    if streamed:
-                        yield StreamRestart(last_reason)
-                    if attempt < self._settings.max_retries:
-                        delay = self._delay(attempt, exc.retry_after_s)
-                        log.warning(
-                            "llm_retry",
-                            model=model,
-                            attempt=attempt + 1,
-                            reason=last_reason,
-                            retry_in_s=round(delay, 2),
-                        )
-                        await self._sleep(delay)
-                    continue
-                except (LLMContextOverflowError, LLMCredentialsError):
-                    raise  # the caller must send less, or a human must fix the key
-                except LLMRejectedError as exc:
-                    last_reason = str(exc)
-                    if streamed:
-                        yield StreamRestart(last_reason)
-                    log.warning("llm_model_failed", model=model, reason=last_reason)
-                    break
-                else:
-                    self.health.succeeded(model)
-                    return
-            else:
-                log.warning("llm_model_exhausted", model=model, reason=last_reason)
-            continue
-        if last_reason.startswith("rejected"):
-            raise LLMRejectedError(f"the model endpoint refused the request: {last_reason}")
-        raise LLMUnavailableError(f"the model endpoint did not answer: {last_reason}")
-
-    def _body(
-        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "stream": True,
-            # The usage of the call arrives in a last chunk; providers that do not know the
-            # option ignore it (the estimate then stands).
-            "stream_options": {"include_usage": True},
-        }
-        if tools:
-            body["tools"] = tools
-        if self._settings.temperature is not None:
-            body["temperature"] = self._settings.temperature
-        if self._settings.max_tokens is not None:
-            body["max_tokens"] = self._settings.max_tokens
-        return body
-
-    async def _stream_once(
-        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    async def stream(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        options: RequestOptions,
     ) -> AsyncIterator[LLMEvent]:
         """One request to one model: its text as it streams, then its tool calls and usage.
         A failure leaves as the squidd error the adapter's table names (`squidd.llm.errors`)."""
@@ -243,7 +140,7 @@ class OpenAILLM:
         try:
             stream = await self._client.post(
                 "/chat/completions",
-                body=self._body(model, messages, tools),
+                body=_body(model, messages, tools, options),
                 cast_to=ChatCompletion,
                 options={"security": {"bearer_auth": True}},
                 stream=True,
@@ -272,6 +169,29 @@ class OpenAILLM:
             yield ToolCallsReady(calls)
         if usage:
             yield usage[-1]
+
+
+def _body(
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    options: RequestOptions,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        # The usage of the call arrives in a last chunk; providers that do not know the
+        # option ignore it (the estimate then stands).
+        "stream_options": {"include_usage": True},
+    }
+    if tools:
+        body["tools"] = tools
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    if options.max_tokens is not None:
+        body["max_tokens"] = options.max_tokens
+    return body
 
 
 def _read_chunk(

@@ -14,9 +14,9 @@ from openai import AsyncOpenAI
 from squidd.config.sections import LLMSettings
 from squidd.core.models import Message, TextDelta
 from squidd.llm import errors
-from squidd.llm.openai import OpenAILLM
+from squidd.llm.openai import EndpointClient, RequestOptions, to_openai_message
 
-__all__ = ["list_models", "one_token"]
+__all__ = ["list_models", "one_token", "one_token_at"]
 
 
 async def list_models(settings: LLMSettings) -> list[str] | None:
@@ -44,13 +44,28 @@ async def list_models(settings: LLMSettings) -> list[str] | None:
 
 async def one_token(settings: LLMSettings) -> str:
     """Ask the configured model for one token; return the text it sent (may be empty)."""
-    tiny = settings.model_copy(update={"max_tokens": 1, "max_retries": 0, "fallback_models": []})
-    llm = OpenAILLM(tiny)
+    return await one_token_at(
+        settings.base_url,
+        settings.api_key.get_secret_value() if settings.api_key else None,
+        settings.model,
+        timeout_s=settings.timeout_s,
+        connect_timeout_s=settings.connect_timeout_s,
+    )
+
+
+async def one_token_at(
+    base_url: str, api_key: str | None, model: str, *, timeout_s: float, connect_timeout_s: float
+) -> str:
+    """One request for one token to `model` at one endpoint with one key (no retry)."""
+    client = EndpointClient(
+        base_url, api_key, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s
+    )
     text: list[str] = []
+    message = [to_openai_message(Message(role="user", content="Say OK."))]
     try:
-        async for event in llm.chat([Message(role="user", content="Say OK.")], []):
+        async for event in client.stream(model, message, [], RequestOptions(max_tokens=1)):
             if isinstance(event, TextDelta):
                 text.append(event.text)
     finally:
-        await llm.aclose()
+        await client.aclose()
     return "".join(text)

@@ -69,10 +69,20 @@ class UsageLedger:
         return self._dir / f"{day}.jsonl"
 
     async def record(
-        self, *, session: str, model: str, purpose: str, prompt: int, completion: int, cached: int
+        self,
+        *,
+        session: str,
+        model: str,
+        purpose: str,
+        prompt: int,
+        completion: int,
+        cached: int,
+        provider: str = "",
     ) -> None:
         day = self.today()
-        record = UsageRecord(day, session, model, purpose, prompt, completion, cached)
+        record = UsageRecord(
+            day, session, model, purpose, prompt, completion, cached, provider=provider
+        )
         await self._load_today(day)
         line = USAGE.dumps(record)
         await anyio.to_thread.run_sync(lambda: append_lines_locked(self._path(day), [line]))
