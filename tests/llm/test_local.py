@@ -134,6 +134,47 @@ async def test_ollama_lists_its_models_with_their_windows(client: httpx2.AsyncCl
     ]
 
 
+class _Counting(httpx2.AsyncHTTPTransport):
+    """A real transport that counts the requests it has under way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.under_way = 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.under_way += 1
+        try:
+            response = await super().handle_async_request(request)
+            await response.aread()
+        finally:
+            self.under_way -= 1
+        return response
+
+
+async def test_ollama_is_shown_a_few_models_at_a_time() -> None:
+    models = {f"m{i}:1b": {"trained": 8192, "num_ctx": None, "loaded": None} for i in range(7)}
+    listed: list[ServedModel] = []
+    transport = _Counting()
+    with ScriptedOllama(models) as server:
+        server.let_show.clear()  # every /api/show waits until the test lets it go
+        server.hold_at = 4
+
+        async def list_them(client: httpx2.AsyncClient) -> None:
+            listed.extend(await served_models("ollama", server.root, client=client))
+
+        async with (
+            httpx2.AsyncClient(transport=transport) as client,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(list_them, client)
+            assert await anyio.to_thread.run_sync(server.held.wait, 60)
+            await anyio.wait_all_tasks_blocked()  # any fifth request would be under way now
+            under_way = transport.under_way
+            server.let_show.set()
+    assert under_way == 4 and server.most_showing == 4
+    assert [m.window for m in listed] == [4096] * 7
+
+
 # --- llama.cpp -----------------------------------------------------------------------------
 
 

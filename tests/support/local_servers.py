@@ -171,6 +171,14 @@ class ScriptedOllama(_Scripted):
         super().__init__(**options)
         self.models = models
         self.version = "0.12.6"
+        # /api/show answers wait for `let_show` (set: at once); `held` is set once
+        # `hold_at` of them wait together; `most_showing` is the most there were at once.
+        self.let_show = threading.Event()
+        self.let_show.set()
+        self.held = threading.Event()
+        self.hold_at = 0
+        self.most_showing = 0
+        self._showing = 0
 
     def refused(self) -> Answer:
         return 401, {"error": "unauthorized"}
@@ -184,8 +192,21 @@ class ScriptedOllama(_Scripted):
             loaded = [name for name, spec in self.models.items() if spec.get("loaded")]
             return 200, {"models": [self._running(name) for name in loaded]}
         if (method, path) == ("POST", "/api/show"):
-            return self._show(str((body or {}).get("model", "")))
+            return self._held_show(str((body or {}).get("model", "")))
         return 404, "404 page not found"
+
+    def _held_show(self, asked: str) -> Answer:
+        with self._lock:
+            self._showing += 1
+            self.most_showing = max(self.most_showing, self._showing)
+            if self.hold_at and self._showing >= self.hold_at:
+                self.held.set()
+        try:
+            self.let_show.wait(60)  # bounded so a failed test ends
+            return self._show(asked)
+        finally:
+            with self._lock:
+                self._showing -= 1
 
     def _find(self, name: str) -> str | None:
         full = name if ":" in name else name + ":latest"

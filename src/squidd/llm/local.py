@@ -88,8 +88,8 @@ def openai_base(kind: str, base_url: str) -> str:
 
 
 class _UnansweredError(Exception):
-    """The server gave no usable answer (`status`: its HTTP status, if not 200); `reason`
-    says why, in words."""
+    """The server gave no usable answer; `reason` says why, in words. `status` is the HTTP
+    status it answered (200 for an answer of the wrong shape, 0 for no answer at all)."""
 
     def __init__(self, reason: str, status: int = 200) -> None:
         super().__init__(reason)
@@ -147,7 +147,7 @@ class _Server:
                 method, self.root + path, headers=headers, json=body
             )
         except (httpx2.HTTPError, httpx2.InvalidURL) as exc:
-            raise _UnreachableError(f"{self.label}: {causes.describe(exc)}") from None
+            raise _UnreachableError(f"{self.label}: {causes.describe(exc)}", 0) from None
         where = f"{method} {path}"
         if response.status_code != 200:
             said = _error_text(response)
