@@ -298,9 +298,13 @@ async def test_ollama_garbage_from_ps_falls_back_to_show(client: httpx2.AsyncCli
     with ScriptedOllama({"qwen3:8b": {"trained": 40960, "num_ctx": 8192, "loaded": 2048}}) as s:
         s.answer_raw["/api/ps"] = (200, b'{"models": "loaded"}')
         window = await served_window("ollama", s.root, "qwen3:8b", client=client)
+        # Releases before context_length was in /api/ps list a loaded model without it.
+        old = {"models": [{"name": "qwen3:8b", "model": "qwen3:8b", "size": 5_000_000_000}]}
+        s.answer_raw["/api/ps"] = (200, json.dumps(old).encode())
+        older = await served_window("ollama", s.root, "qwen3:8b", client=client)
         s.answer_raw["/api/show"] = (200, b'{"model_info": []}')
         broken = await served_window("ollama", s.root, "qwen3:8b", client=client)
-    assert window.tokens == 8192
+    assert window.tokens == older.tokens == 8192
     assert broken.tokens is None and "model_info" in broken.source
 
 
