@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from squidd.config.sections import LLMSettings
 from squidd.core.models import Message, TextDelta
+from squidd.llm.chain import ProviderChain
 from squidd.llm.local import (
     ServedModel,
     ServedWindow,
@@ -26,7 +27,6 @@ from squidd.llm.local import (
     served_window,
     server_root,
 )
-from squidd.llm.openai import OpenAILLM
 from tests.support.local_servers import ScriptedLlamaCpp, ScriptedOllama, ScriptedVllm
 
 pytestmark = pytest.mark.anyio
@@ -239,8 +239,12 @@ async def test_openai_says_no_window_and_lists_ids(client: httpx2.AsyncClient) -
 async def test_a_local_server_also_chats_at_its_openai_base() -> None:
     with ScriptedOllama({"qwen3:8b": {"trained": 40960, "loaded": 4096}}) as server:
         server.chat.push("hello from the local model")
-        base = openai_base("ollama", server.root)
-        llm = OpenAILLM(LLMSettings(base_url=base, model="qwen3:8b", max_retries=0))
+        settings = LLMSettings(
+            providers=[{"name": "local", "kind": "ollama", "base_url": server.root}],
+            chain=["local/qwen3:8b"],
+            max_retries=0,
+        )
+        llm = ProviderChain(settings)
         try:
             events = [e async for e in llm.chat([Message(role="user", content="hi")], [])]
         finally:

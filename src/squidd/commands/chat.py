@@ -102,7 +102,8 @@ def session_for(name: str) -> SessionId:
 
 def _preflight(settings: Settings) -> str | None:
     """A problem that makes any LLM call pointless, said in one line; None when fine."""
-    if settings.llm.api_key is None and settings.llm.base_url.startswith("https://api.openai."):
+    llm = settings.llm
+    if not llm.providers and llm.api_key is None and llm.base_url.startswith("https://api.openai."):
         return (
             "llm.api_key is not set: put it in the config ([llm] api_key or api_key_file) "
             "or in SQUIDD_LLM__API_KEY"
@@ -208,6 +209,7 @@ async def _chat(
     async with connected_mcp(settings, errlog=errlog) as mcp:
         terminal = build_terminal(settings, mcp, ignore_caps=ignore_caps, asker=asker)
         try:
+            await terminal.runtime.learn_windows()
             if message is not None:
                 await _one_message(terminal, session, message, sys.stdout, asker)
             else:

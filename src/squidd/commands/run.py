@@ -76,7 +76,8 @@ def empty_start(settings: Settings, config_file: Path | None) -> str | None:
             f"SQUIDD_CONFIG or --config): {SETUP_HINT}, or start anyway with --allow-empty"
         )
     channels = settings.matrix.enabled or settings.email.enabled or settings.api.enabled
-    model = settings.llm.api_key is not None or settings.llm.base_url != _DEFAULT_LLM_URL
+    llm = settings.llm
+    model = bool(llm.providers) or llm.api_key is not None or llm.base_url != _DEFAULT_LLM_URL
     if channels or model:
         return None
     return (
@@ -155,6 +156,8 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
     async def main() -> int:
         try:
             async with anyio.create_task_group() as tg:
+                # Before any turn: a local server's real window sets the prompt budget.
+                await serving.runtime.learn_windows()
                 tg.start_soon(check_model, settings, serving.runtime.llm.health)
                 code = await serving.serve()
                 tg.cancel_scope.cancel()

@@ -26,6 +26,7 @@ The manager is pure logic: storage and the LLM are ports handed in.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import structlog
 
@@ -134,6 +135,12 @@ class MemoryManager:
     @property
     def budget(self) -> PromptBudget | None:
         return self._budget
+
+    def use_window(self, context_window: int) -> None:
+        """The model's window as learnt after start (a local server's served context): the
+        budget's parts stay, its window changes."""
+        if self._budget is not None and self._budget.context_window != context_window:
+            self._budget = replace(self._budget, context_window=context_window)
 
     @property
     def keep_recent(self) -> int:

@@ -72,6 +72,12 @@ class Runtime:
     unattended: UnattendedAsker | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
+    async def learn_windows(self) -> None:
+        """Ask local model servers what context they serve; the prompt budget follows the
+        smallest window of the chain (llm/chain.py)."""
+        await self.llm.learn_windows()
+        self.memory.use_window(self.llm.context_window)
+
     async def aclose(self) -> None:
         await self.llm.aclose()
         for tool in self.registry.tools():

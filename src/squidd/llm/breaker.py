@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from squidd.config.providers import ProviderKind
 from squidd.llm.openai import EndpointClient
 
 __all__ = ["KeyState", "ProviderState"]
@@ -37,6 +38,7 @@ class KeyState:
 
     number: int
     client: EndpointClient
+    secret: str | None = field(default=None, repr=False)
     last_failed: float = _NEVER
     resting_until: float = _NEVER
     refused: bool = False
@@ -61,7 +63,7 @@ class ProviderState:
     """One provider's keys and breaker (see the module)."""
 
     name: str
-    kind: str
+    kind: ProviderKind
     base_url: str
     keys: list[KeyState]
     cooldown_s: float
@@ -72,8 +74,11 @@ class ProviderState:
     reason: str | None = None
     calls: int = 0
     answers: int = 0
-    served_window: int | None = None
-    window_source: str | None = None
+    root_url: str = ""
+    """Where the server's own API is (a local server's root), for asking its windows."""
+    windows: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    """Per model: the context the server says it serves (None: it does not say) and where
+    that came from, as asked at start (llm/local.py)."""
     _probe_owner: object | None = field(default=None, repr=False)
 
     # --- choosing -----------------------------------------------------------------------
@@ -186,8 +191,10 @@ class ProviderState:
             "failures_in_a_row": self.failures,
             "calls": self.calls,
             "answers": self.answers,
-            "served_window": self.served_window,
-            "window_source": self.window_source,
+            "windows": {
+                model: {"served": tokens, "source": source}
+                for model, (tokens, source) in self.windows.items()
+            },
             "keys": [key.snapshot(now, wall) for key in self.keys] if self.keys else [],
         }
 

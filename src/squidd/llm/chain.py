@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +45,7 @@ from squidd.errors import (
 )
 from squidd.llm.breaker import KeyState, ProviderState
 from squidd.llm.health import ModelHealth
+from squidd.llm.local import openai_base, served_window
 from squidd.llm.openai import EndpointClient, RequestOptions, to_openai_message, to_openai_tool
 
 __all__ = ["Failover", "Link", "ProviderChain"]
@@ -76,15 +77,16 @@ class Link:
         return f"{self.provider.name}/{self.model}"
 
 
+@dataclass
 class _Outcome:
-    """How one call went so far: the last reason, and whether only keys were refused."""
+    """How one call went so far (a record of the call, kept by the chain's steps)."""
 
-    def __init__(self) -> None:
-        self.reason = "no provider could be asked"
-        self.kinds: set[str] = set()
-        self.last_label: str | None = None
-        self.retry_after: float | None = None
-        self.answered = False
+    reason: str = "no provider could be asked"
+    kinds: set[str] = field(default_factory=set)
+    """What failed: "credentials", "rejected", "unavailable"."""
+    last_label: str | None = None
+    retry_after: float | None = None
+    answered: bool = False
 
     def error(self) -> LLMError:
         if self.kinds == {"credentials"}:
@@ -168,6 +170,33 @@ class ProviderChain:
     @property
     def vision(self) -> bool:
         return all(link.vision for link in self.links)
+
+    async def learn_windows(self) -> None:
+        """Ask each local server (ollama, llamacpp, vllm) what context it really serves for
+        the chain's models; `context_window` then takes the smaller of that and the
+        configured one. A server that does not answer keeps the configured window (and
+        `doctor` says so)."""
+        asked = [link for link in self.links if link.provider.kind in LOCAL_KINDS]
+        if not asked:
+            return
+        timeout = httpx2.Timeout(self._settings.connect_timeout_s * 2)
+        async with httpx2.AsyncClient(timeout=timeout) as client:
+            for link in asked:
+                state = link.provider
+                key = state.keys[0].secret if state.keys else None
+                served = await served_window(
+                    state.kind, state.root_url, link.model, client=client, api_key=key
+                )
+                state.windows[link.model] = (served.tokens, served.source)
+                cut = served.tokens is not None and served.tokens < link.context_window
+                (log.warning if cut else log.info)(
+                    "llm_window",
+                    model=link.label,
+                    served=served.tokens,
+                    configured=link.context_window,
+                    source=served.source,
+                    note="the prompt budget follows the served window" if cut else None,
+                )
 
     # --- a call --------------------------------------------------------------------------
 
@@ -327,7 +356,7 @@ def _note_wait(outcome: _Outcome, wait: float | None) -> None:
 
 
 def _window(link: Link) -> int:
-    served = link.provider.served_window
+    served, _ = link.provider.windows.get(link.model, (None, ""))
     return link.context_window if served is None else min(served, link.context_window)
 
 
@@ -341,13 +370,14 @@ def _copy(chain: ProviderChain) -> ProviderChain:
 def _provider_state(
     provider: ProviderSettings, settings: LLMSettings, http_client: httpx2.AsyncClient | None
 ) -> ProviderState:
-    base = _openai_base(provider.kind, provider.base_url)
+    base = openai_base(provider.kind, provider.base_url)
     timeout = provider.timeout_s or settings.timeout_s
     connect = provider.connect_timeout_s or settings.connect_timeout_s
     secrets: list[SecretStr | None] = [*provider.keys] or [None]
     keys = [
         KeyState(
             number=i + 1,
+            secret=None if secret is None else secret.get_secret_value(),
             client=EndpointClient(
                 base,
                 None if secret is None else secret.get_secret_value(),
@@ -362,6 +392,7 @@ def _provider_state(
         name=provider.name,
         kind=provider.kind,
         base_url=base,
+        root_url=provider.base_url,
         keys=keys,
         cooldown_s=provider.cooldown_s or settings.cooldown_s,
         failures_to_cool=settings.failures_to_cool,
@@ -375,11 +406,3 @@ def _link(entry: ChainEntry, states: dict[str, ProviderState]) -> Link:
         context_window=entry.context_window,
         vision=entry.vision,
     )
-
-
-def _openai_base(kind: str, base_url: str) -> str:
-    """Where a provider's OpenAI-compatible API is: a local server's root plus /v1."""
-    if kind not in LOCAL_KINDS:
-        return base_url
-    root = base_url.rstrip("/").removesuffix("/v1")
-    return f"{root}/v1"
