@@ -114,4 +114,4 @@ def test_chat_against_a_dead_endpoint_prints_exactly_one_line(tmp_path: Path) ->
     [line] = done.stderr.splitlines()
     assert f"connection refused by 127.0.0.1:{port}" in line
     # The log lines went to the data dir's log, not to the terminal.
-    assert "llm_model_exhausted" in (tmp_path / "data" / "commands.log").read_text()
+    assert "llm_retry" in (tmp_path / "data" / "commands.log").read_text()

@@ -32,6 +32,9 @@ class _Host:
     async def usage_today(self) -> Mapping[str, Any]:
         return {}
 
+    def model_state(self) -> Mapping[str, Any]:
+        return {}
+
     def approvals(self) -> Approvals | None:
         return self._approvals
 

@@ -31,6 +31,9 @@ class _Host:
             "cost": 0.0025,
         }
 
+    def model_state(self) -> Mapping[str, Any]:
+        return {}
+
     def approvals(self) -> None:
         return None
 

@@ -26,7 +26,15 @@ def config_sections(
     }
     for name, values in sections.items():
         merged[name] = {**merged.get(name, {}), **values}
+    if "providers" in merged["llm"]:  # a chain of providers replaces the one endpoint
+        for key in ("base_url", "api_key"):
+            merged["llm"].pop(key)
     return merged
+
+
+def provider(name: str, llm: Any, **keys: Any) -> dict[str, Any]:
+    """One `[[llm.providers]]` entry for a scripted server (`llm.base_url`)."""
+    return {"name": name, "kind": "openai", "base_url": llm.base_url, **keys}
 
 
 def _value(value: Any) -> str:
@@ -35,6 +43,8 @@ def _value(value: Any) -> str:
     if isinstance(value, Mapping):  # an inline table: `{ channel = "terminal", ... }`
         return "{ " + ", ".join(f"{key} = {_value(item)}" for key, item in value.items()) + " }"
     if isinstance(value, list | tuple) and any(isinstance(item, Mapping) for item in value):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
+    if isinstance(value, list | tuple):
         return "[" + ", ".join(_value(item) for item in value) + "]"
     if isinstance(value, str | bool | int | float | list | tuple):
         # A JSON string, number, boolean or array of them is the same value in TOML.

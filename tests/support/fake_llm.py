@@ -10,7 +10,9 @@ usage to report, or a `Gate` that holds the stream part way until the test lets 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 import uuid
@@ -103,6 +105,7 @@ class FakeLLM:
         self.max_in_flight = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        self._connections: set[socket.socket] = set()
         self._thread: threading.Thread | None = None
 
     # --- scripting ---------------------------------------------------------------------
@@ -145,6 +148,16 @@ class FakeLLM:
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
+
+            def setup(self) -> None:
+                super().setup()
+                with owner._lock:
+                    owner._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with owner._lock:
+                    owner._connections.discard(self.connection)
+                super().finish()
 
             def _json(
                 self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
@@ -216,10 +229,17 @@ class FakeLLM:
         return self
 
     def stop(self) -> None:
+        """Stop listening and cut the connections still open (kept-alive ones too): the
+        server is gone, as a crashed or stopped model server is."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        with self._lock:
+            open_now = list(self._connections)
+        for connection in open_now:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> FakeLLM:
         return self.start()

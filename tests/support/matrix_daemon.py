@@ -54,10 +54,12 @@ def matrix_daemon_config(
     synapse: SynapseServer,
     bot: User,
     allowed: str,
+    /,
     *,
     token: str | None = None,
     **sections: Mapping[str, Any],
 ) -> Path:
+    """The config; `sections` may hold `llm` too (a chain of providers, say)."""
     matrix = bot_matrix_section(
         synapse,
         bot,

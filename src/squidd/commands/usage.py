@@ -1,10 +1,11 @@
 """`squidd usage`: what the model calls cost, read from the usage ledger.
 
 Default: today's totals (local day of `limits.timezone`), then one line per session. With
-`--by session|model|purpose|day` one line per group instead; `--since YYYY-MM-DD` (or
+`--by session|model|provider|purpose|day` one line per group instead; `--since YYYY-MM-DD` (or
 `7d` for the last seven days) widens the range from today. Token numbers are plain
 integers; money comes from `[llm.prices]`, else from the price table of the `genai-prices`
-package for the models it knows, and a last line names the models priced by neither.
+package for the models it knows, and a last line names the models priced by neither. The
+provider chain's fall-overs of the range follow, counted by pair and reason.
 Reading compacts the days that are over (one line per session, model and purpose), as the
 daemon does at start.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import date, timedelta
 
@@ -20,7 +22,7 @@ import anyio
 
 from squidd.commands import Commands
 from squidd.config import Settings
-from squidd.core.usage import GroupBy, Price, Totals, UsageRecord, group, totals
+from squidd.core.usage import Failover, GroupBy, Price, Totals, UsageRecord, group, totals
 from squidd.gateway.costs import prices_of
 from squidd.store.usage import UsageLedger
 
@@ -68,13 +70,29 @@ async def _usage(settings: Settings, by: GroupBy, since: str | None) -> str:
     models = sorted({record.model for record in records})
     prices = prices_of(settings, models)
     text = format_usage(records, prices, by=by, title=title)
-    unknown = [model for model in models if model not in prices]
+    failovers = await ledger.failovers(start)
+    if failovers:
+        text += "\n" + failover_lines(failovers)
+    unknown = sorted(
+        {r.model for r in records if r.priced_as not in prices and r.model not in prices}
+    )
     if unknown:
         text += (
             f"\nno price known for {', '.join(unknown)}: their calls count no money; set "
             '[llm.prices."MODEL"] input = ..., output = ... (per million tokens) to price them'
         )
     return text
+
+
+def failover_lines(failovers: Sequence[Failover]) -> str:
+    """The fall-overs of the range, counted by pair and reason, most frequent first."""
+    counts = Counter((f.from_, f.to, f.reason) for f in failovers)
+    lines = [f"failovers: {len(failovers)}, last at {failovers[-1].at}"]
+    lines.extend(
+        f"  {from_} -> {to}: {reason} (x{count})"
+        for (from_, to, reason), count in counts.most_common(10)
+    )
+    return "\n".join(lines)
 
 
 def usage_command(settings: Settings, *, by: GroupBy = "session", since: str | None = None) -> int:
@@ -92,13 +110,13 @@ def register(commands: Commands) -> None:
         "usage",
         help="tokens and money spent, from the usage ledger",
         run=_run,
-        example="squidd usage\nsquidd usage --by model",
+        example="squidd usage\nsquidd usage --by provider --since 7d",
     )
     usage.add_argument(
         "--by",
-        choices=("session", "model", "purpose", "day"),
+        choices=("session", "model", "provider", "purpose", "day"),
         default="session",
-        help="one line per session (default), model, purpose or day",
+        help="one line per session (default), model, provider, purpose or day",
     )
     usage.add_argument("--since", default=None, help="from this day on: YYYY-MM-DD or Nd")
 

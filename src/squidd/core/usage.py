@@ -67,6 +67,17 @@ class UsageRecord:
         return (self.day, self.session, self.provider, self.model, self.purpose)
 
 
+@dataclass(frozen=True, slots=True)
+class Failover:
+    """One call's fall-over from one provider/model pair of the chain to the next, and why
+    (`at`: ISO time, UTC)."""
+
+    at: str
+    from_: str
+    to: str
+    reason: str
+
+
 class UsageSink(Protocol):
     """Where the core reports a model call's usage (the ledger, or a test double)."""
 

@@ -103,6 +103,9 @@ class Terminal:
         """For `/approvals`: the terminal asks its questions in place, none wait."""
         return self.runtime.approvals
 
+    def model_state(self) -> dict[str, Any]:
+        return self.runtime.llm.snapshot()
+
 
 def build_terminal(
     settings: Settings,

@@ -12,6 +12,7 @@ workspace prompt files.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -114,7 +115,7 @@ class Daemon:
             "journal": await self.runtime.journal.in_flight() if self.runtime.journal else [],
             "mcp": self.mcp.snapshot(),
             "usage_today": await self.turns.usage_today(),
-            "model": self.runtime.llm.snapshot(),
+            "model": await self._model(),
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
@@ -127,6 +128,16 @@ class Daemon:
                 if self.heartbeat and self.heartbeat.next_beat
                 else None
             ),
+        }
+
+    async def _model(self) -> dict[str, Any]:
+        """The model's health and providers, with today's fall-overs from the ledger (they
+        outlive a restart)."""
+        today = await self.runtime.usage.failovers()
+        return {
+            **self.runtime.llm.snapshot(),
+            "failovers": [dataclasses.asdict(f) for f in today[-20:]],
+            "failovers_today": len(today),
         }
 
     def _control_ops(self) -> dict[str, ControlOp]:

@@ -174,8 +174,8 @@ def build_policy(settings: Settings) -> ToolPolicy | None:
 
 def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None = None) -> Runtime:
     store = JsonlStore(settings.storage.data_dir, workspace_dir=settings.workspace_dir)
-    llm = ProviderChain(settings.llm, http_client=http_client)
     usage = UsageLedger(settings.storage.data_dir, timezone=settings.limits.timezone)
+    llm = ProviderChain(settings.llm, http_client=http_client, on_failover=usage.failed_over)
     memory = MemoryManager(
         storage=store,
         llm=llm,

@@ -69,6 +69,9 @@ class TurnRunner:
     def approvals(self) -> Approvals | None:
         return self._runtime.approvals
 
+    def model_state(self) -> dict[str, Any]:
+        return self._runtime.llm.snapshot()
+
     async def __call__(self, inbound: Inbound) -> str | Reply:
         if inbound.kind is InboundKind.NOTICE:
             return inbound.text  # the owner's daily-cap notice: no model call

@@ -35,6 +35,7 @@ from squidd.config.providers import LOCAL_KINDS, ChainEntry, ProviderSettings
 from squidd.config.sections import LLMSettings
 from squidd.core.backoff import Backoff
 from squidd.core.models import LLMEvent, Message, StreamRestart, TextDelta, ToolDefinition, Usage
+from squidd.core.usage import Failover
 from squidd.errors import (
     LLMContextOverflowError,
     LLMCredentialsError,
@@ -42,25 +43,16 @@ from squidd.errors import (
     LLMRateLimitedError,
     LLMRejectedError,
     LLMUnavailableError,
+    StorageError,
 )
 from squidd.llm.breaker import KeyState, ProviderState
 from squidd.llm.health import ModelHealth
 from squidd.llm.local import openai_base, served_window
 from squidd.llm.openai import EndpointClient, RequestOptions, to_openai_message, to_openai_tool
 
-__all__ = ["Failover", "Link", "ProviderChain"]
+__all__ = ["Link", "ProviderChain"]
 
 log = structlog.get_logger()
-
-
-@dataclass(frozen=True, slots=True)
-class Failover:
-    """One fall-over from one pair to the next, and why."""
-
-    at: str
-    from_: str
-    to: str
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +324,10 @@ class ProviderChain:
         failover = Failover(datetime.now(UTC).isoformat(timespec="seconds"), from_, to, reason)
         self.failovers = [*self.failovers[-99:], failover]
         if self._on_failover is not None:
-            await self._on_failover(failover)
+            try:
+                await self._on_failover(failover)
+            except StorageError as exc:  # the list of the day is for people; the call goes on
+                log.warning("failover_not_recorded", reason=str(exc))
 
     # --- what people see ---------------------------------------------------------------
 

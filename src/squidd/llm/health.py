@@ -77,4 +77,34 @@ def model_lines(model: dict[str, Any] | None) -> list[str]:
     check = model.get("start_check")
     if check and not check.get("ok"):
         lines.append(f"  at start:     not reachable: {check.get('reason')}")
+    return lines + provider_lines(model)
+
+
+def provider_lines(model: dict[str, Any]) -> list[str]:
+    """The chain and each provider's state, and the fall-overs the daemon met (newest last),
+    when there is more than one pair to fall over to."""
+    chain = model.get("chain") or []
+    providers = model.get("providers") or []
+    if len(chain) < 2 and len(providers) < 2:
+        return []
+    lines = [f"  chain:        {' -> '.join(chain)} (window {model.get('context_window')})"]
+    for state in providers:
+        text = str(state.get("state"))
+        if state.get("cooling_until"):
+            text += f" until {state['cooling_until']}"
+        if state.get("reason") and text != "ok":
+            text += f" ({state['reason']})"
+        keys = state.get("keys") or []
+        refused = [k["key"] for k in keys if k.get("state") != "ok"]
+        if refused:
+            text += f"; {', '.join(refused)} set aside"
+        answers = f"{state.get('answers', 0)} answers of {state.get('calls', 0)} calls"
+        lines.append(f"  provider {state.get('name')}: {text} - {answers}")
+    failovers = model.get("failovers") or []
+    if failovers:
+        count = model.get("failovers_today", len(failovers))
+        lines.append(f"  failovers today: {count}")
+        lines.extend(
+            f"    {f['at']}: {f['from_']} -> {f['to']} ({f['reason']})" for f in failovers[-5:]
+        )
     return lines

@@ -19,9 +19,12 @@ from zoneinfo import ZoneInfo
 import anyio
 import structlog
 
-from squidd.core.usage import UsageRecord, compact
+from squidd.core.usage import Failover, UsageRecord, compact
 from squidd.fs import append_lines_locked, atomic_write_text
 from squidd.store.records import Codec
+
+FAILOVER: Codec[Failover] = Codec(Failover, keys={"from_": "from"})
+"""One line of the day's fall-overs (`usage/failovers/YYYY-MM-DD.jsonl`)."""
 
 USAGE: Codec[UsageRecord] = Codec(
     UsageRecord,
@@ -87,6 +90,38 @@ class UsageLedger:
         line = USAGE.dumps(record)
         await anyio.to_thread.run_sync(lambda: append_lines_locked(self._path(day), [line]))
         self._today_records.append(record)
+
+    async def failed_over(self, failover: Failover) -> None:
+        """Keep one fall-over of the provider chain in today's list."""
+        path = self._dir / "failovers" / f"{self.today()}.jsonl"
+        line = FAILOVER.dumps(failover)
+        await anyio.to_thread.run_sync(lambda: append_lines_locked(path, [line]))
+
+    async def failovers(self, since: date | None = None) -> list[Failover]:
+        """The fall-overs from `since` (a local day, inclusive; None: today) on, oldest first."""
+        start = since or date.fromisoformat(self.today())
+        return await anyio.to_thread.run_sync(self._read_failovers, start)
+
+    def _read_failovers(self, since: date) -> list[Failover]:
+        folder = self._dir / "failovers"
+        if not folder.is_dir():
+            return []
+        found: list[Failover] = []
+        for path in sorted(folder.glob("*.jsonl")):
+            try:
+                day = date.fromisoformat(path.stem)
+            except ValueError:
+                continue
+            if day < since:
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+                if not line.strip():
+                    continue
+                try:
+                    found.append(FAILOVER.loads(line))
+                except (ValueError, KeyError, TypeError):
+                    log.warning("failover_line_unreadable", file=path.name, line=number)
+        return found
 
     async def _load_today(self, day: str) -> None:
         if self._today == day:

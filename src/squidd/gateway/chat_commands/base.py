@@ -27,6 +27,10 @@ class CommandHost(Protocol):
 
     def approvals(self) -> Approvals | None: ...
 
+    def model_state(self) -> Mapping[str, Any]:
+        """The model chain's state (`ProviderChain.snapshot`): the providers, the last answer."""
+        ...
+
     @property
     def conversations(self) -> Conversations: ...
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from squidd.gateway.chat_commands.base import ChatCommand, CommandCall
 
 
@@ -14,7 +17,24 @@ async def _run(call: CommandCall) -> str:
     return (
         f"Session: {session} ({running}). Model: {model}. "
         f"Today: {today.get('total_tokens', 0)} tokens in {today.get('calls', 0)} model calls."
+        + _providers(call.host.model_state())
     )
+
+
+def _providers(state: Mapping[str, Any]) -> str:
+    """Who answered last and how each provider is, when the chain has more than one."""
+    providers = state.get("providers") or []
+    if len(providers) < 2:
+        return ""
+    parts = []
+    for provider in providers:
+        text = f"{provider['name']} {provider['state']}"
+        if provider.get("cooling_until"):
+            text += f" until {provider['cooling_until']}"
+        parts.append(text)
+    last = state.get("last_success_model")
+    answered = f" Last answer from {last}." if last else ""
+    return f"{answered} Providers: {', '.join(parts)}."
 
 
 COMMAND = ChatCommand("status", "this conversation's session, model and state", _run)
