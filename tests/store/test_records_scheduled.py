@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from squidd.core.cron import CronJob
 from squidd.core.runs import PendingRun
-from squidd.core.usage import UsageRecord
+from squidd.core.usage import Failover, UsageRecord
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.idempotency import IdempotencyDir, StoredReply
 from squidd.store.pending_runs import PendingRunsDir
@@ -23,6 +23,7 @@ from tests.support.records import (
     EXAMPLES,
     cron_jobs,
     datetimes,
+    failovers,
     folder,
     pending_runs,
     texts,
@@ -69,9 +70,23 @@ def test_usage_ledger_lines_come_back_whole(calls: list[dict[str, Any]], now: da
             c["prompt"],
             c["completion"],
             c["cached"],
+            provider=c["provider"],
         )
         for c in calls
     ]
+
+
+@EXAMPLES
+@given(kept=st.lists(failovers, min_size=1, max_size=4), now=datetimes)
+def test_the_days_failovers_come_back_whole(kept: list[Failover], now: datetime) -> None:
+    async def main(data: Path) -> list[Failover]:
+        ledger = UsageLedger(data, now=lambda: now)
+        for failover in kept:
+            await ledger.failed_over(failover)
+        return await UsageLedger(data, now=lambda: now).failovers()
+
+    with folder() as data:
+        assert anyio.run(main, data) == kept
 
 
 @EXAMPLES

@@ -38,6 +38,7 @@ from squidd.core.models import (
 from squidd.core.poison import Parked, ParkState
 from squidd.core.reply_files import FileRef
 from squidd.core.runs import RUN_KINDS, PendingRun
+from squidd.core.usage import Failover
 from squidd.store.backup import Entry, Manifest
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "cron_jobs",
     "datetimes",
     "destinations",
+    "failovers",
     "file_refs",
     "folder",
     "inbounds",
@@ -219,9 +221,13 @@ usage_calls = st.fixed_dictionaries(
         "prompt": ints,
         "completion": ints,
         "cached": ints,
+        "provider": texts,
     }
 )
 """What one model call reports to the usage ledger (`UsageLedger.record`'s arguments)."""
+
+failovers = st.builds(Failover, at=texts, from_=texts, to=texts, reason=texts)
+"""One fall-over of the provider chain, as the ledger keeps the day's."""
 
 tool_calls = st.builds(ToolCall, id=texts, name=texts, arguments=texts)
 
