@@ -40,9 +40,11 @@ def write_config(
     llm_url: str,
     *,
     gateway: Mapping[str, Any] | None = None,
+    llm: Mapping[str, Any] | None = None,
     **email: Any,
 ) -> Path:
-    """The daemon's config: the bot's account, short delays, and `gateway`/`email` extras."""
+    """The daemon's config: the bot's account, short delays, and `gateway`/`email` extras
+    (`llm`: keys of the model's section, a chain of providers, say)."""
     return write_daemon_config(
         tmp,
         llm_url,
@@ -57,6 +59,7 @@ def write_config(
         email=bot_email_section(
             server, bot, reconnect_initial_delay_s=0.2, reconnect_max_delay_s=1.0, **email
         ),
+        llm=llm or {},
     )
 
 
