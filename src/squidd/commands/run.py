@@ -156,8 +156,6 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
     async def main() -> int:
         try:
             async with anyio.create_task_group() as tg:
-                # Before any turn: a local server's real window sets the prompt budget.
-                await serving.runtime.learn_windows()
                 tg.start_soon(check_model, settings, serving.runtime.llm.health)
                 code = await serving.serve()
                 tg.cancel_scope.cancel()

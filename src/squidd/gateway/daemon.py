@@ -220,6 +220,8 @@ class Daemon:
             status = StatusServer(socket_path(self.settings), self.snapshot, self._control_ops())
             await tg.start(status.serve)
             await self.handled.load()
+            # Before any turn: a local server's real window sets the prompt budget.
+            await self.runtime.learn_windows()
             if self.runtime.journal is not None:  # journals of messages done before a crash
                 await self.runtime.journal.sweep(self.handled.contains)
             if self.runtime.approvals is not None:  # prompts of questions decided meanwhile

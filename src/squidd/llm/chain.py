@@ -320,7 +320,13 @@ class ProviderChain:
         )
 
     async def _fell_over(self, from_: str, to: str, reason: str) -> None:
-        log.warning("llm_failover", from_=from_, to=to, reason=reason)
+        log.warning(
+            "llm_failover",
+            from_=from_,
+            to=to,
+            reason=reason,
+            note="the prompt cache does not carry over: this call's prompt is read in full",
+        )
         failover = Failover(datetime.now(UTC).isoformat(timespec="seconds"), from_, to, reason)
         self.failovers = [*self.failovers[-99:], failover]
         if self._on_failover is not None:
