@@ -63,7 +63,7 @@ class QuietLLM(FakeLLM):
         super().__init__(responder=responder)
         self.recent_prompt_chars: deque[int] = deque(maxlen=RECENT_PROMPTS)
 
-    def next_reply(self, request: dict[str, Any]) -> Reply:
+    def next_reply(self, request: dict[str, Any], key: str = "") -> Reply:
         messages = request.get("messages") or []
         if "memory consolidation" not in str(messages[0].get("content") if messages else ""):
             self.last_prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
@@ -83,16 +83,19 @@ def rss_kib(pid: int) -> int:
 LOAD_CHANNEL = "bench.load_channel:create_channel"
 
 
-def write_config(root: Path, llm_url: str, *, log_level: str = "info", gateway: str = "") -> Path:
+def write_config(
+    root: Path, llm_url: str, *, log_level: str = "info", gateway: str = "", llm: str = ""
+) -> Path:
     """A config for the bench: the scripted model and a data dir under root; `gateway` adds
-    lines to the [gateway] section. The load channel is handed to the builder (`run_argv`)."""
+    lines to the [gateway] section; `llm`, when given, is the [llm] section's body instead
+    of the one endpoint (`{url}` in it: the scripted model's URL). The load channel is
+    handed to the builder (`run_argv`)."""
     config = root / "config.toml"
+    one_endpoint = f'base_url = "{llm_url}"\napi_key = "sk-bench-load-key-0000"\nmax_retries = 0'
     config.write_text(
         f"""
 [llm]
-base_url = "{llm_url}"
-api_key = "sk-bench-load-key-0000"
-max_retries = 0
+{llm.replace("{url}", llm_url) if llm else one_endpoint}
 
 [storage]
 data_dir = "{root / "data"}"
@@ -120,8 +123,10 @@ class LoadedDaemon:
         base_dir: str | None = None,
         gateway: str = "",
         responder: Responder | None = None,
+        llm: str = "",
     ) -> None:
         self._gateway = gateway
+        self._llm_section = llm
         self._log_level = log_level
         self._trace_frames = trace_frames
         self._keep = keep_dir
@@ -140,7 +145,11 @@ class LoadedDaemon:
         self.root = Path(tempfile.mkdtemp(prefix="squidd-bench-", dir=self._base_dir))
         self.llm.start()
         config = write_config(
-            self.root, self.llm.base_url, log_level=self._log_level, gateway=self._gateway
+            self.root,
+            self.llm.base_url,
+            log_level=self._log_level,
+            gateway=self._gateway,
+            llm=self._llm_section,
         )
         extra = {"PYTHONTRACEMALLOC": str(self._trace_frames)} if self._trace_frames else {}
         self._log = (self.root / "daemon.log").open("wb")

@@ -24,7 +24,7 @@ import anyio
 from bench import bench_build_messages as p1
 from bench import bench_start
 from bench.daemon_load import LoadedDaemon, household_responder
-from tests.support.fake_llm import Reply
+from tests.support.fake_llm import FakeLLM, Reply
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,75 @@ def measure_p3(quick: bool) -> list[Row]:
         Row("P3 daemon CPU per turn, latency 0", cpu, "ms", "<= 2", cpu <= 2),
         Row(
             f"P3 throughput, {sessions} sessions at latency 0", rate, "msg/s", ">= 200", rate >= 200
+        ),
+    ]
+
+
+# --- the provider chain ---------------------------------------------------------------------
+
+_CHAIN = """
+providers = [
+    {{ name = "main", base_url = "{{url}}" }},
+    {{ name = "backup", base_url = "{backup}" }},
+]
+chain = ["main/m", "backup/m"]
+max_retries = 0
+"""
+_COOLING = """
+providers = [{{ name = "dead", base_url = "{dead}" }}, {{ name = "main", base_url = "{{url}}" }}]
+chain = ["dead/m", "main/m"]
+max_retries = 0
+failures_to_cool = 1
+cooldown_s = 3600
+"""
+
+
+def _cpu_per_turn(d: LoadedDaemon, names: list[str], rounds: int) -> float:
+    cpu0, n0 = d.cpu_seconds(), d.turns
+    d.rounds(names, rounds)
+    return (d.cpu_seconds() - cpu0) * 1000 / (d.turns - n0)
+
+
+def measure_chain(quick: bool) -> list[Row]:
+    """A chain of two with a healthy head against the one endpoint (P3's load, alternated,
+    median CPU per turn of each), and the requests a provider gets while it cools."""
+    sessions, warm, repeats, rounds = (5, 1, 1, 2) if quick else (50, 4, 5, 4)
+    names = [f"chain-{i:04d}" for i in range(sessions)]
+    with FakeLLM(responder=lambda _: Reply(status=503)) as dead:
+        shapes = {"one": "", "chain": _CHAIN.format(backup=dead.base_url)}
+        cpu: dict[str, list[float]] = {"one": [], "chain": []}
+        for _ in range(repeats):
+            for shape, llm in shapes.items():
+                with LoadedDaemon(base_dir=shm_dir(), llm=llm) as d:
+                    d.rounds(names, warm)
+                    cpu[shape].append(_cpu_per_turn(d, names, rounds))
+        backup_asked = len(dead.chat_requests)
+        dead.requests.clear()
+        with LoadedDaemon(base_dir=shm_dir(), llm=_COOLING.format(dead=dead.base_url)) as d:
+            d.rounds(names[:1], 1)  # the one failure that opens its breaker
+            before = len(dead.chat_requests)
+            d.rounds(names, rounds)
+            while_cooling = len(dead.chat_requests) - before
+            turns = sessions * rounds
+    one, chain = statistics.median(cpu["one"]), statistics.median(cpu["chain"])
+    ratio = chain / one
+    return [
+        Row("chain of two, healthy head: CPU per turn", chain, "ms", "-", None),
+        Row("one endpoint: CPU per turn (same run)", one, "ms", "-", None),
+        Row("chain ÷ one endpoint, CPU per turn", ratio, "x", "<= 1.02", ratio <= 1.02),
+        Row(
+            "requests to the backup while the head answers",
+            backup_asked,
+            "req",
+            "= 0",
+            backup_asked == 0,
+        ),
+        Row(
+            f"requests to a cooling provider in {turns} turns",
+            while_cooling,
+            "req",
+            "= 0",
+            while_cooling == 0,
         ),
     ]
 
@@ -414,6 +483,7 @@ ENTRIES: list[Entry] = [
     Entry("P1", measure_p1),
     Entry("P2", measure_p2),
     Entry("P3", measure_p3),
+    Entry("chain", measure_chain),
     Entry("P4", measure_p4),
     Entry("P5", measure_p5),
     Entry("P6", measure_p6),
