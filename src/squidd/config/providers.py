@@ -57,8 +57,6 @@ class ProviderModel(Section):
     """Tokens; unset: `llm.context_window`. A local server's own figure wins when smaller."""
     vision: bool | None = None
     """It reads images; unset: `llm.vision`."""
-    audio: bool = False
-    """It reads audio as input (voice notes are otherwise transcribed first)."""
     prices: ModelPrice | None = None
 
     @field_validator("name")
