@@ -111,9 +111,9 @@ class ProviderChain:
         self._backoff = Backoff(settings.retry_base_delay_s, settings.retry_max_delay_s)
         self._options = RequestOptions(settings.temperature, settings.max_tokens)
         self._legacy = not settings.providers
-        self._owned_http = http_client is None and len(settings.resolved_providers()) > 1
-        shared = http_client or (httpx2.AsyncClient() if self._owned_http else None)
-        self._http = shared
+        # Each endpoint client keeps the SDK's own connection pool (sized for many turns at
+        # once) unless the caller hands one in (the tests' mock transport).
+        shared = http_client
         states = {
             p.name: _provider_state(p, settings, shared) for p in settings.resolved_providers()
         }
@@ -131,8 +131,6 @@ class ProviderChain:
         for state in self.providers.values():
             for key in state.keys:
                 await key.client.aclose()
-        if self._owned_http and self._http is not None:
-            await self._http.aclose()
 
     # --- what people choose from ---------------------------------------------------------
 
@@ -364,7 +362,6 @@ def _window(link: Link) -> int:
 def _copy(chain: ProviderChain) -> ProviderChain:
     view = ProviderChain.__new__(ProviderChain)
     view.__dict__.update(chain.__dict__)
-    view._owned_http = False  # the original closes what it opened
     return view
 
 
