@@ -15,9 +15,7 @@ from typing import Any
 Sections = dict[str, dict[str, Any]]
 
 
-def config_sections(
-    llm_url: str, data_dir: Path, *, api_key: str, **sections: Mapping[str, Any]
-) -> Sections:
+def config_sections(llm_url: str, data_dir: Path, *, api_key: str, **sections: Any) -> Sections:
     """The scripted LLM (no retries: a failure shows at once) and the data dir, plus
     `sections`. `api_key` differs per test file, so a leak in a log names its test."""
     merged: Sections = {
@@ -25,6 +23,9 @@ def config_sections(
         "storage": {"data_dir": str(data_dir)},
     }
     for name, values in sections.items():
+        if not isinstance(values, Mapping):  # a top-level list (`people`)
+            merged[name] = values
+            continue
         merged[name] = {**merged.get(name, {}), **values}
     if "providers" in merged["llm"]:  # a chain of providers replaces the one endpoint
         for key in ("base_url", "api_key"):

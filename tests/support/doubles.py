@@ -100,6 +100,7 @@ class InMemoryStore:
         self.cursors: dict[str, int] = {}
         self.summaries: dict[str, str] = {}
         self.global_memory = ""
+        self.people_memory: dict[str, str] = {}
 
     async def append_messages(self, session_id: SessionId, messages: Sequence[Message]) -> None:
         self.history.setdefault(session_id, []).extend(messages)
@@ -116,11 +117,14 @@ class InMemoryStore:
             raise ValueError("cursor must be >= 0")
         self.cursors[session_id] = cursor
 
-    async def load_global_memory(self) -> str:
-        return self.global_memory
+    async def load_global_memory(self, person: str | None = None) -> str:
+        return self.global_memory if person is None else self.people_memory.get(person, "")
 
-    async def save_global_memory(self, content: str) -> None:
-        self.global_memory = content
+    async def save_global_memory(self, content: str, person: str | None = None) -> None:
+        if person is None:
+            self.global_memory = content
+        else:
+            self.people_memory[person] = content
 
     async def load_session_summary(self, session_id: SessionId) -> str:
         return self.summaries.get(session_id, "")

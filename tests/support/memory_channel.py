@@ -59,6 +59,7 @@ class MemoryChannel:
         source_id: str | None = None,
         sender: str = "u",
         attachments: tuple[Attachment, ...] = (),
+        group: bool = False,
     ) -> Inbound:
         sid = source_id or f"{self.name}-{next(self._ids)}"
 
@@ -74,6 +75,7 @@ class MemoryChannel:
             text=text,
             ack=ack,
             attachments=attachments,
+            group=group,
         )
         self._pending.append(inbound)
         self._notify()

@@ -166,6 +166,7 @@ inbounds = st.builds(
     kind=st.sampled_from(list(InboundKind)),
     conversation_channel=texts,
     command=texts,
+    group=st.booleans(),
 )
 """Inbounds as a channel's inbox hands them on (default hooks, no record id)."""
 
@@ -241,6 +242,7 @@ messages = st.builds(
     ts=st.none() | texts,
     turn=st.none() | texts,
     attachments=st.lists(attachments, max_size=3).map(tuple),
+    by=st.none() | texts,
 )
 """History entries as stored (`images`, for the model only, is never stored)."""
 

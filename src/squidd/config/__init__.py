@@ -38,6 +38,7 @@ from squidd.config.sections import (
     HeartbeatSettings,
     LLMSettings,
     LoggingSettings,
+    PersonSettings,
     StorageSettings,
     check_timezone,
 )
@@ -79,6 +80,8 @@ class Settings(BaseSettings):
     media: MediaSettings = Field(default_factory=MediaSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     backup: BackupSettings = Field(default_factory=BackupSettings)
+    people: list[PersonSettings] = Field(default_factory=list)
+    """The people who share the assistant, each with all their ids (`[[people]]`)."""
 
     @classmethod
     def settings_customise_sources(
@@ -104,6 +107,16 @@ class Settings(BaseSettings):
             model = getattr(self, section)
             if key not in model.model_fields_set:
                 object.__setattr__(model, key, self.timezone)
+        return self
+
+    @model_validator(mode="after")
+    def _people_apart(self) -> Settings:
+        names = [p.name for p in self.people]
+        if len(set(names)) != len(names):
+            raise ValueError("people: two entries have the same name")
+        ids = [i.lower() for p in self.people for i in p.ids]
+        if len(set(ids)) != len(ids):
+            raise ValueError("people: an id belongs to two people")
         return self
 
     @property

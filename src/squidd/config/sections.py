@@ -157,6 +157,10 @@ class AgentSettings(Section):
     max_repeated_tool_calls: int = Field(default=3, ge=1, le=100)
     # Seconds of tool calling per turn before the model is asked for a final answer.
     max_turn_seconds: float = Field(default=600.0, gt=0)
+    memory_scope: Literal["auto", "shared", "person"] = "auto"
+    """Whose MEMORY.md a turn reads and `memory_write` writes: "shared" (one for everyone),
+    "person" (each person their own; group rooms the shared one), "auto" (person when more
+    than one person may talk to the assistant)."""
 
     @field_validator("context_budget")
     @classmethod
@@ -164,6 +168,27 @@ class AgentSettings(Section):
         if value > 1 and value != int(value):
             raise ValueError("must be a fraction (0 < x <= 1) or a whole number of tokens")
         return value
+
+
+class PersonSettings(Section):
+    """One person of the household (`[[people]]`): their ids on every channel are one
+    person, with one memory of their own."""
+
+    name: str
+    ids: list[str] = Field(default_factory=list)
+    """Their Matrix ids and email addresses (as the channels name senders)."""
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name the person")
+        return value.strip()
+
+    @field_validator("ids")
+    @classmethod
+    def _ids(cls, value: list[str]) -> list[str]:
+        return [v.strip() for v in value if v.strip()]
 
 
 class StorageSettings(Section):

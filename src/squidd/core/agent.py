@@ -49,6 +49,8 @@ class AgentLoop:
         extra_parts: Sequence[str] = (),
         attachments: Sequence[Attachment] = (),
         asked_from: Inbound | None = None,
+        person: str | None = None,
+        memory_of: str | None = None,
     ) -> str:
         """Answer `user_message` in `session`; return the final reply text.
 
@@ -67,7 +69,9 @@ class AgentLoop:
         the session's history then (as it is when anything else breaks the turn).
         `max_tool_rounds` lowers the round limit for this turn (a sub-agent's step cap).
         `asked_from` is the message the turn answers, where an approval question is put
-        (core/approvals.py); None: no one to ask there.
+        (core/approvals.py); None: no one to ask there. `person` is who asks (kept on the
+        user message in the history); `memory_of` whose own MEMORY.md the prompt holds
+        (memory per person; None: the shared one).
         """
         ask = TurnInput(
             session=session,
@@ -82,6 +86,8 @@ class AgentLoop:
             extra_parts=extra_parts,
             attachments=attachments,
             asked_from=asked_from,
+            person=person,
+            memory_of=memory_of,
         )
         steps = self._steps
         window = await self._memory.load_window(session)

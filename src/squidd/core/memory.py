@@ -160,6 +160,7 @@ class MemoryManager:
         reserved_tokens: int = 0,
         extra_parts: Sequence[str] = (),
         tight: bool = False,
+        memory_of: str | None = None,
     ) -> list[Message]:
         """[system + memory + summary + extra parts + warning] + history + the new message.
 
@@ -168,12 +169,13 @@ class MemoryManager:
         unconsolidated window's tokens exceed what history may use, and the history sent
         is the newest that fits; `reserved_tokens` (the tool schemas) count against it.
         `tight` (a retry after the provider said the context was too long) consolidates
-        whatever it can and halves the budget.
+        whatever it can and halves the budget. `memory_of` names the person whose own
+        MEMORY.md the prompt holds (memory per person); None: the shared one.
         """
         if window is None:
             window = await self.load_window(session_id)
         recent = window.messages
-        global_memory = await self._storage.load_global_memory()
+        global_memory = await self._storage.load_global_memory(memory_of)
         session_summary = await self._storage.load_session_summary(session_id)
 
         def system_text(summary: str) -> str:

@@ -74,6 +74,9 @@ class Message:
     source id), so a redelivery can find a turn that already finished."""
     attachments: tuple[Attachment, ...] = ()
     """On a user message: the files that came with it, as references (stored)."""
+    by: str | None = None
+    """On a user message: the person who said it, when the turn knew (stored, never sent
+    to the model): whose conversations a person's history search may read."""
     images: tuple[str, ...] = field(default=(), compare=False)
     """On the current user message only: images as `data:` URLs for the model (never stored)."""
 
@@ -205,7 +208,7 @@ class Inbound:
     turn gets that channel's tools; empty: `channel`. `record_id`: the router's record id when
     not `source_id` (a parked message sent again keeps its source id under a new record).
     `command`: where a chat command is read from when not `text` (a mail's subject or first
-    line, a group message without the bot's mention); empty: `text`.
+    line, a group message without the bot's mention); empty: `text`. `group`: see below.
     """
 
     channel: ChannelName
@@ -226,6 +229,9 @@ class Inbound:
     conversation_channel: str = ""
     record_id: str = ""
     command: str = ""
+    group: bool = False
+    """More people than the sender read the answer (a Matrix room of more than two): with
+    memory per person, such a turn reads and writes only the shared memory."""
 
     @property
     def record(self) -> SourceId:

@@ -88,6 +88,10 @@ class TurnInput:
     attachments: Sequence[Attachment] = ()
     asked_from: Inbound | None = None
     """The message the turn answers: where an approval question goes (core/approvals.py)."""
+    person: str | None = None
+    """Who asks (a person's id), recorded on the user message; None: nobody (a heartbeat)."""
+    memory_of: str | None = None
+    """Whose MEMORY.md the prompt holds: that person's own; None: the shared one."""
 
 
 @dataclass
@@ -179,6 +183,7 @@ class TurnSteps:
             window=window,
             reserved_tokens=turn.reserved,
             extra_parts=turn.extra_parts,
+            memory_of=ask.memory_of,
         )
         kept_text = ask.user_message
         if ask.attachments and self._services.attachments is not None:
@@ -194,6 +199,7 @@ class TurnSteps:
                 ts=now_iso(),
                 turn=ask.turn_id,
                 attachments=tuple(ask.attachments),
+                by=ask.person,
             )
         )
         resumed = await load_replay(self._services.recording, ask.turn_id)
@@ -329,6 +335,7 @@ class TurnSteps:
             reserved_tokens=turn.reserved,
             extra_parts=turn.extra_parts,
             tight=True,
+            memory_of=turn.ask.memory_of,
         )
         if turn.asked is not None:
             turn.context[-1] = turn.asked

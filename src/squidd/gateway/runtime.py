@@ -24,6 +24,7 @@ from squidd.core.ports import PromptSource, ToolPolicy
 from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
 from squidd.core.turn_services import TurnLimits, TurnServices
+from squidd.gateway.people import memory_scope
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
 from squidd.llm.chain import ProviderChain
 from squidd.llm.transcription import WhisperTranscriber
@@ -150,7 +151,9 @@ def build_registry(
     )
     if skills is not None:
         registry.register(ReadSkillTool(skills))
-    if tools.search_history_across_sessions:
+    if tools.search_history_across_sessions and memory_scope(settings) == "shared":
+        # With memory per person it is a per-call tool, over the speaker's conversations
+        # only (gateway/turn_tools.py).
         search = store.search_all_sessions
 
         async def search_all(query: str, limit: int) -> list[HistoryHit]:

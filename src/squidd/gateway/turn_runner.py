@@ -37,6 +37,7 @@ from squidd.gateway.caps import DailyCaps
 from squidd.gateway.chat_commands import ChatCommands
 from squidd.gateway.conversations import STOPPED, Conversations
 from squidd.gateway.costs import usage_today
+from squidd.gateway.people import People
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.turn_tools import TurnScope, TurnTools
 
@@ -61,6 +62,7 @@ class TurnRunner:
         self._tools = tools
         self.conversations = conversations or Conversations(runtime)
         self._commands = ChatCommands(self)
+        self._people = People(runtime.settings)  # who speaks, whose memory a turn reads
         self.done = 0  # turns other than heartbeats, for the heartbeat's `activity`
 
     async def usage_today(self) -> dict[str, Any]:
@@ -93,6 +95,7 @@ class TurnRunner:
         files = ReplyFiles() if inbound.destination is not None else None
         key = turn_key(inbound.channel, inbound.source_id)
         text = STOPPED
+        speaker = self._people.speaker(inbound)
         async with conversations.turn(conversation) as scope:
             # A sub-agent's report is a turn of its conversation, under the conversation's
             # own channel (`turn_channel`), so it gets that channel's tools.
@@ -101,12 +104,14 @@ class TurnRunner:
                 turn.text,
                 turn.turn_channel,
                 llm=await conversations.llm(conversation),
-                extra_tools=self._tools.for_turn(TurnScope.of(turn, files)),
+                extra_tools=self._tools.for_turn(TurnScope.of(turn, files, speaker)),
                 turn_id=key,
                 attachments=turn.attachments,
                 purpose=PURPOSES.get(turn.kind),
                 on_event=self._partials(inbound),
                 asked_from=inbound,  # an approval question goes where it came from
+                person=speaker.person,
+                memory_of=speaker.memory_of,
             )
         if scope.cancelled_caught:
             with anyio.CancelScope(shield=True):

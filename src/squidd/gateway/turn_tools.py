@@ -5,7 +5,9 @@ Per-call tools are bound to one session (send_file to one turn's reply) and hand
 decides them from a `TurnScope` for every kind of turn:
 
 - a conversation's turn (terminal, Matrix, email, a cron job, the heartbeat, a sub-agent's
-  report): memory_write and search_history, the cron tools (cron on), spawn (sub-agents on;
+  report): memory_write (the speaker's own memory, or the shared one: gateway/people.py) and
+  search_history, with memory per person search_all_history over the conversations the
+  speaker spoke in (private turns only), the cron tools (cron on), spawn (sub-agents on;
   its sub-agents inherit the channel's restrictions), send_file (only when the answer goes
   somewhere that can carry a file) and the tools of the MCP servers up right now (the
   policy filters them per channel);
@@ -21,17 +23,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from squidd.core.cron_service import CronJobs
-from squidd.core.models import Inbound, SessionId
+from squidd.core.models import HistoryHit, Inbound, SessionId
 from squidd.core.ports import Tool
 from squidd.core.reply_files import ReplyFiles
 from squidd.gateway.cron_targets import command_line_check
+from squidd.gateway.people import NOBODY, Speaker, memory_scope
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.subagents import Fire, SubAgents
 from squidd.store.cron_jobs import JobsFile
 from squidd.tools.cron import CronToolContext, cron_tools
 from squidd.tools.mcp import McpHub
 from squidd.tools.memory_write import MemoryWriteTool
-from squidd.tools.search_history import SearchHistoryTool
+from squidd.tools.search_history import SearchAllHistoryTool, SearchHistoryTool
 from squidd.tools.send_file import SendFileTool
 
 
@@ -50,17 +53,21 @@ class TurnScope:
     reply_to: str = ""
     reply_files: ReplyFiles | None = None
     sub_agent: bool = False
+    speaker: Speaker = NOBODY
 
     @classmethod
-    def of(cls, inbound: Inbound, reply_files: ReplyFiles | None = None) -> TurnScope:
+    def of(
+        cls, inbound: Inbound, reply_files: ReplyFiles | None = None, speaker: Speaker = NOBODY
+    ) -> TurnScope:
         """The scope of a router turn: under the conversation's channel (`turn_channel`),
-        scheduled replies going where its answers go."""
+        scheduled replies going where its answers go, memory as `speaker` may use it."""
         destination = inbound.destination
         return cls(
             session=inbound.session_id,
             channel=inbound.turn_channel,
             reply_to=str(destination) if destination is not None else "",
             reply_files=reply_files,
+            speaker=speaker,
         )
 
 
@@ -84,12 +91,29 @@ class TurnTools:
             check_target=command_line_check(settings),  # the running daemon asked, if any
         )
         self._mcp = mcp
+        self._scope = memory_scope(settings)
         # Background sub-agents need `fire` (the daemon's durable runs); without it (the
         # terminal) they run only with wait=true.
         self.subagents = SubAgents(runtime, tools=self._sub_agent_tools, fire=fire)
 
     def _sub_agent_tools(self, session: SessionId, channel: str, reply_to: str) -> list[Tool]:
         return self.for_turn(TurnScope(session, channel, reply_to=reply_to, sub_agent=True))
+
+    def _search_all(self, speaker: Speaker) -> list[Tool]:
+        """With memory per person: search across the conversations the speaker spoke in,
+        in a private turn only (a group room would read one person's history to everyone)."""
+        settings = self._runtime.settings
+        person = speaker.memory_of
+        if not settings.tools.search_history_across_sessions or self._scope != "person":
+            return []
+        if person is None:
+            return []
+        store = self._runtime.store
+
+        async def search(query: str, limit: int) -> list[HistoryHit]:
+            return await store.search_all_sessions(query, limit=limit, person=person)
+
+        return [SearchAllHistoryTool(search, limit=settings.tools.search_history_limit)]
 
     def for_turn(self, scope: TurnScope) -> list[Tool]:
         """Every per-call tool of one turn, built anew (see the module docstring)."""
@@ -102,9 +126,12 @@ class TurnTools:
         if scope.sub_agent:
             return [search, *spawn]
         memory = MemoryWriteTool(
-            runtime.store, scope.session, max_chars=settings.agents.memory_max_chars
+            runtime.store,
+            scope.session,
+            max_chars=settings.agents.memory_max_chars,
+            person=scope.speaker.memory_of,
         )
-        tools: list[Tool] = [memory, search]
+        tools: list[Tool] = [memory, search, *self._search_all(scope.speaker)]
         if settings.cron.enabled:
             context = CronToolContext(self._cron, scope.session, default_target=scope.reply_to)
             tools.extend(cron_tools(context))

@@ -4,8 +4,12 @@ Layout under the data dir (names from `safe_name`, so no id can escape or collid
 
     sessions/<name>.jsonl        one message per line, append-only
     sessions/<name>.meta.json    {"session_id", "last_consolidated", "offset"}: the cursor
+    sessions/<name>.people.json  the people who spoke in the session (a user message's `by`)
     memory/<name>/summary.md     written only by consolidation
-    workspace/MEMORY.md          global memory, written only by `memory_write`
+    workspace/MEMORY.md          shared memory, written only by `memory_write`
+    workspace/people/<person>/MEMORY.md
+                                 one person's own memory (memory per person), written only
+                                 by `memory_write` in that person's turns
 
 The cursor records, besides the message count already consolidated, the byte offset where
 the first unconsolidated message starts. A turn reads from that offset only, so its cost
@@ -109,6 +113,7 @@ class JsonlStore:
         self._sessions = data_dir / "sessions"
         self._memory = data_dir / "memory"
         self._workspace = workspace_dir or data_dir / "workspace"
+        self._people: dict[str, set[str]] = {}  # who spoke in each session, as written
 
     @property
     def data_dir(self) -> Path:
@@ -128,10 +133,40 @@ class JsonlStore:
     def global_memory_path(self) -> Path:
         return self._workspace / "MEMORY.md"
 
+    def memory_path(self, person: str | None) -> Path:
+        """The shared MEMORY.md (None), or `person`'s own."""
+        if person is None:
+            return self.global_memory_path
+        return self._workspace / "people" / safe_name(person) / "MEMORY.md"
+
+    def people_path(self, session_id: str) -> Path:
+        return self._sessions / f"{safe_name(session_id)}.people.json"
+
     # --- history ----------------------------------------------------------------------------
     async def append_messages(self, session_id: SessionId, messages: Sequence[Message]) -> None:
         lines = [MESSAGE.dumps(m) for m in messages]
         await anyio.to_thread.run_sync(append_lines_locked, self.history_path(session_id), lines)
+        speakers = {m.by for m in messages if m.by}
+        if speakers and not speakers <= self._people.get(session_id, set()):
+            await anyio.to_thread.run_sync(self._add_people, session_id, speakers)
+
+    def _add_people(self, session_id: str, speakers: set[str]) -> None:
+        known = self._read_people(self.people_path(session_id)) | speakers
+        self._people[session_id] = known
+        payload = {"session_id": session_id, "people": sorted(known)}
+        atomic_write_text(self.people_path(session_id), json.dumps(payload, ensure_ascii=False))
+
+    @staticmethod
+    def _read_people(path: Path) -> set[str]:
+        raw = read_bytes_or_empty(path)
+        if not raw:
+            return set()
+        try:
+            people = json.loads(raw)["people"]
+        except (ValueError, TypeError, KeyError):
+            log.warning("people_file_unreadable", file=path.name)
+            return set()
+        return {str(p) for p in people} if isinstance(people, list) else set()
 
     def _read_meta(self, session_id: str) -> _Meta:
         path = self.meta_path(session_id)
@@ -208,11 +243,11 @@ class JsonlStore:
         await anyio.to_thread.run_sync(self._save_cursor_sync, session_id, cursor)
 
     # --- memory documents -------------------------------------------------------------------
-    async def load_global_memory(self) -> str:
-        return await anyio.to_thread.run_sync(_read_memory_text, self.global_memory_path)
+    async def load_global_memory(self, person: str | None = None) -> str:
+        return await anyio.to_thread.run_sync(_read_memory_text, self.memory_path(person))
 
-    async def save_global_memory(self, content: str) -> None:
-        await anyio.to_thread.run_sync(atomic_write_text, self.global_memory_path, content)
+    async def save_global_memory(self, content: str, person: str | None = None) -> None:
+        await anyio.to_thread.run_sync(atomic_write_text, self.memory_path(person), content)
 
     async def load_session_summary(self, session_id: SessionId) -> str:
         return await anyio.to_thread.run_sync(_read_memory_text, self.summary_path(session_id))
@@ -259,12 +294,24 @@ class JsonlStore:
             files[path] = name
         return files
 
-    def _search_all_sync(self, query: str, limit: int) -> list[HistoryHit]:
+    def sessions_of(self, person: str) -> dict[Path, str]:
+        """The session files `person` spoke in (as recorded since memory per person)."""
+        return {
+            path: name
+            for path, name in self.session_files().items()
+            if person in self._read_people(path.with_suffix(".people.json"))
+        }
+
+    def _search_all_sync(self, query: str, limit: int, person: str | None) -> list[HistoryHit]:
+        files = self.session_files() if person is None else self.sessions_of(person)
         try:
-            return self.history_index.search(self.session_files(), query, limit, one_session=False)
+            return self.history_index.search(files, query, limit, one_session=False)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot search the histories: {exc}") from exc
 
-    async def search_all_sessions(self, query: str, *, limit: int) -> list[HistoryHit]:
-        """The newest matches across every session, each naming its session and date."""
-        return await anyio.to_thread.run_sync(self._search_all_sync, query, limit)
+    async def search_all_sessions(
+        self, query: str, *, limit: int, person: str | None = None
+    ) -> list[HistoryHit]:
+        """The newest matches across every session, each naming its session and date;
+        with `person`, across the sessions that person spoke in only."""
+        return await anyio.to_thread.run_sync(self._search_all_sync, query, limit, person)

@@ -1,8 +1,9 @@
-"""`memory_write`: the agent's only way to change the global MEMORY.md.
+"""`memory_write`: the agent's only way to change a MEMORY.md.
 
 Full overwrite: the agent curates the document. Instantiated per call (through
-`AgentLoop.run(..., extra_tools=[...])`) with the session it serves, although global memory
-itself is shared by every session.
+`AgentLoop.run(..., extra_tools=[...])`) with the session it serves and whose memory it
+writes: the shared MEMORY.md, or (memory per person) the speaker's own, which only that
+person's turns read.
 """
 
 from __future__ import annotations
@@ -22,6 +23,15 @@ from squidd.tools.declared import Declared
 DEFAULT_MAX_CHARS = 20_000
 
 
+PERSONAL_DESCRIPTION = (
+    "Update your long-term memory of the person you are talking with. Only your "
+    "conversations with this person see it (other people have their own): keep their "
+    "preferences, ongoing projects and key facts here. The content REPLACES the current "
+    "memory document entirely, so include everything worth keeping. Keep it concise (about "
+    "300 words)."
+)
+
+
 class MemoryWriteArguments(Arguments):
     content: str = Field(description="The complete new memory document (Markdown).")
 
@@ -37,11 +47,19 @@ class MemoryWriteTool(
     )
 
     def __init__(
-        self, storage: MemoryStore, session_id: SessionId, *, max_chars: int = DEFAULT_MAX_CHARS
+        self,
+        storage: MemoryStore,
+        session_id: SessionId,
+        *,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        person: str | None = None,
     ) -> None:
         self._storage = storage
         self._session_id = session_id
         self._max_chars = max_chars
+        self._person = person
+        if person is not None:
+            self.description = PERSONAL_DESCRIPTION
 
     async def execute(self, arguments: Mapping[str, Any]) -> ToolResult:
         content = self.parse(arguments).content
@@ -51,7 +69,7 @@ class MemoryWriteTool(
                 f"{len(content)}; condense it and call memory_write again"
             )
         try:
-            await self._storage.save_global_memory(content)
+            await self._storage.save_global_memory(content, self._person)
         except StorageError as exc:
             raise ToolError(f"memory could not be saved: {exc}") from exc
         return ToolResult(f"Memory updated ({len(content)} characters).")

@@ -114,6 +114,7 @@ def read_message(
         thread_root=thread_root,
         ack=ack,
         command=command_text(text, own_user_id, names),
+        group=members > 2,
     )
 
 
