@@ -39,7 +39,7 @@ NOBODY = Speaker()
 def memory_scope(settings: Settings) -> Literal["shared", "person"]:
     """The memory scope in force: "auto" is per person when more than one person may talk
     to the assistant (the people listed, the Matrix and email senders allowed, or a whole
-    mail domain)."""
+    mail domain or homeserver)."""
     chosen = settings.agents.memory_scope
     if chosen != "auto":
         return chosen
@@ -49,6 +49,8 @@ def memory_scope(settings: Settings) -> Literal["shared", "person"]:
 def _people_count(settings: Settings) -> int:
     if settings.email.enabled and settings.email.allowed_domains:
         return 2  # a whole domain: more than one person
+    if settings.matrix.enabled and settings.matrix.allowed_servers:
+        return 2  # a whole homeserver: more than one person
     named = {i.lower(): p.name for p in settings.people for i in p.ids}
     senders: set[str] = set()
     if settings.matrix.enabled:
