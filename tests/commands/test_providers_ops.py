@@ -1,0 +1,150 @@
+"""The operator's view of the providers, against scripted servers on loopback: `squidd
+doctor` names each provider, each refused key by its number and file (never the key), each
+pair's window (a local server's served one and where it came from, or that the configured
+one is used) and warns when the fixed prompt takes over a quarter of the smallest window;
+`squidd models` lists each provider's models with windows, prices and the chain's order;
+`squidd config check` prints the chain and the providers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon import run_squidd
+from tests.support.fake_llm import FakeLLM
+from tests.support.local_servers import ScriptedOllama
+
+GOOD_KEY = "sk-providers-ops-good-1"
+BAD_KEY = "sk-providers-ops-refused-2"
+
+
+@dataclass
+class Two:
+    tmp: Path
+    hosted: FakeLLM
+    ollama: ScriptedOllama
+
+    def config(self, *, workspace_text: str = "", window: int = 32_000) -> Path:
+        keys = []
+        for number, key in enumerate((GOOD_KEY, BAD_KEY), start=1):
+            path = self.tmp / f"main-key-{number}"
+            path.write_text(key)
+            path.chmod(0o600)
+            keys.append(str(path))
+        workspace = self.tmp / "workspace"
+        workspace.mkdir(mode=0o700, exist_ok=True)
+        if workspace_text:
+            (workspace / "AGENTS.md").write_text(workspace_text)
+        config = self.tmp / "config.toml"
+        config.write_text(
+            f"""[storage]
+data_dir = "{self.tmp / "data"}"
+[agents]
+workspace = "{workspace}"
+[llm]
+max_retries = 0
+context_window = {window}
+chain = ["main/{self.hosted.model}", "home/qwen3"]
+
+[[llm.providers]]
+name = "main"
+base_url = "{self.hosted.base_url}"
+api_key_files = {json.dumps(keys)}
+[[llm.providers.models]]
+name = "{self.hosted.model}"
+context_window = 128000
+prices = {{ input = 0.15, output = 0.6 }}
+
+[[llm.providers]]
+name = "home"
+kind = "ollama"
+base_url = "{self.ollama.root}"
+"""
+        )
+        return config
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[Two]:
+    # qwen3 is not loaded and sets no num_ctx: Ollama's default 4096 is what it serves.
+    ollama = ScriptedOllama(
+        {
+            "qwen3:latest": {"trained": 40960},
+            "llama3.2:latest": {"trained": 131072, "num_ctx": 8192},
+        }
+    )
+    with FakeLLM() as hosted, ollama:
+        hosted.refused_keys.add(BAD_KEY)
+        yield Two(tmp_path, hosted, ollama)
+
+
+def lines(text: str) -> dict[str, str]:
+    """Each check's line (with its fix line) by its name."""
+    found: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith("    fix: ") and name:
+            found[name] += "\n" + line
+        elif ": " in line and line[:1] in "✓✗-":
+            name = line[2:].split(": ", 1)[0]
+            found[name] = line
+    return found
+
+
+def test_doctor_names_each_provider_a_refused_key_and_the_served_window(two: Two) -> None:
+    result = run_squidd(two.config(), "doctor")
+    assert BAD_KEY not in result.stdout + result.stderr
+    assert GOOD_KEY not in result.stdout + result.stderr
+    found = lines(result.stdout)
+    assert found["LLM provider main"].startswith("✓")
+    assert "1 of 2 key(s) taken" in found["LLM provider main"]
+    refused = found["LLM provider main key 2"]
+    assert refused.startswith("✗ LLM provider main key 2: key 2 of provider main refused")
+    assert f"fix: replace the key in {two.tmp / 'main-key-2'} (api_key_files[1])" in refused
+    assert "LLM provider main key 1" not in found
+    assert found["LLM provider home"].startswith("✓")
+    assert "no key" in found["LLM provider home"]
+    # Each pair answers one token (the hosted one with the key it took).
+    assert found["LLM answers main/fake-model"].startswith("✓")
+    assert found["LLM answers home/qwen3"].startswith("✓")
+    assert GOOD_KEY in two.hosted.keys and BAD_KEY not in two.hosted.keys
+    window = found["LLM window home/qwen3"]
+    assert "configured 32000, served 4096 (Ollama's default context" in window
+    assert window.endswith("the budget uses 4096 (the server cuts it)")
+    # ~1,500 tokens of fixed prompt (the default tools) against the 4,096 served: a warning.
+    fixed = found["fixed prompt"]
+    assert (
+        fixed.startswith("✗ fixed prompt: about ") and "4,096-token window of home/qwen3" in fixed
+    )
+    assert "over a quarter" in fixed
+    assert "num_ctx" in fixed and "OLLAMA_CONTEXT_LENGTH" in fixed and "tools.on_demand" in fixed
+    assert result.returncode == 1
+
+
+def test_doctor_says_when_the_server_does_not_say_its_window(two: Two) -> None:
+    two.ollama.answer_raw["/api/show"] = (500, b'{"error":"model file unreadable"}')
+    result = run_squidd(two.config(), "doctor", "--no-llm-call")
+    found = lines(result.stdout)
+    window = found["LLM window home/qwen3"]
+    assert (
+        window.startswith("✓") and "the server does not say: the configured 32000 is used" in window
+    )
+    assert "HTTP 500" in window
+    # The budget then uses the configured 32,000: the fixed prompt fits in a quarter.
+    assert found["fixed prompt"].startswith("✓ fixed prompt: about ")
+    assert "32,000-token window" in found["fixed prompt"]
+    assert found["LLM answers home/qwen3"].startswith("-")
+
+
+def test_doctor_names_an_unreachable_provider(two: Two) -> None:
+    config = two.config()
+    two.ollama.__exit__(None, None, None)
+    found = lines(run_squidd(config, "doctor", "--no-llm-call").stdout)
+    home = found["LLM provider home"]
+    assert home.startswith("✗ LLM provider home: ") and "connection refused" in home
+    assert "ollama serve" in home
+    assert found["LLM provider main"].startswith("✓")
