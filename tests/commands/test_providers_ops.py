@@ -148,3 +148,43 @@ def test_doctor_names_an_unreachable_provider(two: Two) -> None:
     assert home.startswith("✗ LLM provider home: ") and "connection refused" in home
     assert "ollama serve" in home
     assert found["LLM provider main"].startswith("✓")
+
+
+def test_models_lists_each_provider_with_windows_prices_and_the_chain(two: Two) -> None:
+    result = run_squidd(two.config(), "models")
+    assert result.returncode == 0, result.stderr
+    assert BAD_KEY not in result.stdout + result.stderr
+    out = result.stdout.splitlines()
+    assert out[0] == "chain: main/fake-model -> home/qwen3"
+    assert f"provider main (openai) {two.hosted.base_url}" in out
+    assert "  keys: key 1 ok, key 2 refused" in out
+    [hosted] = [line for line in out if line.strip().startswith("fake-model")]
+    assert "window 128000 (configured)" in hosted and "0.15 in / 0.6 out per 1M" in hosted
+    assert hosted.endswith("chain #1")
+    assert f"provider home (ollama) {two.ollama.root}" in out
+    [qwen] = [line for line in out if line.strip().startswith("qwen3:latest")]
+    assert "window 4096 (Ollama's default context, assumed 4096)" in qwen
+    assert "free" in qwen and qwen.endswith("chain #2")
+    [llama] = [line for line in out if line.strip().startswith("llama3.2:latest")]
+    assert "window 8192 (Ollama /api/show: the Modelfile sets num_ctx 8192)" in llama
+    assert "chain" not in llama
+
+    document = json.loads(run_squidd(two.config(), "models", "--json").stdout)
+    home = document["providers"][1]
+    assert home["keys"] == [] and home["ok"] is True
+    assert {m["name"]: m["chain"] for m in home["models"]} == {
+        "qwen3:latest": 2,
+        "llama3.2:latest": None,
+    }
+
+
+def test_models_lists_an_unreachable_provider_with_the_reason(two: Two) -> None:
+    config = two.config()
+    two.ollama.__exit__(None, None, None)
+    result = run_squidd(config, "models")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    home = out[out.index("provider home") :]
+    assert "not reachable: connection refused" in home
+    assert "qwen3" in home and "chain #2" in home
+    assert "fake-model" in out[: out.index("provider home")]
