@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
+from tests.support.cli import config_check
 from tests.support.daemon import run_squidd
 from tests.support.fake_llm import FakeLLM
 from tests.support.local_servers import ScriptedOllama
@@ -188,3 +190,42 @@ def test_models_lists_an_unreachable_provider_with_the_reason(two: Two) -> None:
     assert "not reachable: connection refused" in home
     assert "qwen3" in home and "chain #2" in home
     assert "fake-model" in out[: out.index("provider home")]
+
+
+def test_config_check_prints_the_chain_and_the_providers(two: Two) -> None:
+    result = config_check(two.config())
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "  chain:     1. main/fake-model (window 128000)" in out
+    assert "             2. home/qwen3 (window 32000)" in out
+    assert f"  providers: main (openai) {two.hosted.base_url}, 2 key(s)" in out
+    assert f"home (ollama) {two.ollama.root}, no key (a local server needs none)" in out
+    assert "llm.api_key is not set" not in out
+    assert BAD_KEY not in out and GOOD_KEY not in out
+
+
+@pytest.mark.anyio
+async def test_the_start_up_try_warns_per_unreachable_provider(two: Two) -> None:
+    from squidd.commands.run import check_model
+    from squidd.config import load_settings
+    from squidd.llm.health import ModelHealth
+
+    settings = load_settings(two.config())
+    two.ollama.__exit__(None, None, None)
+    health = ModelHealth()
+    with structlog.testing.capture_logs() as logs:
+        await check_model(settings, health)
+    unreachable = [e for e in logs if e["event"] == "model_unreachable_at_start"]
+    assert [e["provider"] for e in unreachable] == ["home"]
+    assert "connection refused" in unreachable[0]["reason"]
+    refused = [e for e in logs if e["event"] == "llm_key_refused_at_start"]
+    assert [(e["provider"], e["key"]) for e in refused] == [("main", "key 2")]
+    assert BAD_KEY not in repr(logs)
+    # main answers: the chain is not failing at start (turns fall over to it).
+    assert health.start_check is not None and health.start_check["ok"] is True
+
+    two.hosted.refused_keys.add(GOOD_KEY)  # now nobody answers
+    await check_model(settings, health)
+    assert health.state == "failing"
+    assert "main: every key was refused" in str(health.start_check["reason"])
+    assert "home: " in str(health.start_check["reason"])
