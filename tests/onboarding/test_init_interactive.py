@@ -64,6 +64,7 @@ def _type_answers(
     term.answer(r"Timezone \[[^\]]*\]: ", "Mars/Olympus")
     term.expect(r"unknown IANA timezone.*please try again")
     term.answer(r"Timezone \[[^\]]*\]: ", "Europe/Berlin")
+    term.answer(r"2 a local model server \(Ollama, llama\.cpp, vLLM\) \[1\]: ", "")
     term.answer(r"LLM endpoint \[https://api\.openai\.com/v1\]: ", llm.base_url.split("://")[1])
     term.expect(r"no http:// or https:// in front.*please try again")
     term.answer(r"LLM endpoint \[[^\]]*\]: ", llm.base_url)
@@ -327,6 +328,7 @@ async def test_a_rerun_changes_the_model_keeping_the_key(tmp_path: Path, llm: Fa
     term = Terminal(config, "init", "--interactive")
     try:
         term.answer(r"Part: ", "1")
+        term.answer(r"2 a local model server \(Ollama, llama\.cpp, vLLM\) \[1\]: ", "")
         term.answer(r"LLM endpoint \[http://127\.0\.0\.1:9/v1\]: ", "")
         term.answer(r"API key \(empty: keep the current one\) \(not shown\): ", "")
         term.expect(r"cannot|refused|failed|did not answer")  # nothing listens on port 9

@@ -100,6 +100,8 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         # The bearer key of each chat request, in order ("" when none was sent).
         self.keys: list[str] = []
+        # Bearer keys answered 401 on every request (a key the provider refuses).
+        self.refused_keys: set[str] = set()
         # Requests being answered right now, and the most there ever were at once.
         self.in_flight = 0
         self.max_in_flight = 0
@@ -171,7 +173,16 @@ class FakeLLM:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _refused(self) -> bool:
+                auth = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                if auth not in owner.refused_keys:
+                    return False
+                self._json(401, {"error": {"message": "Invalid API key", "type": "auth"}})
+                return True
+
             def do_GET(self) -> None:
+                if self._refused():
+                    return
                 if self.path.endswith("/models"):
                     self._json(200, {"object": "list", "data": [{"id": owner.model}]})
                 else:
@@ -180,6 +191,8 @@ class FakeLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 request = json.loads(self.rfile.read(length) or b"{}")
+                if self._refused():
+                    return
                 if not self.path.endswith("/chat/completions"):
                     self._json(404, {"error": {"message": "not found"}})
                     return

@@ -41,15 +41,37 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
     print(f"config ok: {source}")
     print(f"  data dir:  {settings.storage.data_dir}")
     print(f"  workspace: {settings.workspace_dir}")
-    print(f"  llm:       {settings.llm.model} at {settings.llm.base_url}")
-    if settings.llm.api_key is None:
-        print("  warning:   llm.api_key is not set (fine for endpoints that need none)")
+    if settings.llm.providers:
+        _print_providers(settings)
+    else:
+        print(f"  llm:       {settings.llm.model} at {settings.llm.base_url}")
+        if settings.llm.api_key is None:
+            print("  warning:   llm.api_key is not set (fine for endpoints that need none)")
     channels = [name for name in ("matrix", "email") if getattr(settings, name).enabled]
     print(f"  channels:  {', '.join(channels) if channels else 'none enabled'}")
     print(f"  heartbeat: {'on' if settings.heartbeat.enabled else 'off'}")
     _print_tool_policy(settings)
     _print_matrix_identity(settings)
     return 0
+
+
+def _print_providers(settings: Settings) -> None:
+    """The chain in the order a call tries it, then each provider (never a key)."""
+    from squidd.config.providers import LOCAL_KINDS
+
+    for number, entry in enumerate(settings.llm.resolved_chain(), start=1):
+        head = "chain:" if number == 1 else ""
+        print(f"  {head:<10} {number}. {entry.label} (window {entry.context_window})")
+    for number, provider in enumerate(settings.llm.providers):
+        count = len(provider.keys)
+        if count:
+            keys = f"{count} key(s)"
+        else:
+            keys = "no key" + (
+                " (a local server needs none)" if provider.kind in LOCAL_KINDS else ""
+            )
+        head = "providers:" if number == 0 else ""
+        print(f"  {head:<10} {provider.name} ({provider.kind}) {provider.base_url}, {keys}")
 
 
 def _print_matrix_identity(settings: Settings) -> None:

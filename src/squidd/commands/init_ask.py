@@ -48,6 +48,8 @@ class Answers:
 
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)
+    removed: dict[str, list[str]] = field(default_factory=dict)
+    """Keys to drop by section (a one-endpoint `[llm]`'s when a local server replaces it)."""
 
 
 def ask(question: str, default: str = "") -> str:

@@ -37,6 +37,11 @@ def render(existing: str | None, answers: Answers, credentials: Path) -> str:
         doc = tomlkit.parse(existing)
     for key, value in answers.sections.get("", {}).items():
         doc[key] = value
+    for name, keys in answers.removed.items():
+        table = doc.get(name)
+        if isinstance(table, Table):
+            for key in keys:
+                table.pop(key, None)
     for name, values in answers.sections.items():
         if name:
             _set(doc, name, values)

@@ -36,6 +36,7 @@ from squidd.commands.init_ask import (
 )
 from squidd.commands.init_channels import ask_email, ask_matrix
 from squidd.commands.init_file import render, write
+from squidd.commands.init_local import ask_local
 from squidd.config.sections import default_data_dir
 from squidd.errors import EXIT_FAILURE, EXIT_OK, ConfigError, SquiddError
 from squidd.secrets import secret_value
@@ -55,12 +56,31 @@ def _first_run(answers: Answers) -> None:
     data_dir = ask("Data directory", str(default_data_dir()))
     answers.sections["storage"] = {"data_dir": str(Path(data_dir).expanduser())}
     ask_timezone(answers, None)
-    ask_llm(answers, {}, None)
+    _ask_model(answers, {}, None)
     if yes("\nSet up Matrix?"):
         ask_matrix(answers, {})
     if yes("\nSet up email?"):
         ask_email(answers, {})
     ask_api(answers, {})
+
+
+def _model_choice(text: str) -> str | None:
+    return None if text in ("1", "2") else "answer 1 or 2"
+
+
+def _ask_model(answers: Answers, current: dict[str, Any], current_key: str | None) -> None:
+    """A hosted endpoint (with a key) or a local model server (none): the one asked."""
+    local = any(p.get("kind", "openai") != "openai" for p in current.get("providers", []))
+    choice = ask_until(
+        "\nThe model: 1 a hosted endpoint (OpenAI-compatible, with a key), 2 a local model "
+        "server (Ollama, llama.cpp, vLLM)",
+        "2" if local else "1",
+        _model_choice,
+    )
+    if choice == "2":
+        ask_local(answers, current)
+    else:
+        ask_llm(answers, current, current_key)
 
 
 def _current_secrets(target: Path) -> tuple[str | None, str | None]:
@@ -85,7 +105,7 @@ def _rerun(target: Path, current: dict[str, Any], answers: Answers) -> str:
     part = PARTS[int(choice) - 1]
     section: dict[str, Any] = {}
     if part == "the model":
-        ask_llm(answers, current.get("llm", section), _current_secrets(target)[0])
+        _ask_model(answers, current.get("llm", section), _current_secrets(target)[0])
     elif part == "Matrix":
         ask_matrix(answers, current.get("matrix", section), _current_secrets(target)[1])
     elif part == "email":

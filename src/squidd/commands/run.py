@@ -177,10 +177,16 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
 
 async def check_model(settings: Settings, health: ModelHealth) -> None:
     """The endpoint tried once at start (its model list, no tokens spent): a warning naming
-    the cause when it does not answer, never a refusal; `squidd status` shows the result."""
+    the cause when it does not answer, never a refusal; `squidd status` shows the result.
+    With providers, each is tried (every key, llm/survey.py): a warning line per provider
+    that does not answer; the chain is failing at start only when none answers (a turn
+    falls over to the others)."""
     from squidd.errors import LLMError
     from squidd.llm.probe import list_models
 
+    if settings.llm.providers:
+        await _check_providers(settings, health)
+        return
     try:
         await list_models(settings.llm)
     except LLMError as exc:
@@ -193,6 +199,38 @@ async def check_model(settings: Settings, health: ModelHealth) -> None:
         )
     else:
         health.checked_at_start(None)
+
+
+async def _check_providers(settings: Settings, health: ModelHealth) -> None:
+    import httpx2
+
+    from squidd.llm.survey import try_provider
+
+    cfg = settings.llm
+    timeout = httpx2.Timeout(cfg.connect_timeout_s * 2, connect=cfg.connect_timeout_s)
+    failed: list[str] = []
+    async with httpx2.AsyncClient(timeout=timeout) as client:
+        for provider in cfg.resolved_providers():
+            trial = await try_provider(provider, client=client)
+            for number in trial.refused:
+                log.warning(
+                    "llm_key_refused_at_start",
+                    provider=provider.name,
+                    key=f"key {number}",
+                    fix=f"replace key {number} of provider {provider.name}",
+                )
+            if trial.ok:
+                continue
+            failed.append(f"{provider.name}: {trial.reason}")
+            log.warning(
+                "model_unreachable_at_start",
+                provider=provider.name,
+                base_url=provider.base_url,
+                reason=trial.reason,
+                note="squidd runs; turns fall over to the other providers (squidd status)",
+            )
+    everyone = len(failed) == len(cfg.resolved_providers())
+    health.checked_at_start("; ".join(failed) if everyone else None)
 
 
 def _unwrap(exc: BaseException) -> BaseException:

@@ -6,6 +6,7 @@ import json
 from typing import Any, TextIO
 
 import anyio
+import httpx2
 
 from squidd.config import Settings
 from squidd.ops.doctor import Check
@@ -15,6 +16,8 @@ from squidd.ops.doctor.local import (
     systemd_check,
     unattended_check,
 )
+from squidd.ops.doctor.prompt import fixed_prompt_check
+from squidd.ops.doctor.providers import provider_checks, served_windows
 from squidd.ops.doctor.services import email_checks, llm_checks, matrix_checks, mcp_checks
 
 __all__ = ["render_json", "render_text", "run_checks"]
@@ -30,12 +33,26 @@ async def run_checks(settings: Settings, *, llm_call: bool, errlog: TextIO) -> l
     if unit is not None:
         checks.append(unit)
     checks.append(await anyio.to_thread.run_sync(unattended_check, settings))
-    checks.extend(await llm_checks(settings, call=llm_call))
+    checks.extend(await _model_checks(settings, llm_call=llm_call))
     checks.extend(daemon_model_check(status))
     checks.extend(await matrix_checks(settings, status))
     checks.extend(await email_checks(settings))
     checks.extend(await mcp_checks(settings, errlog))
     return checks
+
+
+async def _model_checks(settings: Settings, *, llm_call: bool) -> list[Check]:
+    """The model's lines: the one endpoint's two (a config without providers) or each
+    provider's, each pair's; then the fixed prompt against the smallest window."""
+    cfg = settings.llm
+    timeout = httpx2.Timeout(cfg.connect_timeout_s * 2, connect=cfg.connect_timeout_s)
+    async with httpx2.AsyncClient(timeout=timeout) as client:
+        windows = await served_windows(settings, client)
+    if cfg.providers:
+        checks = await provider_checks(settings, call=llm_call, windows=windows)
+    else:
+        checks = await llm_checks(settings, call=llm_call)
+    return [*checks, await fixed_prompt_check(settings, windows)]
 
 
 def daemon_model_check(status: dict[str, Any] | None) -> list[Check]:

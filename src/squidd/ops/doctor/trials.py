@@ -16,7 +16,8 @@ from squidd.channels.matrix.errors import NETWORK_ERRORS, describe
 from squidd.config.email import EmailSettings
 from squidd.config.sections import LLMSettings
 from squidd.errors import LLMCredentialsError, LLMError, SquiddError
-from squidd.llm.probe import list_models, one_token
+from squidd.llm.local import Kind, ServedModel, openai_base
+from squidd.llm.probe import list_models, one_token, one_token_at
 
 __all__ = [
     "Refused",
@@ -26,6 +27,8 @@ __all__ = [
     "matrix_versions",
     "try_imap",
     "try_llm",
+    "try_local_models",
+    "try_local_token",
     "try_models",
     "try_smtp",
 ]
@@ -69,6 +72,35 @@ async def try_llm(settings: LLMSettings) -> None:
         raise Refused("key", f"the endpoint refused the API key ({exc})") from None
     except LLMError as exc:
         raise Refused("model", f"a one-token request to {settings.model} failed: {exc}") from None
+
+
+async def try_local_models(kind: Kind, base_url: str) -> list[ServedModel]:
+    """The models a local server (ollama, llamacpp, vllm) serves, each with its window.
+    Refused "url" when it does not answer or lists none."""
+    import httpx2
+
+    from squidd.config.providers import ProviderSettings
+    from squidd.llm.survey import try_provider
+
+    provider = ProviderSettings(name="local", kind=kind, base_url=base_url)
+    timeout = httpx2.Timeout(_TIMEOUT_S, connect=5.0)
+    async with httpx2.AsyncClient(timeout=timeout) as client:
+        trial = await try_provider(provider, client=client)
+    if not trial.ok:
+        raise Refused("url", f"{base_url} did not answer as a {kind} server: {trial.reason}")
+    if not trial.models:
+        raise Refused("url", f"{base_url} serves no model yet (pull or load one first)")
+    return list(trial.models)
+
+
+async def try_local_token(kind: Kind, base_url: str, model: str) -> None:
+    """One one-token request to `model` on a local server (no key). Refused "model"."""
+    try:
+        await one_token_at(
+            openai_base(kind, base_url), None, model, timeout_s=120.0, connect_timeout_s=5.0
+        )
+    except LLMError as exc:
+        raise Refused("model", f"a one-token request to {model} failed: {exc}") from None
 
 
 async def _get_json(url: str) -> tuple[int, Any]:
