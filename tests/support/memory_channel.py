@@ -60,6 +60,8 @@ class MemoryChannel:
         sender: str = "u",
         attachments: tuple[Attachment, ...] = (),
         group: bool = False,
+        recipients: tuple[str, ...] = (),
+        agent: str = "",
     ) -> Inbound:
         sid = source_id or f"{self.name}-{next(self._ids)}"
 
@@ -76,6 +78,8 @@ class MemoryChannel:
             ack=ack,
             attachments=attachments,
             group=group,
+            recipients=recipients,
+            agent=agent,
         )
         self._pending.append(inbound)
         self._notify()

@@ -54,7 +54,7 @@ def register(commands: Commands) -> None:
         "chat",
         help="talk to the assistant in the terminal",
         run=_run,
-        example='squidd chat\nsquidd chat -m "what is on my calendar?"',
+        example='squidd chat\nsquidd chat -m "what is on my calendar?"\nsquidd chat --agent work',
     )
     chat.add_argument("-m", "--message", help="send one message, print the reply, exit")
     chat.add_argument("--session", default="terminal", help="session name (default: terminal)")
@@ -62,6 +62,9 @@ def register(commands: Commands) -> None:
         "--ignore-caps",
         action="store_true",
         help="lift the daily caps ([limits]) for this run only",
+    )
+    chat.add_argument(
+        "--agent", default=None, help="talk to this agent ([[agents.list]]; default: the first)"
     )
 
 
@@ -78,8 +81,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     except OSError as exc:
         print(f"config: storage.data_dir: cannot create it: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
+    agent = getattr(args, "agent", None)
+    if agent is not None and agent not in settings.agent_names:
+        known = ", ".join(settings.agent_names)
+        print(f"squidd: no agent named {agent!r} (agents: {known})", file=sys.stderr)
+        return EXIT_CONFIG
     return chat_command(
-        settings, message=args.message, session=args.session, ignore_caps=args.ignore_caps
+        settings,
+        message=args.message,
+        session=args.session,
+        ignore_caps=args.ignore_caps,
+        agent=agent,
     )
 
 
@@ -198,7 +210,12 @@ async def _interactive(terminal: Terminal, conversation: SessionId, out: TextIO)
 
 
 async def _chat(
-    settings: Settings, message: str | None, session_name: str, errlog: TextIO, ignore_caps: bool
+    settings: Settings,
+    message: str | None,
+    session_name: str,
+    errlog: TextIO,
+    ignore_caps: bool,
+    agent: str | None,
 ) -> int:
     from squidd.gateway.build import build_terminal
     from squidd.gateway.mcp import connected_mcp
@@ -207,7 +224,7 @@ async def _chat(
     session = session_for(session_name)
     asker = TerminalAsker(is_tty=sys.stdin.isatty(), out=sys.stdout)
     async with connected_mcp(settings, errlog=errlog) as mcp:
-        terminal = build_terminal(settings, mcp, ignore_caps=ignore_caps, asker=asker)
+        terminal = build_terminal(settings, mcp, ignore_caps=ignore_caps, asker=asker, agent=agent)
         try:
             await terminal.runtime.learn_windows()
             if message is not None:
@@ -220,7 +237,12 @@ async def _chat(
 
 
 def chat_command(
-    settings: Settings, *, message: str | None, session: str, ignore_caps: bool = False
+    settings: Settings,
+    *,
+    message: str | None,
+    session: str,
+    ignore_caps: bool = False,
+    agent: str | None = None,
 ) -> int:
     problem = _preflight(settings)
     if problem is not None:
@@ -229,7 +251,7 @@ def chat_command(
     # The MCP servers' own stderr chatter would interleave with the conversation.
     with open(os.devnull, "w") as quiet:
         try:
-            return anyio.run(_chat, settings, message, session, quiet, ignore_caps)
+            return anyio.run(_chat, settings, message, session, quiet, ignore_caps, agent)
         except LLMError as exc:
             print(f"squidd: {exc} ({settings.llm.base_url})", file=sys.stderr)
             return 1

@@ -57,6 +57,9 @@ def register(commands: Commands) -> None:
     when.add_argument("--at", help="one time, ISO 8601, e.g. 2026-12-24T18:00")
     add.add_argument("--timezone", default=None, help="IANA timezone (default from config)")
     add.add_argument("--target", default="", help="where to deliver, e.g. email:me@x.org")
+    add.add_argument(
+        "--agent", default="", help="the agent whose job it is (default: the default agent)"
+    )
     for name, run, text in (
         ("remove", _remove, "remove a job"),
         ("pause", _pause, "pause a job (it keeps its schedule)"),
@@ -75,6 +78,7 @@ def _on_jobs(action: Action) -> Callable[[argparse.Namespace, Settings], int]:
     def run(args: argparse.Namespace, settings: Settings) -> int:
         try:
             refuse_newer(settings.storage.data_dir, squidd=__version__)
+            _known_agent(settings, getattr(args, "agent", ""))
             service = command_line_cron(settings, JobsFile(settings.storage.data_dir))
             args.deliveries = CronDeliveries(settings.storage.data_dir)
             print(anyio.run(action, service, args))
@@ -87,6 +91,11 @@ def _on_jobs(action: Action) -> Callable[[argparse.Namespace, Settings], int]:
         return 0
 
     return run
+
+
+def _known_agent(settings: Settings, agent: str) -> None:
+    if agent and agent not in settings.agent_names:
+        raise ValueError(f"no agent named {agent!r} (agents: {', '.join(settings.agent_names)})")
 
 
 async def _list(service: CronJobs, args: argparse.Namespace) -> str:
@@ -114,6 +123,7 @@ async def _add(service: CronJobs, args: argparse.Namespace) -> str:
         timezone=args.timezone,
         target=args.target,
         created_by="cli",
+        agent=args.agent,
     )
 
 

@@ -30,16 +30,38 @@ from squidd.store.parked import ParkedDir
 
 
 def register(commands: Commands) -> None:
-    commands.add(
+    status = commands.add(
         "status",
         help="ask the running daemon how it is doing (channels, model, cron)",
         run=_run,
-        example="squidd status",
+        example="squidd status\nsquidd status --agent work",
+    )
+    status.add_argument(
+        "--agent", default=None, help="the model and routes of this agent ([[agents.list]])"
     )
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    return status_command(settings)
+    return status_command(settings, agent=getattr(args, "agent", None))
+
+
+def agent_lines(agents: list[dict[str, Any]] | None, only: str | None = None) -> list[str]:
+    """The daemon's agents, each with its routes; with `only`, that agent's model too."""
+    if not agents:
+        return []
+    lines = ["agents:"]
+    for agent in agents:
+        if only is not None and agent.get("name") != only:
+            continue
+        routes = [*agent.get("rooms", []), *agent.get("addresses", [])]
+        default = " (default)" if agent.get("default") else ""
+        lines.append(
+            f"  {agent.get('name')}{default}: workspace {agent.get('workspace')}"
+            + (f"; routes {', '.join(routes)}" if routes else "")
+        )
+        if only is not None:
+            lines.extend(f"  {line}" for line in model_lines(agent.get("model")))
+    return lines
 
 
 def fetch_status(path: Path, timeout_s: float = 5.0) -> dict[str, Any]:
@@ -231,7 +253,10 @@ def approval_lines(settings: Settings) -> list[str]:
     return lines
 
 
-def status_command(settings: Settings) -> int:
+def status_command(settings: Settings, *, agent: str | None = None) -> int:
+    if agent is not None and agent not in settings.agent_names:
+        print(f"no agent named {agent!r} (agents: {', '.join(settings.agent_names)})")
+        return 2
     path = socket_path(settings)
     try:
         data = fetch_status(path)
@@ -248,5 +273,8 @@ def status_command(settings: Settings) -> int:
         print(f"squidd is running but says: {data['error']}", file=sys.stderr)
         return 1
     print(format_status(data))
+    lines = agent_lines(data.get("agents"), agent)
+    if lines:
+        print("\n".join(lines))
     print("\n".join(approval_lines(settings)))
     return 0

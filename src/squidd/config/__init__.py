@@ -31,6 +31,7 @@ from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
 from squidd.config.mcp import McpSettings
 from squidd.config.media import MediaSettings, TranscriptionSettings
+from squidd.config.providers import split_entry
 from squidd.config.sections import (
     AgentSettings,
     CronSettings,
@@ -47,6 +48,9 @@ from squidd.errors import ConfigError
 
 __all__ = ["ConfigError", "Settings", "find_config_file", "load_settings"]
 
+
+DEFAULT_AGENT = "main"
+"""The one agent of a config without `[[agents.list]]`."""
 
 # (section, key) of every timezone that follows the top-level one unless set itself.
 TIMEZONE_KEYS = (("cron", "default_timezone"), ("heartbeat", "timezone"), ("limits", "timezone"))
@@ -118,6 +122,62 @@ class Settings(BaseSettings):
         if len(set(ids)) != len(ids):
             raise ValueError("people: an id belongs to two people")
         return self
+
+    @model_validator(mode="after")
+    def _agent_chains(self) -> Settings:
+        providers = {p.name for p in self.llm.resolved_providers()}
+        for entry in self.agents.list:
+            for text in entry.chain:
+                provider, _ = split_entry(text)
+                if provider not in providers:
+                    raise ValueError(
+                        f"agents.list ({entry.name}): chain entry {text!r} names no provider "
+                        f"(known: {', '.join(sorted(providers))})"
+                    )
+        return self
+
+    # --- agents (config/agents.py) ---------------------------------------------------------
+
+    @property
+    def agent_names(self) -> list[str]:
+        """The agents, the default first; a config without `[[agents.list]]` has one."""
+        return [entry.name for entry in self.agents.list] or [DEFAULT_AGENT]
+
+    @property
+    def default_agent(self) -> str:
+        return self.agent_names[0]
+
+    def agent_store_dir(self, name: str) -> Path:
+        """Where an agent's sessions, summaries and history index live: the data dir's own
+        for the default agent (as before agents), `agents/<name>/` for the others."""
+        if name == self.default_agent:
+            return self.storage.data_dir
+        return self.storage.data_dir / "agents" / name
+
+    def for_agent(self, name: str) -> Settings:
+        """These settings as agent `name` sees them: its `[agents]` keys and workspace, its
+        chain; everything else (channels, storage, tools) the daemon's."""
+        entry = next((e for e in self.agents.list if e.name == name), None)
+        if entry is None:
+            if name == self.default_agent:
+                return self
+            raise KeyError(f"no agent named {name!r}")
+        workspace = entry.workspace
+        if workspace is None:
+            default = name == self.default_agent
+            workspace = self.agents.workspace if default else None
+            if workspace is None and not default:
+                workspace = self.agent_store_dir(name) / "workspace"
+        agents = self.agents.model_copy(update={**entry.overrides(), "workspace": workspace})
+        return self.model_copy(update={"agents": agents, "llm": self._chain_of(entry.chain)})
+
+    def _chain_of(self, chain: list[str]) -> LLMSettings:
+        if not chain:
+            return self.llm
+        if self.llm.providers:
+            return self.llm.model_copy(update={"chain": list(chain)})
+        models = [split_entry(text)[1] for text in chain]  # "default/<model>"
+        return self.llm.model_copy(update={"model": models[0], "fallback_models": models[1:]})
 
     @property
     def workspace_dir(self) -> Path:

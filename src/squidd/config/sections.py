@@ -3,6 +3,7 @@ gateway, cron and the heartbeat. Channel and tool sections live beside this file
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from squidd.config._base import Endpoint, Section
+from squidd.config.agents import AgentEntry
 from squidd.config.providers import (
     ChainEntry,
     ModelPrice,
@@ -161,6 +163,9 @@ class AgentSettings(Section):
     """Whose MEMORY.md a turn reads and `memory_write` writes: "shared" (one for everyone),
     "person" (each person their own; group rooms the shared one), "auto" (person when more
     than one person may talk to the assistant)."""
+    # Last: the field's name is `list`, as the config writes it ([[agents.list]]).
+    list: builtins.list[AgentEntry] = Field(default_factory=builtins.list)
+    """The agents (config/agents.py); empty: one agent, as before."""
 
     @field_validator("context_budget")
     @classmethod
@@ -168,6 +173,19 @@ class AgentSettings(Section):
         if value > 1 and value != int(value):
             raise ValueError("must be a fraction (0 < x <= 1) or a whole number of tokens")
         return value
+
+    @model_validator(mode="after")
+    def _agents_apart(self) -> AgentSettings:
+        names = [entry.name for entry in self.list]
+        if len(set(names)) != len(names):
+            raise ValueError("list: two agents have the same name")
+        rooms = [room for entry in self.list for room in entry.rooms]
+        if len(set(rooms)) != len(rooms):
+            raise ValueError("list: a room is routed to two agents")
+        addresses = [a for entry in self.list for a in entry.addresses]
+        if len(set(addresses)) != len(addresses):
+            raise ValueError("list: an address is routed to two agents")
+        return self
 
 
 class PersonSettings(Section):

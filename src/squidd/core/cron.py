@@ -43,6 +43,8 @@ class CronJob:
     last_run: datetime | None = None
     paused: bool = False
     """A paused job keeps its schedule but does not fire (the dashboard's pause)."""
+    agent: str = ""
+    """The agent whose job it is (its turns, memory and chain); empty: the default agent."""
 
     @property
     def session_id(self) -> str:
@@ -163,6 +165,7 @@ def make_job(
     target: str,
     created_by: str = "",
     now: datetime,
+    agent: str = "",
 ) -> CronJob:
     """Validate and build a new job (exactly one of cron/every/at)."""
     if not _NAME_RE.match(name):
@@ -186,6 +189,7 @@ def make_job(
         target=target,
         created_at=now,
         created_by=created_by,
+        agent=agent,
     )
     # Strictly after its creation: a job made at 08:00:00 for "0 8 * * *" starts tomorrow.
     first = job.trigger().get_next_fire_time(None, now + timedelta(microseconds=1))

@@ -44,7 +44,10 @@ def format_job(job: CronJob) -> str:
     nxt = job.next_run.isoformat(timespec="minutes") if job.next_run else "-"
     target = job.target or "(history only)"
     state = "; paused" if job.paused else ""
-    return f"{job.name}: {job.describe()}{state}; next {nxt}; to {target}; prompt: {job.prompt}"
+    agent = f" [agent {job.agent}]" if job.agent else ""
+    return (
+        f"{job.name}{agent}: {job.describe()}{state}; next {nxt}; to {target}; prompt: {job.prompt}"
+    )
 
 
 def _paused(jobs: list[CronJob], name: str, paused: bool) -> list[CronJob]:
@@ -94,6 +97,7 @@ class CronJobs:
         timezone: str | None = None,
         target: str = "",
         created_by: str = "",
+        agent: str = "",
     ) -> str:
         if target and self._check_target is not None:
             target = await self._check_target(target)
@@ -107,6 +111,7 @@ class CronJobs:
             target=target,
             created_by=created_by,
             now=self._clock(),
+            agent=agent,
         )
         await self._change(functools.partial(with_job, job=job))
         return f"Scheduled. {format_job(job)}"

@@ -232,6 +232,12 @@ class Inbound:
     group: bool = False
     """More people than the sender read the answer (a Matrix room of more than two): with
     memory per person, such a turn reads and writes only the shared memory."""
+    agent: str = ""
+    """The agent that answers it when the message names one (an API request's model, a
+    cron job's, a sub-agent's run); empty: the routing rules decide (gateway/agents.py)."""
+    recipients: tuple[str, ...] = ()
+    """The addresses it was sent to, where one account has several (a mail's To and Cc,
+    plus-addressing): what routes it to an agent."""
 
     @property
     def record(self) -> SourceId:

@@ -42,6 +42,8 @@ class PendingRun:
     conversation_channel: str = ""
     """The channel of the conversation the run belongs to (a sub-agent's root); empty:
     the run's own channel."""
+    agent: str = ""
+    """The agent whose run it is (a cron job's, a sub-agent's); empty: the default agent."""
 
     def __post_init__(self) -> None:
         if self.kind not in RUN_KINDS:
@@ -65,4 +67,5 @@ class PendingRun:
             ack=ack,
             kind=self.kind,
             conversation_channel=self.conversation_channel,
+            agent=self.agent,
         )

@@ -27,7 +27,7 @@ PURPOSES: tuple[str, ...] = (
     "cron",
     "sub_agent",
 )
-GroupBy = Literal["session", "model", "purpose", "day", "provider"]
+GroupBy = Literal["session", "model", "purpose", "day", "provider", "agent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,8 @@ class UsageRecord:
     calls: int = 1
     provider: str = ""
     """The provider that answered ("" in records written before providers existed)."""
+    agent: str = ""
+    """The agent whose call it was ("" with one agent, and before agents existed)."""
 
     @property
     def total_tokens(self) -> int:
@@ -63,8 +65,8 @@ class UsageRecord:
         """The name prices are looked up by first: provider/model when a provider is named."""
         return f"{self.provider}/{self.model}" if self.provider else self.model
 
-    def key(self) -> tuple[str, str, str, str, str]:
-        return (self.day, self.session, self.provider, self.model, self.purpose)
+    def key(self) -> tuple[str, str, str, str, str, str]:
+        return (self.day, self.agent, self.session, self.provider, self.model, self.purpose)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,40 @@ class UsageSink(Protocol):
         completion: int,
         cached: int,
         provider: str = "",
+        agent: str = "",
     ) -> None: ...
+
+
+class AgentUsage:
+    """A `UsageSink` that files every call under one agent of the daemon (`agent` of the
+    record), in the daemon's one ledger."""
+
+    def __init__(self, ledger: UsageSink, agent: str) -> None:
+        self._ledger = ledger
+        self._agent = agent
+
+    async def record(
+        self,
+        *,
+        session: str,
+        model: str,
+        purpose: str,
+        prompt: int,
+        completion: int,
+        cached: int,
+        provider: str = "",
+        agent: str = "",
+    ) -> None:
+        await self._ledger.record(
+            session=session,
+            model=model,
+            purpose=purpose,
+            prompt=prompt,
+            completion=completion,
+            cached=cached,
+            provider=provider,
+            agent=agent or self._agent,
+        )
 
 
 async def record_usage(sink: UsageSink | None, session: str, purpose: str, usage: Usage) -> None:
@@ -158,7 +193,7 @@ def cost_of(record: UsageRecord, prices: Mapping[str, Price]) -> float:
 def compact(records: Iterable[UsageRecord]) -> list[UsageRecord]:
     """One record per (day, session, provider, model, purpose), summed; order of first
     appearance."""
-    sums: dict[tuple[str, str, str, str, str], UsageRecord] = {}
+    sums: dict[tuple[str, str, str, str, str, str], UsageRecord] = {}
     for record in records:
         key = record.key()
         seen = sums.get(key)
@@ -175,6 +210,7 @@ def compact(records: Iterable[UsageRecord]) -> list[UsageRecord]:
             cached_tokens=seen.cached_tokens + record.cached_tokens,
             calls=seen.calls + record.calls,
             provider=record.provider,
+            agent=record.agent,
         )
     return list(sums.values())
 

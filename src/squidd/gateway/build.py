@@ -47,6 +47,7 @@ from squidd.core.router import Router
 from squidd.core.scheduler import CronScheduler
 from squidd.core.settlement import SettlementParts
 from squidd.core.supervisor import Supervisor
+from squidd.gateway.agents import AgentRoutes, agent_named
 from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
@@ -113,11 +114,13 @@ def build_terminal(
     *,
     ignore_caps: bool = False,
     asker: Asker | None = None,
+    agent: str | None = None,
 ) -> Terminal:
     """The runtime, the per-turn tools and the daily caps for turns in the terminal (no
     daemon: cron jobs made there have no scheduler to wake, sub-agents run only with
-    wait=true, and the owner's cap notice is the daemon's to send)."""
-    runtime = build_runtime(settings)
+    wait=true, and the owner's cap notice is the daemon's to send); `agent` names the agent
+    talked to (default: the default agent)."""
+    runtime = build_runtime(settings, agent=agent or settings.default_agent)
     if asker is not None and runtime.approvals is not None:
         runtime.approvals.add_asker("terminal", asker)
     caps = None if ignore_caps else DailyCaps(settings.limits, runtime.usage, prices_of(settings))
@@ -153,10 +156,11 @@ def build_daemon(
     jobs = JobsFile(data_dir)
     mcp = McpHub(settings.mcp)
     by_name = {channel.name: channel for channel in built}
-    turns: list[TurnRunner] = []  # the router's turn, made below: it needs the router's caps
+    turns: dict[str, TurnRunner] = {}  # each agent's turn, made below: they need the caps
+    routes = AgentRoutes(settings)
 
     async def run_turn(inbound: Inbound) -> str | Reply:
-        return await turns[0](inbound)
+        return await agent_named(turns, routes.agent_of(inbound), routes.default)(inbound)
 
     done = handled if runtime.journal is None else JournalCleanup(handled, runtime.journal)
     poison = PoisonGuard(AttemptsDir(data_dir), parked, max_attempts=gw.max_attempts)
@@ -167,10 +171,13 @@ def build_daemon(
     )
     scheduled = _scheduled(settings, router)
     scheduler, cron = _cron(settings, jobs, scheduled, clock, by_name)
-    tools = TurnTools(runtime, cron=cron, mcp=mcp, fire=scheduled.fire)
     caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
-    turns.append(TurnRunner(runtime, caps, tools, streams, conversations))
+    for name, agent in runtime.agents.items():
+        tools_of = TurnTools(agent, cron=cron, mcp=mcp, fire=scheduled.fire)
+        mine = conversations.for_agent(agent)
+        turns[name] = TurnRunner(agent, caps, tools_of, streams, mine)
+    first = turns[runtime.name]
     begun = began_before(runtime.journal, outbox, by_name)
     daemon = Daemon(
         settings=settings,
@@ -183,14 +190,14 @@ def build_daemon(
         parked_retries=ParkedRetries(parked, outbox, router, poll_s=gw.parked_poll_s),
         jobs=jobs,
         router=router,
-        pipelines=_pipelines(by_name, answers, turns[0].conversations, router, begun),
-        turns=turns[0],
+        pipelines=_pipelines(by_name, answers, first.conversations, router, begun),
+        turns=first,
         caps=caps,
         scheduled=scheduled,
-        subagents=tools.subagents,
+        subagents=first.subagents,
         mcp=mcp,
         scheduler=scheduler,
-        heartbeat=_heartbeat(settings, scheduled, turns[0], clock),
+        heartbeat=_heartbeat(settings, scheduled, first, clock),
         notifier=notifier or Notifier(),
         handle_signals=handle_signals,
         backups=_backups(settings),

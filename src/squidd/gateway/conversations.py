@@ -14,6 +14,7 @@ note that it was stopped enter the history, so the next turn knows.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -42,6 +43,13 @@ class Conversations:
         self._running: dict[str, anyio.CancelScope] = {}
         self._stopped: set[str] = set()
         self._ended: dict[str, anyio.Event] = {}
+
+    def for_agent(self, runtime: Runtime) -> Conversations:
+        """This object for another agent's turns: its chain for `/model`, the same sessions,
+        running turns and `/stop` (a conversation belongs to one agent)."""
+        view = copy.copy(self)
+        view._runtime = runtime
+        return view
 
     @property
     def models(self) -> list[str]:

@@ -116,6 +116,7 @@ class Daemon:
             "mcp": self.mcp.snapshot(),
             "usage_today": await self.turns.usage_today(),
             "model": await self._model(),
+            "agents": self._agents(),
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
@@ -139,6 +140,23 @@ class Daemon:
             "failovers": [dataclasses.asdict(f) for f in today[-20:]],
             "failovers_today": len(today),
         }
+
+    def _agents(self) -> list[dict[str, Any]]:
+        """Each agent (none listed with one agent): its workspace, routes and model."""
+        if not self.settings.agents.list:
+            return []
+        entries = {entry.name: entry for entry in self.settings.agents.list}
+        return [
+            {
+                "name": name,
+                "default": name == self.settings.default_agent,
+                "workspace": str(agent.settings.workspace_dir),
+                "rooms": list(entries[name].rooms),
+                "addresses": list(entries[name].addresses),
+                "model": agent.llm.snapshot(),
+            }
+            for name, agent in self.runtime.agents.items()
+        ]
 
     def _control_ops(self) -> dict[str, ControlOp]:
         """The requests the status socket answers: the daemon's own (`cron.run`) and the

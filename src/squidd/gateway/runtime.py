@@ -12,7 +12,7 @@ from datetime import timedelta
 import anyio.to_thread
 import httpx2
 
-from squidd.config import Settings
+from squidd.config import DEFAULT_AGENT, Settings
 from squidd.core.agent import AgentLoop
 from squidd.core.approvals import ApprovalRules, Approvals
 from squidd.core.audit import Auditor
@@ -24,6 +24,7 @@ from squidd.core.ports import PromptSource, ToolPolicy
 from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
 from squidd.core.turn_services import TurnLimits, TurnServices
+from squidd.core.usage import AgentUsage
 from squidd.gateway.people import memory_scope
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
 from squidd.llm.chain import ProviderChain
@@ -71,7 +72,17 @@ class Runtime:
     journal: JournalDir | None = None
     approvals: Approvals | None = None
     unattended: UnattendedAsker | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    name: str = DEFAULT_AGENT
+    """The agent this runtime is (config/agents.py)."""
+    shared: Shared | None = None
+    """What it shares with the daemon's other agents; closed by the default agent's."""
+    others: dict[str, Runtime] = field(default_factory=dict)
+    """The default agent's: the daemon's other agents, built with it over `shared`."""
+
+    @property
+    def agents(self) -> dict[str, Runtime]:
+        """Every agent's runtime by name, this one first."""
+        return {self.name: self, **self.others}
 
     async def learn_windows(self) -> None:
         """Ask local model servers what context they serve; the prompt budget follows the
@@ -79,14 +90,17 @@ class Runtime:
         await self.llm.learn_windows()
         self.memory.use_window(self.llm.context_window)
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, shared: bool = True) -> None:
+        """Close the chain's clients and the tools'; with `shared`, what the agents share."""
         await self.llm.aclose()
         for tool in self.registry.tools():
             closer = getattr(tool, "aclose", None)
             if closer is not None:
                 await closer()
-        transcriber = self.extra.get("transcriber")
-        if isinstance(transcriber, WhisperTranscriber):
+        for other in self.others.values():
+            await other.aclose(shared=False)
+        transcriber = self.shared.transcriber if self.shared is not None else None
+        if shared and transcriber is not None:
             await transcriber.aclose()
 
 
@@ -175,73 +189,119 @@ def build_policy(settings: Settings) -> ToolPolicy | None:
     return ConfiguredToolPolicy.from_settings(settings.tools)
 
 
-def build_runtime(settings: Settings, *, http_client: httpx2.AsyncClient | None = None) -> Runtime:
-    store = JsonlStore(settings.storage.data_dir, workspace_dir=settings.workspace_dir)
-    usage = UsageLedger(settings.storage.data_dir, timezone=settings.limits.timezone)
-    llm = ProviderChain(settings.llm, http_client=http_client, on_failover=usage.failed_over)
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What every agent of the daemon shares: the usage ledger, the media store and saved
+    tool results, the turn journal, the audit log, the approval gate, the transcriber."""
+
+    usage: UsageLedger
+    media: MediaStore
+    results: ToolResultFiles
+    journal: JournalDir
+    recording: TurnRecording
+    auditor: Auditor
+    approvals: Approvals
+    unattended: UnattendedAsker
+    transcriber: WhisperTranscriber | None
+    policy: ToolPolicy
+
+
+def build_shared(settings: Settings) -> Shared:
+    data_dir = settings.storage.data_dir
+    journal = JournalDir(data_dir)
+    approvals, unattended = _approvals(settings)
+    transcription = settings.transcription
+    return Shared(
+        usage=UsageLedger(data_dir, timezone=settings.limits.timezone),
+        media=MediaStore(data_dir, lifetime_s=settings.media.lifetime_hours * 3600),
+        results=ToolResultFiles(data_dir),
+        journal=journal,
+        recording=TurnRecording(
+            journal,
+            effects={name: Effect(value) for name, value in settings.tools.effects.items()},
+            max_age=timedelta(hours=settings.gateway.journal_max_age_hours),
+        ),
+        auditor=Auditor(AuditFile(data_dir), SecretRedactor(known_secrets(settings)).scrub),
+        approvals=approvals,
+        unattended=unattended,
+        transcriber=WhisperTranscriber(transcription) if transcription.base_url else None,
+        # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
+        policy=SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools)),
+    )
+
+
+def build_runtime(
+    settings: Settings,
+    *,
+    http_client: httpx2.AsyncClient | None = None,
+    agent: str | None = None,
+    shared: Shared | None = None,
+) -> Runtime:
+    """The runtime of agent `agent` (default: the default agent) over `shared` (default:
+    made here from the settings): its store, chain, memory, tools, prompt and loop."""
+    name = agent or settings.default_agent
+    mine = settings.for_agent(name)
+    others: dict[str, Runtime] = {}
+    if shared is None:
+        shared = build_shared(settings)
+        if agent is None:  # the daemon's default agent: the others come with it
+            others = {
+                other: build_runtime(settings, http_client=http_client, agent=other, shared=shared)
+                for other in settings.agent_names[1:]
+            }
+    store = JsonlStore(settings.agent_store_dir(name), workspace_dir=mine.workspace_dir)
+    usage = shared.usage
+    llm = ProviderChain(mine.llm, http_client=http_client, on_failover=usage.failed_over)
+    sink = usage if not settings.agents.list else AgentUsage(usage, name)
     memory = MemoryManager(
         storage=store,
         llm=llm,
-        usage=usage,
-        budget=build_budget(settings, llm.context_window),
-        consolidation_threshold=settings.agents.consolidation_threshold,
-        keep_recent_ratio=settings.agents.keep_recent_ratio,
+        usage=sink,
+        budget=build_budget(mine, llm.context_window),
+        consolidation_threshold=mine.agents.consolidation_threshold,
+        keep_recent_ratio=mine.agents.keep_recent_ratio,
     )
-    skills = build_skills(settings)
-    data_dir = settings.storage.data_dir
-    results = ToolResultFiles(data_dir)
-    media = MediaStore(data_dir, lifetime_s=settings.media.lifetime_hours * 3600)
-    registry = build_registry(settings, store, skills, results=results, media=media)
-    prompt = build_prompt(settings)
-    transcriber = (
-        WhisperTranscriber(settings.transcription) if settings.transcription.base_url else None
-    )
-    # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
-    policy = SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools))
-    journal = JournalDir(settings.storage.data_dir)
-    recording = TurnRecording(
-        journal,
-        effects={name: Effect(value) for name, value in settings.tools.effects.items()},
-        max_age=timedelta(hours=settings.gateway.journal_max_age_hours),
-    )
-    approvals, unattended = _approvals(settings)
+    skills = build_skills(mine)
+    registry = build_registry(mine, store, skills, results=shared.results, media=shared.media)
+    prompt = build_prompt(mine)
     services = TurnServices(
         memory=memory,
         registry=registry,
         prompt=prompt,
         limits=TurnLimits(
-            max_tool_rounds=settings.agents.max_tool_rounds,
-            max_repeated_tool_calls=settings.agents.max_repeated_tool_calls,
-            max_turn_seconds=settings.agents.max_turn_seconds,
+            max_tool_rounds=mine.agents.max_tool_rounds,
+            max_repeated_tool_calls=mine.agents.max_repeated_tool_calls,
+            max_turn_seconds=mine.agents.max_turn_seconds,
         ),
-        on_demand=settings.tools.on_demand,
-        policy=policy,
-        usage=usage,
-        results=results,
-        max_result_chars=settings.tools.max_result_chars,
-        attachments=MediaReader(settings.media, vision=llm.vision, transcriber=transcriber),
+        on_demand=mine.tools.on_demand,
+        policy=shared.policy,
+        usage=sink,
+        results=shared.results,
+        max_result_chars=mine.tools.max_result_chars,
+        attachments=MediaReader(mine.media, vision=llm.vision, transcriber=shared.transcriber),
         prompt_parts=None if skills is None else skills_index_part(skills),
-        recording=recording,
-        auditor=Auditor(AuditFile(data_dir), SecretRedactor(known_secrets(settings)).scrub),
-        approvals=approvals,
+        recording=shared.recording,
+        auditor=shared.auditor,
+        approvals=shared.approvals,
     )
-    agent = AgentLoop(llm=llm, services=services)
     return Runtime(
-        settings=settings,
+        settings=mine,
         store=store,
         llm=llm,
         memory=memory,
         registry=registry,
         prompt=prompt,
-        agent=agent,
+        agent=AgentLoop(llm=llm, services=services),
         usage=usage,
-        media=media,
-        results=results,
-        policy=policy,
-        journal=journal,
-        approvals=approvals,
-        unattended=unattended,
-        extra={"transcriber": transcriber} if transcriber else {},
+        media=shared.media,
+        results=shared.results,
+        policy=shared.policy,
+        journal=shared.journal,
+        approvals=shared.approvals,
+        unattended=shared.unattended,
+        name=name,
+        shared=shared,
+        others=others,
     )
 
 

@@ -53,6 +53,7 @@ class ScheduledRuns:
                 text=job.prompt,
                 target=job.target,
                 subject=job.name,
+                agent=job.agent,
             )
         )
 

@@ -155,6 +155,7 @@ class SubAgents:
             target=reply_to,
             quiet_reply=HANDED_ON,
             conversation_channel=root_channel,
+            agent=self._runtime.name,  # spawned within its parent's agent
         )
         try:
             await self._fire(run)
@@ -205,6 +206,7 @@ class SubAgents:
                 text=f"{text}\n\n{REPORT_NOTE}",
                 target=reply_to,
                 conversation_channel=root_channel,
+                agent=self._runtime.name,
             )
         )
         log.info("subagent_report_queued", session=sub, parent=root_of(sub))

@@ -39,6 +39,7 @@ from squidd.gateway.conversations import STOPPED, Conversations
 from squidd.gateway.costs import usage_today
 from squidd.gateway.people import People
 from squidd.gateway.runtime import Runtime
+from squidd.gateway.subagents import SubAgents
 from squidd.gateway.turn_tools import TurnScope, TurnTools
 
 PURPOSES = {InboundKind.CRON: "cron", InboundKind.HEARTBEAT: "heartbeat"}
@@ -70,6 +71,11 @@ class TurnRunner:
 
     def approvals(self) -> Approvals | None:
         return self._runtime.approvals
+
+    @property
+    def subagents(self) -> SubAgents:
+        """This agent's sub-agents (the spawn tool's runner)."""
+        return self._tools.subagents
 
     def model_state(self) -> dict[str, Any]:
         return self._runtime.llm.snapshot()

@@ -92,6 +92,8 @@ class TurnTools:
         )
         self._mcp = mcp
         self._scope = memory_scope(settings)
+        # The agent whose turns these are ("" with one agent: jobs as they always were).
+        self._agent = runtime.name if runtime.settings.agents.list else ""
         # Background sub-agents need `fire` (the daemon's durable runs); without it (the
         # terminal) they run only with wait=true.
         self.subagents = SubAgents(runtime, tools=self._sub_agent_tools, fire=fire)
@@ -133,7 +135,9 @@ class TurnTools:
         )
         tools: list[Tool] = [memory, search, *self._search_all(scope.speaker)]
         if settings.cron.enabled:
-            context = CronToolContext(self._cron, scope.session, default_target=scope.reply_to)
+            context = CronToolContext(
+                self._cron, scope.session, default_target=scope.reply_to, agent=self._agent
+            )
             tools.extend(cron_tools(context))
         tools.extend(spawn)
         if scope.reply_files is not None:

@@ -81,10 +81,11 @@ class UsageLedger:
         completion: int,
         cached: int,
         provider: str = "",
+        agent: str = "",
     ) -> None:
         day = self.today()
         record = UsageRecord(
-            day, session, model, purpose, prompt, completion, cached, provider=provider
+            day, session, model, purpose, prompt, completion, cached, provider=provider, agent=agent
         )
         await self._load_today(day)
         line = USAGE.dumps(record)

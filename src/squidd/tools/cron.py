@@ -31,6 +31,8 @@ class CronToolContext:
     jobs: CronJobs
     session_id: SessionId
     default_target: str
+    agent: str = ""
+    """The agent whose turn schedules it: the job is that agent's."""
 
     async def said(self, doing: Awaitable[str], what: str) -> str:
         """The service's words; its refusals and storage failures become ToolErrors."""
@@ -85,6 +87,7 @@ class CronAddTool(Declared[CronAddArguments], name="cron_add", effect=Effect.SID
             timezone=args.timezone or None,
             target=args.target or self._ctx.default_target,
             created_by=self._ctx.session_id,
+            agent=self._ctx.agent,
         )
         return ToolResult(await self._ctx.said(added, "saved"))
 

@@ -25,4 +25,5 @@ def create_channel(
     """The API channel for `settings.api`, its replies kept in `replies`, serving `pages`
     (the dashboard) beside the API."""
     keys = ApiKeys.load(settings.api.keys_path(settings.storage.data_dir))
-    return ApiChannel(settings.api, keys, replies, pages=pages)
+    agents = tuple(settings.agent_names) if settings.agents.list else ()
+    return ApiChannel(settings.api, keys, replies, pages=pages, agents=agents)

@@ -52,8 +52,11 @@ class ApiChannel:
         replies: ReplyStore,
         *,
         pages: Pages | None = None,
+        agents: tuple[str, ...] = (),
     ) -> None:
         self.settings = settings
+        self.agents = agents
+        """The daemon's agents (none: one agent); a request's `model` names one."""
         self.keys = keys
         self.replies = replies
         self.rate = RateLimit(settings.requests_per_minute)
@@ -100,9 +103,11 @@ class ApiChannel:
                 await runner.cleanup()
 
     async def submit(
-        self, key_id: str, conversation: str, text: str, idempotency_key: str
+        self, key_id: str, conversation: str, text: str, idempotency_key: str, *, model: str = ""
     ) -> Pending | StoredAnswer:
-        """The request's reply so far: stored (a retry), joined (still running) or new."""
+        """The request's reply so far: stored (a retry), joined (still running) or new. A
+        `model` naming an agent sends it to that agent (its conversations its own)."""
+        agent = model if model in self.agents else ""
         source = (
             f"idem-{_digest(key_id, idempotency_key)[:32]}"
             if idempotency_key
@@ -120,7 +125,7 @@ class ApiChannel:
             raise BadRequest("the API is starting", status=503, code="unavailable")
         if len(self._pending) >= self.settings.max_in_flight:
             raise BadRequest("too many requests in flight", status=429, code="rate_limited")
-        pending = Pending(f"chatcmpl-{_digest(source)[:24]}", self.settings.model)
+        pending = Pending(f"chatcmpl-{_digest(source)[:24]}", agent or self.settings.model)
         self._pending[source] = pending
 
         async def ack() -> None:
@@ -130,8 +135,9 @@ class ApiChannel:
         inbound = Inbound(
             channel=ChannelName(self.name),
             source_id=SourceId(source),
-            session_id=SessionId(f"api:{conversation}"),
+            session_id=SessionId(f"api:{agent}:{conversation}" if agent else f"api:{conversation}"),
             sender=conversation,
+            agent=agent,
             text=text,
             meta={
                 "key_id": key_id,

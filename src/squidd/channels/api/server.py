@@ -51,8 +51,11 @@ class Service(Protocol):
     @property
     def pages(self) -> Callable[[web.Application], None] | None: ...
 
+    @property
+    def agents(self) -> tuple[str, ...]: ...
+
     async def submit(
-        self, key_id: str, conversation: str, text: str, idempotency_key: str
+        self, key_id: str, conversation: str, text: str, idempotency_key: str, *, model: str = ""
     ) -> Pending | StoredAnswer: ...
 
 
@@ -169,7 +172,8 @@ def _authenticate(channel: Service, request: web.Request) -> None:
 
 
 async def _models(request: web.Request) -> web.Response:
-    return web.json_response(wire.models(request.app[CHANNEL].settings.model))
+    channel = request.app[CHANNEL]
+    return web.json_response(wire.models(channel.settings.model, channel.agents))
 
 
 async def _body(channel: Service, request: web.Request) -> bytes:
@@ -200,7 +204,9 @@ async def _chat(request: web.Request) -> web.StreamResponse:
             "Idempotency-Key must be 1-200 printable characters", code="invalid_idempotency_key"
         )
     try:
-        answer = await channel.submit(kid, conversation, chat.text, idempotency_key)
+        answer = await channel.submit(
+            kid, conversation, chat.text, idempotency_key, model=chat.model
+        )
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, RuntimeError):
         raise BadRequest("the daemon is stopping", status=503, code="unavailable") from None
     if chat.stream:

@@ -41,6 +41,7 @@ class ChatRequest:
     text: str
     stream: bool
     user: str
+    model: str = ""
 
 
 def valid_conversation(name: str) -> str:
@@ -90,9 +91,10 @@ def parse_chat(body: bytes) -> ChatRequest:
         raise BadRequest(f"the last user message is over {MAX_INPUT_CHARS} characters")
     stream = data.get("stream", False)
     user = data.get("user", "")
-    if not isinstance(stream, bool) or not isinstance(user, str):
-        raise BadRequest("stream must be a boolean and user a string")
-    return ChatRequest(text=text, stream=stream, user=user)
+    model = data.get("model", "")
+    if not isinstance(stream, bool) or not isinstance(user, str) or not isinstance(model, str):
+        raise BadRequest("stream must be a boolean, user and model strings")
+    return ChatRequest(text=text, stream=stream, user=user, model=model)
 
 
 def error(message: str, *, kind: str, code: str) -> dict[str, Any]:
@@ -134,10 +136,13 @@ DONE = b"data: [DONE]\n\n"
 KEEPALIVE = b": working\n\n"
 
 
-def models(model: str) -> dict[str, Any]:
+def models(model: str, agents: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The endpoint's model, then each agent by name (a request's `model` picks one)."""
+    created = int(time.time())
     return {
         "object": "list",
         "data": [
-            {"id": model, "object": "model", "created": int(time.time()), "owned_by": "squidd"}
+            {"id": name, "object": "model", "created": created, "owned_by": "squidd"}
+            for name in dict.fromkeys((model, *agents))
         ],
     }

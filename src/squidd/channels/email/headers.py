@@ -99,6 +99,9 @@ class MailHeaders:
     where each verdict stands relative to the hops that added it."""
     from_too_long: bool = False
     """The From field was too long to be read (no sender, so the mail is not answered)."""
+    recipients: tuple[str, ...] = ()
+    """The lower-cased addresses of To, Cc and Delivered-To (at most 50): which of the
+    account's addresses the mail was sent to (plus-addressing routes it to an agent)."""
 
 
 def valid_msgids(text: str) -> tuple[str, ...]:
@@ -230,4 +233,18 @@ def parse_headers(raw_headers: bytes) -> MailHeaders:
         content_type=_header(msg, "Content-Type").lower(),
         autoreply_marked=any(_header(msg, name) for name in robot_markers),
         from_too_long=from_too_long,
+        recipients=_recipients(msg),
     )
+
+
+def _recipients(msg: Message) -> tuple[str, ...]:
+    fields = ("To", "Cc", "Delivered-To", "X-Original-To")
+    raw = [v for name in fields for v in _raw_values(msg, name)]
+    if sum(len(v) for v in raw) > _MAX_ADDRESS_FIELD * 4:
+        return ()
+    try:
+        parsed = [str(v) for name in fields for v in msg.get_all(name) or []]
+    except Exception:  # noqa: BLE001 - the email package raises many types on hostile headers
+        return ()
+    found = [_address_text(a) for _, a in getaddresses(parsed)]
+    return tuple(dict.fromkeys(a for a in found if "@" in a))[:50]

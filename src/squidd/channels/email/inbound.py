@@ -96,6 +96,7 @@ def make_inbound(
         on_undeliverable=on_undeliverable,
         attachments=attachments,
         command=command_line(headers.subject, body.text if body is not None else ""),
+        recipients=headers.recipients,
     )
 
 
