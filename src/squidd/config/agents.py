@@ -23,7 +23,7 @@ from squidd.config._base import Section
 __all__ = ["AGENT_NAME_RE", "AgentEntry"]
 
 AGENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-_ROOM_RE = re.compile(r"^![^:\s]+:\S+$")
+_ROOM_RE = re.compile(r"^![^\s]+$")  # room version 12 ids carry no server name
 _ADDRESS_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
 
 

@@ -41,6 +41,7 @@ def write_config(
     *,
     gateway: Mapping[str, Any] | None = None,
     llm: Mapping[str, Any] | None = None,
+    agents: Mapping[str, Any] | None = None,
     **email: Any,
 ) -> Path:
     """The daemon's config: the bot's account, short delays, and `gateway`/`email` extras
@@ -60,6 +61,7 @@ def write_config(
             server, bot, reconnect_initial_delay_s=0.2, reconnect_max_delay_s=1.0, **email
         ),
         llm=llm or {},
+        agents=agents or {},
     )
 
 
