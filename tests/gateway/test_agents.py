@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from squidd.commands.status import agent_lines
+from squidd.core.cron_service import CronJobs
+from squidd.store.cron_jobs import JobsFile
 from tests.support.config import provider
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.gateway import make_settings, running_daemon
@@ -100,3 +102,41 @@ async def test_two_agents_answer_from_their_own_soul_and_chain(tmp_path: Path) -
         for line in path.read_text().splitlines()
     ]
     assert {(u["agent"], u["provider"]) for u in usage} == {("home", "A"), ("work", "B")}
+
+
+async def test_a_data_dir_from_before_agents_is_the_default_agents(tmp_path: Path) -> None:
+    """Made by the previous version's layout (one agent): a session, MEMORY.md, a cron job,
+    a handled message. Started with two agents: the default agent continues the session
+    with the old memory, the old message is not answered again, the job is listed."""
+    with FakeLLM(responder=_model) as a, FakeLLM(responder=_model) as b:
+        before = make_settings(tmp_path / "data", a.base_url)
+        channel = MemoryChannel("memory")
+        async with running_daemon(before, [channel]):
+            channel.inject("remember the boiler is serviced in May", session="s", source_id="m1")
+            await channel.wait_for(1, what="acked")
+            channel.inject("my name is Ada", session="s", source_id="m2")
+            await channel.wait_for(2, what="acked")
+        jobs = JobsFile(tmp_path / "data")
+        service = CronJobs(jobs, default_timezone="UTC")
+        await service.add("boiler", "remind me of the boiler", every="30d")
+        asked_before = len(a.chat_requests)
+
+        after = make_settings(
+            tmp_path / "data",
+            a.base_url,
+            llm={"providers": [provider("A", a), provider("B", b)], "chain": ["A/model-a"]},
+            agents={"list": [{"name": "home"}, {"name": "work", "chain": ["B/model-b"]}]},
+        )
+        channel = MemoryChannel("memory")
+        async with running_daemon(after, [channel]):
+            channel.inject("my name is Ada", session="s", source_id="m2")  # redelivered
+            channel.inject("what is my name?", session="s", source_id="m3")
+            await channel.wait_for(2, what="acked")
+    assert len(channel.sent) == 1  # m2 was answered before: not again
+    [request] = a.chat_requests[asked_before:]
+    history = json.dumps(request["messages"])
+    assert "my name is Ada" in history  # the old session goes on
+    assert "boiler is serviced in May" in request["messages"][0]["content"]  # old MEMORY.md
+    assert b.chat_requests == []
+    [job] = await service.jobs()
+    assert (job.name, job.agent) == ("boiler", "")  # the default agent's
