@@ -71,6 +71,8 @@ def test_usage_ledger_lines_come_back_whole(calls: list[dict[str, Any]], now: da
             c["completion"],
             c["cached"],
             provider=c["provider"],
+            agent=c["agent"],
+            person=c["person"],
         )
         for c in calls
     ]

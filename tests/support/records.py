@@ -223,6 +223,8 @@ usage_calls = st.fixed_dictionaries(
         "completion": ints,
         "cached": ints,
         "provider": texts,
+        "agent": texts,
+        "person": texts,
     }
 )
 """What one model call reports to the usage ledger (`UsageLedger.record`'s arguments)."""

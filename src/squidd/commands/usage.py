@@ -114,9 +114,9 @@ def register(commands: Commands) -> None:
     )
     usage.add_argument(
         "--by",
-        choices=("session", "model", "provider", "agent", "purpose", "day"),
+        choices=("session", "model", "provider", "agent", "person", "purpose", "day"),
         default="session",
-        help="one line per session (default), model, provider, agent, purpose or day",
+        help="one line per session (default), model, provider, agent, person, purpose or day",
     )
     usage.add_argument("--since", default=None, help="from this day on: YYYY-MM-DD or Nd")
 

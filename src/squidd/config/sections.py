@@ -195,6 +195,10 @@ class PersonSettings(Section):
     name: str
     ids: list[str] = Field(default_factory=list)
     """Their Matrix ids and email addresses (as the channels name senders)."""
+    daily_tokens: int | None = Field(default=None, gt=0)
+    """Tokens their turns may use per day (`[limits]`'s day); unset: no cap of their own."""
+    daily_cost: float | None = Field(default=None, gt=0)
+    """Money their turns may cost per day, priced as `squidd usage` prices."""
 
     @field_validator("name")
     @classmethod

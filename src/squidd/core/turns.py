@@ -388,7 +388,9 @@ class TurnSteps:
             elif isinstance(event, Usage):
                 # The provider's count calibrates the estimate for the next requests.
                 self._services.memory.estimator.observe(event.model, chars, event.prompt_tokens)
-                await record_usage(self._services.usage, turn.session, turn.purpose, event)
+                await record_usage(
+                    self._services.usage, turn.session, turn.purpose, event, turn.ask.person
+                )
                 continue
             else:  # StreamRestart: what streamed so far is void
                 parts.clear()

@@ -27,7 +27,7 @@ PURPOSES: tuple[str, ...] = (
     "cron",
     "sub_agent",
 )
-GroupBy = Literal["session", "model", "purpose", "day", "provider", "agent"]
+GroupBy = Literal["session", "model", "purpose", "day", "provider", "agent", "person"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,8 @@ class UsageRecord:
     """The provider that answered ("" in records written before providers existed)."""
     agent: str = ""
     """The agent whose call it was ("" with one agent, and before agents existed)."""
+    person: str = ""
+    """The person whose turn it was ("" for runs nobody asked for, and before people)."""
 
     @property
     def total_tokens(self) -> int:
@@ -65,8 +67,16 @@ class UsageRecord:
         """The name prices are looked up by first: provider/model when a provider is named."""
         return f"{self.provider}/{self.model}" if self.provider else self.model
 
-    def key(self) -> tuple[str, str, str, str, str, str]:
-        return (self.day, self.agent, self.session, self.provider, self.model, self.purpose)
+    def key(self) -> tuple[str, str, str, str, str, str, str]:
+        return (
+            self.day,
+            self.agent,
+            self.person,
+            self.session,
+            self.provider,
+            self.model,
+            self.purpose,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,7 @@ class UsageSink(Protocol):
         cached: int,
         provider: str = "",
         agent: str = "",
+        person: str = "",
     ) -> None: ...
 
 
@@ -116,6 +127,7 @@ class AgentUsage:
         cached: int,
         provider: str = "",
         agent: str = "",
+        person: str = "",
     ) -> None:
         await self._ledger.record(
             session=session,
@@ -126,11 +138,15 @@ class AgentUsage:
             cached=cached,
             provider=provider,
             agent=agent or self._agent,
+            person=person,
         )
 
 
-async def record_usage(sink: UsageSink | None, session: str, purpose: str, usage: Usage) -> None:
-    """File one model call's reported `usage` with `sink` (nothing when there is none)."""
+async def record_usage(
+    sink: UsageSink | None, session: str, purpose: str, usage: Usage, person: str | None = None
+) -> None:
+    """File one model call's reported `usage` with `sink` (nothing when there is none), for
+    `person` when a person asked for it (their daily caps)."""
     if sink is None:
         return
     await sink.record(
@@ -141,6 +157,7 @@ async def record_usage(sink: UsageSink | None, session: str, purpose: str, usage
         completion=usage.completion_tokens,
         cached=usage.cached_tokens,
         provider=usage.provider,
+        person=person or "",
     )
 
 
@@ -193,7 +210,7 @@ def cost_of(record: UsageRecord, prices: Mapping[str, Price]) -> float:
 def compact(records: Iterable[UsageRecord]) -> list[UsageRecord]:
     """One record per (day, session, provider, model, purpose), summed; order of first
     appearance."""
-    sums: dict[tuple[str, str, str, str, str, str], UsageRecord] = {}
+    sums: dict[tuple[str, str, str, str, str, str, str], UsageRecord] = {}
     for record in records:
         key = record.key()
         seen = sums.get(key)
@@ -211,6 +228,7 @@ def compact(records: Iterable[UsageRecord]) -> list[UsageRecord]:
             calls=seen.calls + record.calls,
             provider=record.provider,
             agent=record.agent,
+            person=record.person,
         )
     return list(sums.values())
 

@@ -61,6 +61,7 @@ from squidd.gateway.cron_targets import daemon_check
 from squidd.gateway.daemon import Daemon
 from squidd.gateway.dashboard_host import DaemonDashboardHost
 from squidd.gateway.parked import ParkedRetries
+from squidd.gateway.people import People
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.scheduled import ScheduledRuns
@@ -171,7 +172,13 @@ def build_daemon(
     )
     scheduled = _scheduled(settings, router)
     scheduler, cron = _cron(settings, jobs, scheduled, clock, by_name)
-    caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
+    caps = DailyCaps(
+        settings.limits,
+        runtime.usage,
+        prices_of(settings),
+        submit=router.submit,
+        people=People(settings),
+    )
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
     for name, agent in runtime.agents.items():
         tools_of = TurnTools(agent, cron=cron, mcp=mcp, fire=scheduled.fire)

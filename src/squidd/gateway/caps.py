@@ -1,7 +1,8 @@
 """Daily caps (`[limits]`): refuse a turn whose scope already used its budget today.
 
 Scopes: the whole daemon (tokens, money), the turn's session (tokens), the heartbeat and
-cron (tokens each). A turn is refused when what its scope used today (local day of
+cron (tokens each), and a person of `[[people]]` (their turns' tokens and money). A turn
+is refused when what its scope used today (local day of
 `limits.timezone`, from the usage ledger) is at or over the cap; the turn's own cost is
 not predicted. A refused turn gets `limits.refusal_text` without a model call (the
 heartbeat gets its quiet reply, so nothing is sent every beat). The owner is told once per
@@ -22,6 +23,7 @@ from squidd.config.limits import LimitsSettings
 from squidd.core.heartbeat import HEARTBEAT_SESSION
 from squidd.core.models import ChannelName, Destination, Inbound, InboundKind, SessionId, SourceId
 from squidd.core.usage import Price, UsageRecord, totals
+from squidd.gateway.people import People
 from squidd.store.usage import UsageLedger
 
 log = structlog.get_logger()
@@ -57,11 +59,13 @@ class DailyCaps:
         prices: dict[str, Price],
         *,
         submit: Callable[[Inbound], Awaitable[None]] | None = None,
+        people: People | None = None,
     ) -> None:
         self._settings = settings
         self._ledger = ledger
         self._prices = prices
         self._submit = submit
+        self._people = people
         self._notified: str | None = None
 
     @property
@@ -74,7 +78,7 @@ class DailyCaps:
             s.heartbeat_daily_tokens,
             s.cron_daily_tokens,
         )
-        return any(cap is not None for cap in caps)
+        return any(cap is not None for cap in caps) or bool(self._people and self._people.caps)
 
     async def states(self, inbound: Inbound | None = None) -> list[CapState]:
         """The caps that apply (to `inbound`, or all daemon-wide ones) and today's use."""
@@ -103,6 +107,26 @@ class DailyCaps:
         if s.session_daily_tokens is not None and inbound is not None:
             mine = [r for r in records if r.session == inbound.session_id]
             found.append(CapState("session_daily_tokens", _tokens(mine), s.session_daily_tokens))
+        return found + self._person_states(records, inbound)
+
+    def _person_states(self, records: list[UsageRecord], inbound: Inbound | None) -> list[CapState]:
+        """The caps of the person `inbound` comes from (of every person, without one)."""
+        people = self._people
+        if people is None or not people.caps:
+            return []
+        names = list(people.caps)
+        if inbound is not None:
+            speaker = people.speaker(inbound).person
+            names = [speaker] if speaker in people.caps else []
+        found: list[CapState] = []
+        for name in names:
+            caps = people.caps[name]
+            theirs = [r for r in records if r.person == name]
+            if caps.tokens is not None:
+                found.append(CapState(f"daily_tokens of {name}", _tokens(theirs), caps.tokens))
+            if caps.cost is not None:
+                cost = round(totals(theirs, self._prices).cost, 6)
+                found.append(CapState(f"daily_cost of {name}", cost, caps.cost))
         return found
 
     async def refusal(self, inbound: Inbound) -> str | None:

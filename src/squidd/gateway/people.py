@@ -21,7 +21,7 @@ from typing import Literal
 from squidd.config import Settings
 from squidd.core.models import Inbound, InboundKind
 
-__all__ = ["People", "Speaker", "memory_scope"]
+__all__ = ["People", "PersonCaps", "Speaker", "memory_scope"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +60,25 @@ def _people_count(settings: Settings) -> int:
     return len({named.get(s, s) for s in senders} | {p.name for p in settings.people})
 
 
+@dataclass(frozen=True, slots=True)
+class PersonCaps:
+    """A person's own daily caps (`[[people]]` daily_tokens, daily_cost)."""
+
+    tokens: int | None = None
+    cost: float | None = None
+
+
 class People:
     """Resolves a message's sender to a person and the turn's memory (see the module)."""
 
     def __init__(self, settings: Settings) -> None:
         self.scope = memory_scope(settings)
         self._names = {i.lower(): p.name for p in settings.people for i in p.ids}
+        self.caps = {
+            p.name: PersonCaps(p.daily_tokens, p.daily_cost)
+            for p in settings.people
+            if p.daily_tokens is not None or p.daily_cost is not None
+        }
 
     def person(self, sender: str) -> str:
         return self._names.get(sender.lower(), sender)

@@ -82,10 +82,20 @@ class UsageLedger:
         cached: int,
         provider: str = "",
         agent: str = "",
+        person: str = "",
     ) -> None:
         day = self.today()
         record = UsageRecord(
-            day, session, model, purpose, prompt, completion, cached, provider=provider, agent=agent
+            day,
+            session,
+            model,
+            purpose,
+            prompt,
+            completion,
+            cached,
+            provider=provider,
+            agent=agent,
+            person=person,
         )
         await self._load_today(day)
         line = USAGE.dumps(record)
