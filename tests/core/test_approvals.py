@@ -294,3 +294,30 @@ async def test_the_question_goes_where_the_turn_s_message_came_from(tmp_path: Pa
     await setup.loop(shell(), "done").run(SESSION, "go", "matrix", turn_id="t1", asked_from=message)
     await setup.loop(shell(), "not run").run(SESSION, "again", "matrix", turn_id="t2")
     assert asker.asked_from == [message, None]
+    assert [q.asked_by for q in asker.asked] == [OWNER, ""]  # whose approvers answer it
+
+
+def test_a_persons_approvers_answer_for_her_and_only_they() -> None:
+    """Per person (`[[people]]` approvers): the kid's questions are the parents' to answer
+    (by any of their ids), not the kid's nor a guest's; the others' as before."""
+    names = {"@kid:example.org": "kid", "@mum:example.org": "mum", "mum@example.org": "mum"}
+    rules = ApprovalRules(
+        approvers=frozenset({OWNER, "@kid:example.org"}),
+        approvers_for={"kid": frozenset({"mum", "dad"})},
+        person_of=lambda sender: names.get(sender, sender),
+    )
+    now = utcnow()
+
+    def question(asked_by: str) -> Question:
+        return Question("q1", "s", "matrix", "shell", "{}", "h", now, now, asked_by=asked_by)
+
+    kids = question("@kid:example.org")
+    assert rules.may_answer(kids, "@mum:example.org")
+    assert rules.may_answer(kids, "mum@example.org")
+    assert not rules.may_answer(kids, "@kid:example.org")
+    assert not rules.may_answer(kids, OWNER)
+    owners = question(OWNER)
+    assert rules.may_answer(owners, OWNER) and rules.may_answer(owners, "@kid:example.org")
+    assert not rules.may_answer(owners, "@mum:example.org")
+    cron = question("")  # nobody's turn: the approvers of the daemon
+    assert rules.may_answer(cron, OWNER) and not rules.may_answer(cron, "@mum:example.org")

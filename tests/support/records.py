@@ -167,6 +167,8 @@ inbounds = st.builds(
     conversation_channel=texts,
     command=texts,
     group=st.booleans(),
+    agent=texts,
+    recipients=st.lists(texts, max_size=3).map(tuple),
 )
 """Inbounds as a channel's inbox hands them on (default hooks, no record id)."""
 
@@ -197,6 +199,7 @@ pending_runs = st.builds(
     quiet_reply=st.none() | texts,
     subject=texts,
     conversation_channel=texts,
+    agent=texts,
 )
 
 cron_jobs = st.builds(
@@ -212,6 +215,7 @@ cron_jobs = st.builds(
     next_run=st.none() | datetimes,
     last_run=st.none() | datetimes,
     paused=st.booleans(),
+    agent=texts,
 )
 
 usage_calls = st.fixed_dictionaries(
@@ -260,6 +264,7 @@ questions = st.builds(
     deadline=datetimes,
     state=st.sampled_from(list(QuestionState)),
     by=st.none() | texts,
+    asked_by=texts,
 )
 
 always_rules = st.builds(

@@ -199,6 +199,9 @@ class PersonSettings(Section):
     """Tokens their turns may use per day (`[limits]`'s day); unset: no cap of their own."""
     daily_cost: float | None = Field(default=None, gt=0)
     """Money their turns may cost per day, priced as `squidd usage` prices."""
+    approvers: list[str] = Field(default_factory=list)
+    """Who may answer the approval questions of their turns (people's names or ids);
+    empty: `tools.approval.approvers`, as for everyone."""
 
     @field_validator("name")
     @classmethod

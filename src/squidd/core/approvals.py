@@ -30,7 +30,7 @@ import json
 import shlex
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -91,6 +91,9 @@ class Question:
     deadline: datetime
     state: QuestionState = QuestionState.WAITING
     by: str | None = None
+    asked_by: str = ""
+    """Who sent the message whose turn asks (their id on the channel); "" when nobody did
+    (a cron run): whose approvers may answer (`ApprovalRules.approvers_for`)."""
 
     @property
     def waiting(self) -> bool:
@@ -187,6 +190,17 @@ class ApprovalRules:
     approvers: frozenset[str] = frozenset()
     timeout_s: float = 300.0
     poll_s: float = 1.0
+    approvers_for: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Per person (`[[people]]` approvers): the people who may answer the questions of
+    their turns, instead of `approvers`."""
+    person_of: Callable[[str], str] = str
+    """A sender's id to the person it is (their name in `[[people]]`, else the id)."""
+
+    def may_answer(self, question: Question, sender: str) -> bool:
+        allowed = self.approvers_for.get(self.person_of(question.asked_by))
+        if question.asked_by and allowed is not None:
+            return self.person_of(sender) in allowed
+        return not self.approvers or sender in self.approvers
 
 
 @dataclass(frozen=True)
@@ -220,9 +234,9 @@ class Approvals:
     def add_asker(self, channel: str, asker: Asker) -> None:
         self._askers[channel] = asker
 
-    def may_answer(self, channel: str, sender: str) -> bool:
-        approvers = self._rules.approvers
-        return not approvers or sender in approvers
+    def may_answer(self, question: Question, sender: str) -> bool:
+        """Whether `sender` may answer `question` (see `ApprovalRules.may_answer`)."""
+        return self._rules.may_answer(question, sender)
 
     def question_id(self, session: str, turn_key: str | None, call: ToolCall) -> str:
         if turn_key is None:
@@ -257,6 +271,7 @@ class Approvals:
             args_sha256=digest,
             asked_at=asked,
             deadline=asked + timedelta(seconds=self._rules.timeout_s),
+            asked_by=asked_from.sender if asked_from is not None else "",
         )
         question, created = await self._store.create(fresh)
         deadline = question.deadline
@@ -319,7 +334,7 @@ class Approvals:
         question = await self._store.get(question_id)
         if question is None:
             return f"no approval question {question_id}"
-        if check_sender and not self.may_answer(question.channel, sender):
+        if check_sender and not self.may_answer(question, sender):
             log.info("approval_answer_ignored", question=question_id, reason="not an approver")
             return ""
         decided = await self._store.decide(question_id, _STATE_OF[choice], sender)

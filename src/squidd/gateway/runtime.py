@@ -25,7 +25,7 @@ from squidd.core.resume import TurnRecording
 from squidd.core.tools import ToolRegistry
 from squidd.core.turn_services import TurnLimits, TurnServices
 from squidd.core.usage import AgentUsage
-from squidd.gateway.people import memory_scope
+from squidd.gateway.people import People, memory_scope
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
 from squidd.llm.chain import ProviderChain
 from squidd.llm.transcription import WhisperTranscriber
@@ -310,11 +310,18 @@ def _approvals(settings: Settings) -> tuple[Approvals, UnattendedAsker]:
     answered by the returned asker (allowed per job by the settings, else denied)."""
     approval = settings.tools.approval
     unattended = UnattendedAsker(approval.unattended)
+    people = People(settings)
     approvals = Approvals(
         ApprovalRules(
             tools=tuple(approval.tools),
             approvers=frozenset(approval.approvers),
             timeout_s=approval.timeout_s,
+            approvers_for={
+                p.name: frozenset(people.person(a) for a in p.approvers)
+                for p in settings.people
+                if p.approvers
+            },
+            person_of=people.person,
         ),
         QuestionFiles(settings.storage.data_dir),
         dict.fromkeys(UNATTENDED_CHANNELS, unattended),
