@@ -52,16 +52,15 @@ from squidd.gateway.approval_answers import ApprovalAnswers, ChannelAsker
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
 from squidd.gateway.bursts import Begun, Bursts, began_before, never_begun
-from squidd.gateway.caps import DailyCaps
+from squidd.gateway.caps import DailyCaps, caps_of
 from squidd.gateway.channels import ChannelRegistry, Pages, builtin_channels
 from squidd.gateway.conversations import Conversations, StopEarly
-from squidd.gateway.costs import prices_of, usage_today
+from squidd.gateway.costs import usage_today
 from squidd.gateway.cron_ops import cron_ops
 from squidd.gateway.cron_targets import daemon_check
 from squidd.gateway.daemon import Daemon
 from squidd.gateway.dashboard_host import DaemonDashboardHost
 from squidd.gateway.parked import ParkedRetries
-from squidd.gateway.people import People
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.scheduled import ScheduledRuns
@@ -124,7 +123,7 @@ def build_terminal(
     runtime = build_runtime(settings, agent=agent or settings.default_agent)
     if asker is not None and runtime.approvals is not None:
         runtime.approvals.add_asker("terminal", asker)
-    caps = None if ignore_caps else DailyCaps(settings.limits, runtime.usage, prices_of(settings))
+    caps = None if ignore_caps else caps_of(settings, runtime.usage)
     return Terminal(runtime, TurnTools(runtime, mcp=mcp), caps, Conversations(runtime))
 
 
@@ -172,18 +171,11 @@ def build_daemon(
     )
     scheduled = _scheduled(settings, router)
     scheduler, cron = _cron(settings, jobs, scheduled, clock, by_name)
-    caps = DailyCaps(
-        settings.limits,
-        runtime.usage,
-        prices_of(settings),
-        submit=router.submit,
-        people=People(settings),
-    )
+    caps = caps_of(settings, runtime.usage, router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
     for name, agent in runtime.agents.items():
         tools_of = TurnTools(agent, cron=cron, mcp=mcp, fire=scheduled.fire)
-        mine = conversations.for_agent(agent)
-        turns[name] = TurnRunner(agent, caps, tools_of, streams, mine)
+        turns[name] = TurnRunner(agent, caps, tools_of, streams, conversations.for_agent(agent))
     first = turns[runtime.name]
     begun = began_before(runtime.journal, outbox, by_name)
     daemon = Daemon(

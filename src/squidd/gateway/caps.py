@@ -19,10 +19,12 @@ from typing import Any
 
 import structlog
 
+from squidd.config import Settings
 from squidd.config.limits import LimitsSettings
 from squidd.core.heartbeat import HEARTBEAT_SESSION
 from squidd.core.models import ChannelName, Destination, Inbound, InboundKind, SessionId, SourceId
 from squidd.core.usage import Price, UsageRecord, totals
+from squidd.gateway.costs import prices_of
 from squidd.gateway.people import People
 from squidd.store.usage import UsageLedger
 
@@ -47,6 +49,18 @@ class CapState:
 
 def _tokens(records: list[UsageRecord]) -> int:
     return sum(r.total_tokens for r in records)
+
+
+def caps_of(
+    settings: Settings,
+    ledger: UsageLedger,
+    submit: Callable[[Inbound], Awaitable[None]] | None = None,
+) -> DailyCaps:
+    """The daily caps of `settings`: the daemon's, its sessions', cron's, the heartbeat's
+    and each person's, priced as `squidd usage` prices; the owner's notice to `submit`."""
+    return DailyCaps(
+        settings.limits, ledger, prices_of(settings), submit=submit, people=People(settings)
+    )
 
 
 class DailyCaps:
