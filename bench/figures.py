@@ -211,6 +211,23 @@ def measure_chain(quick: bool) -> list[Row]:
     ]
 
 
+# --- agents --------------------------------------------------------------------------------
+
+
+def measure_agents(quick: bool) -> list[Row]:
+    from bench import bench_agents
+
+    got = bench_agents.measure(quick)
+    (one_s, one_mib), (ten_s, ten_mib) = got[1], got[10]
+    start, rss = ten_s - one_s, ten_mib - one_mib
+    return [
+        Row("one agent: start -> READY=1", one_s, "s", "-", None),
+        Row("ten agents: start -> READY=1", ten_s, "s", "-", None),
+        Row("ten agents over one: start", start, "s", "<= 0.3", start <= 0.3),
+        Row("ten agents over one: idle RSS", rss, "MiB", "<= 10", rss <= 10),
+    ]
+
+
 # --- P4 -------------------------------------------------------------------------------------
 
 
@@ -484,6 +501,7 @@ ENTRIES: list[Entry] = [
     Entry("P2", measure_p2),
     Entry("P3", measure_p3),
     Entry("chain", measure_chain),
+    Entry("agents", measure_agents),
     Entry("P4", measure_p4),
     Entry("P5", measure_p5),
     Entry("P6", measure_p6),
