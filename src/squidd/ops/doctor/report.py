@@ -10,6 +10,7 @@ import httpx2
 
 from squidd.config import Settings
 from squidd.ops.doctor import Check
+from squidd.ops.doctor.agents import agent_checks
 from squidd.ops.doctor.local import (
     daemon_checks,
     disk_checks,
@@ -33,6 +34,7 @@ async def run_checks(settings: Settings, *, llm_call: bool, errlog: TextIO) -> l
     if unit is not None:
         checks.append(unit)
     checks.append(await anyio.to_thread.run_sync(unattended_check, settings))
+    checks.extend(await anyio.to_thread.run_sync(agent_checks, settings))
     checks.extend(await _model_checks(settings, llm_call=llm_call))
     checks.extend(daemon_model_check(status))
     checks.extend(await matrix_checks(settings, status))
