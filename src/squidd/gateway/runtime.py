@@ -86,9 +86,11 @@ class Runtime:
 
     async def learn_windows(self) -> None:
         """Ask local model servers what context they serve; the prompt budget follows the
-        smallest window of the chain (llm/chain.py)."""
+        smallest window of the chain (llm/chain.py). The other agents' chains too."""
         await self.llm.learn_windows()
         self.memory.use_window(self.llm.context_window)
+        for other in self.others.values():
+            await other.learn_windows()
 
     async def aclose(self, *, shared: bool = True) -> None:
         """Close the chain's clients and the tools'; with `shared`, what the agents share."""
