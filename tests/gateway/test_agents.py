@@ -140,3 +140,26 @@ async def test_a_data_dir_from_before_agents_is_the_default_agents(tmp_path: Pat
     assert b.chat_requests == []
     [job] = await service.jobs()
     assert (job.name, job.agent) == ("boiler", "")  # the default agent's
+
+
+async def test_each_agents_chain_learns_its_local_servers_window(tmp_path: Path) -> None:
+    from tests.support.local_servers import ScriptedOllama
+
+    models = {"qwen3:8b": {"trained": 40960, "num_ctx": None, "loaded": 4096}}
+    with FakeLLM(responder=_model) as a, ScriptedOllama(models) as local:
+        settings = make_settings(
+            tmp_path / "data",
+            a.base_url,
+            llm={
+                "providers": [
+                    provider("A", a),
+                    {"name": "local", "kind": "ollama", "base_url": local.root},
+                ],
+                "chain": ["A/model-a"],
+            },
+            agents={"list": [{"name": "home"}, {"name": "work", "chain": ["local/qwen3:8b"]}]},
+        )
+        async with running_daemon(settings, [MemoryChannel("memory")]) as daemon:
+            budgets = {name: agent.memory.budget for name, agent in daemon.runtime.agents.items()}
+    assert budgets["work"] is not None and budgets["work"].context_window == 4096
+    assert budgets["home"] is not None and budgets["home"].context_window == 128_000
