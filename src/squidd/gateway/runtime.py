@@ -27,7 +27,8 @@ from squidd.core.turn_services import TurnLimits, TurnServices
 from squidd.core.usage import AgentUsage
 from squidd.gateway.people import People, memory_scope
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
-from squidd.llm.chain import ProviderChain
+from squidd.llm.breaker import ProviderState
+from squidd.llm.chain import ProviderChain, build_providers, close_providers
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.log import SecretRedactor
 from squidd.media.reader import MediaReader
@@ -101,9 +102,10 @@ class Runtime:
                 await closer()
         for other in self.others.values():
             await other.aclose(shared=False)
-        transcriber = self.shared.transcriber if self.shared is not None else None
-        if shared and transcriber is not None:
-            await transcriber.aclose()
+        if shared and self.shared is not None:
+            await close_providers(self.shared.providers)
+            if self.shared.transcriber is not None:
+                await self.shared.transcriber.aclose()
 
 
 def skills_index_part(catalog: SkillCatalog) -> Callable[[], Awaitable[Sequence[str]]]:
@@ -206,9 +208,11 @@ class Shared:
     unattended: UnattendedAsker
     transcriber: WhisperTranscriber | None
     policy: ToolPolicy
+    providers: dict[str, ProviderState]
+    """The model providers every agent's chain asks (one breaker and key set each)."""
 
 
-def build_shared(settings: Settings) -> Shared:
+def build_shared(settings: Settings, http_client: httpx2.AsyncClient | None = None) -> Shared:
     data_dir = settings.storage.data_dir
     journal = JournalDir(data_dir)
     approvals, unattended = _approvals(settings)
@@ -229,6 +233,7 @@ def build_shared(settings: Settings) -> Shared:
         transcriber=WhisperTranscriber(transcription) if transcription.base_url else None,
         # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
         policy=SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools)),
+        providers=build_providers(settings.llm, http_client),
     )
 
 
@@ -245,7 +250,7 @@ def build_runtime(
     mine = settings.for_agent(name)
     others: dict[str, Runtime] = {}
     if shared is None:
-        shared = build_shared(settings)
+        shared = build_shared(settings, http_client)
         if agent is None:  # the daemon's default agent: the others come with it
             others = {
                 other: build_runtime(settings, http_client=http_client, agent=other, shared=shared)
@@ -253,7 +258,7 @@ def build_runtime(
             }
     store = JsonlStore(settings.agent_store_dir(name), workspace_dir=mine.workspace_dir)
     usage = shared.usage
-    llm = ProviderChain(mine.llm, http_client=http_client, on_failover=usage.failed_over)
+    llm = ProviderChain(mine.llm, on_failover=usage.failed_over, providers=shared.providers)
     sink = usage if not settings.agents.list else AgentUsage(usage, name)
     memory = MemoryManager(
         storage=store,

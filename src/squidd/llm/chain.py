@@ -50,7 +50,7 @@ from squidd.llm.health import ModelHealth
 from squidd.llm.local import openai_base, served_window
 from squidd.llm.openai import EndpointClient, RequestOptions, to_openai_message, to_openai_tool
 
-__all__ = ["Link", "ProviderChain"]
+__all__ = ["Link", "ProviderChain", "build_providers", "close_providers"]
 
 log = structlog.get_logger()
 
@@ -103,7 +103,10 @@ class ProviderChain:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         clock: Callable[[], float] = time.monotonic,
         on_failover: Callable[[Failover], Awaitable[None]] | None = None,
+        providers: dict[str, ProviderState] | None = None,
     ) -> None:
+        """`providers`: the daemon's providers when several agents' chains share them (one
+        breaker and one set of keys per provider, whichever agent asks); else made here."""
         self._settings = settings
         self._sleep = sleep
         self._clock = clock
@@ -111,12 +114,8 @@ class ProviderChain:
         self._backoff = Backoff(settings.retry_base_delay_s, settings.retry_max_delay_s)
         self._options = RequestOptions(settings.temperature, settings.max_tokens)
         self._legacy = not settings.providers
-        # Each endpoint client keeps the SDK's own connection pool (sized for many turns at
-        # once) unless the caller hands one in (the tests' mock transport).
-        shared = http_client
-        states = {
-            p.name: _provider_state(p, settings, shared) for p in settings.resolved_providers()
-        }
+        self._owns_providers = providers is None
+        states = providers if providers is not None else build_providers(settings, http_client)
         self.providers: dict[str, ProviderState] = states
         self.links: tuple[Link, ...] = tuple(
             _link(entry, states) for entry in settings.resolved_chain()
@@ -128,9 +127,9 @@ class ProviderChain:
         self.health = ModelHealth(base_url=head.provider.base_url, model=head.model)
 
     async def aclose(self) -> None:
-        for state in self.providers.values():
-            for key in state.keys:
-                await key.client.aclose()
+        """Close the providers' clients, when this chain made them."""
+        if self._owns_providers:
+            await close_providers(self.providers)
 
     # --- what people choose from ---------------------------------------------------------
 
@@ -363,6 +362,22 @@ def _copy(chain: ProviderChain) -> ProviderChain:
     view = ProviderChain.__new__(ProviderChain)
     view.__dict__.update(chain.__dict__)
     return view
+
+
+def build_providers(
+    settings: LLMSettings, http_client: httpx2.AsyncClient | None = None
+) -> dict[str, ProviderState]:
+    """Each provider's state and clients, by name. Each endpoint client keeps the SDK's own
+    connection pool (sized for many turns at once) unless one is handed in (the tests')."""
+    return {
+        p.name: _provider_state(p, settings, http_client) for p in settings.resolved_providers()
+    }
+
+
+async def close_providers(providers: dict[str, ProviderState]) -> None:
+    for state in providers.values():
+        for key in state.keys:
+            await key.client.aclose()
 
 
 def _provider_state(
