@@ -37,6 +37,8 @@ from squidd.core.estimator import messages_chars, tools_chars
 from squidd.core.journal import (
     RecordedAnswer,
     Replay,
+    effect_of,
+    may_rerun,
 )
 from squidd.core.loop_guard import LoopGuard
 from squidd.core.models import (
@@ -259,8 +261,12 @@ class TurnSteps:
             self._services.recording, turn.key, turn.replay, call, turn.tools.get(call.name)
         )
         if content is None:
-            journal = (
-                self._services.recording.journal if self._services.recording and turn.key else None
+            recording = self._services.recording
+            journal = recording.journal if recording and turn.key else None
+            # Only a call that must not run twice needs its records safe from a power loss
+            # before it goes on (store/journal.py); one that may run again is run again.
+            durable = recording is None or not may_rerun(
+                effect_of(call.name, turn.tools.get(call.name), recording.effects)
             )
             verdict = Verdict(True, Decision.ALLOWED)
             if (
@@ -271,13 +277,13 @@ class TurnSteps:
                 )
             if verdict.run:
                 if journal is not None and turn.key is not None:
-                    await journal.started(turn.key, call)
+                    await journal.started(turn.key, call, durable=durable)
                 content = await self._run_call(turn, call, verdict)
             else:
                 content = f"Error: {verdict.note}"
                 await self._audit(turn, call, verdict, 0.0, "", verdict.note)
             if journal is not None and turn.key is not None:
-                await journal.result(turn.key, call.id, content)
+                await journal.result(turn.key, call.id, content, durable=durable)
         return Message(
             role="tool", content=content, tool_call_id=call.id, name=call.name, ts=now_iso()
         )

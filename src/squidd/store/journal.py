@@ -2,8 +2,13 @@
 
 `<data dir>/gateway/journal/<safe name of the turn key>.jsonl`, beside the outbox and the
 pending runs. Each record (a model answer that asks for tools, a tool call's start, its
-result) is appended whole and fsync'd before the turn acts on it; the directory is fsync'd
-when a journal is created, so the file itself survives a power loss. A turn without tool
+result) is appended whole before the turn acts on it, and fsync'd when losing it to a power
+loss would matter: a model answer always (it is never asked for twice), the start and result
+of a call that must not run twice (a side effect); the start and result of a call that may
+run again (read-only, idempotent) are made durable by the next fsync of the file, and a
+power loss before that only runs the call again. The directory is fsync'd when a journal
+is created, so the file itself survives a power loss. A process killed at any point loses
+nothing written. A turn without tool
 calls never creates one. The router removes a journal once the turn is in the history and
 its reply delivered (or the inbound is done otherwise).
 
@@ -138,7 +143,7 @@ class JournalDir:
 
     # --- recording -------------------------------------------------------------------------
 
-    def _append_sync(self, path: Path, record: dict[str, Any], new: bool) -> None:
+    def _append_sync(self, path: Path, record: dict[str, Any], new: bool, durable: bool) -> None:
         # One writer (the daemon), and damage is cut off when read: no lock, no torn-line
         # check, just the whole line appended and made durable.
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -148,7 +153,8 @@ class JournalDir:
             fd = open_private(path, os.O_WRONLY | os.O_APPEND)
             try:
                 write_all(fd, utf8(line))
-                os.fsync(fd)
+                if durable:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             if new:
@@ -156,12 +162,12 @@ class JournalDir:
         except OSError as exc:
             raise StorageError(f"cannot write a turn journal: {exc.strerror or exc}") from exc
 
-    async def _append(self, key: str, kind: str, **fields: Any) -> None:
+    async def _append(self, key: str, kind: str, durable: bool = True, **fields: Any) -> None:
         path = self.path(key)
         present = await self._names()
         new = path.name not in present
         record = {"t": kind, "at": utcnow().isoformat(), **fields}
-        await anyio.to_thread.run_sync(self._append_sync, path, record, new)
+        await anyio.to_thread.run_sync(self._append_sync, path, record, new, durable)
         present.add(path.name)
 
     async def answer(self, turn: str, session: str, text: str, calls: Sequence[ToolCall]) -> None:
@@ -174,11 +180,11 @@ class JournalDir:
             calls=[TOOL_CALL.dump(c) for c in calls],
         )
 
-    async def started(self, turn: str, call: ToolCall) -> None:
-        await self._append(turn, "start", id=call.id, name=call.name)
+    async def started(self, turn: str, call: ToolCall, *, durable: bool = True) -> None:
+        await self._append(turn, "start", durable, id=call.id, name=call.name)
 
-    async def result(self, turn: str, call_id: str, content: str) -> None:
-        await self._append(turn, "result", id=call_id, content=content)
+    async def result(self, turn: str, call_id: str, content: str, *, durable: bool = True) -> None:
+        await self._append(turn, "result", durable, id=call_id, content=content)
 
     async def remove(self, turn: str) -> None:
         path = self.path(turn)
