@@ -153,7 +153,7 @@ async def test_the_cron_forms_say_the_cron_service_s_words(
             for change in ("pause", "resume", "run", "remove"):
                 gone = await http.post(f"/cron/nope/{change}", data={"csrf": csrf}, headers=FORM)
                 assert gone.status_code == 404, (change, gone.text)
-                assert "no job named &#x27;nope&#x27;" in gone.text, gone.text
+                assert "no job named &#39;nope&#39;" in gone.text, gone.text
                 assert gone.headers["content-security-policy"] == CSP
             assert (
                 await http.post("/cron/weekly/nap", data={"csrf": csrf}, headers=FORM)
@@ -175,7 +175,7 @@ async def test_memory_is_edited_only_after_a_confirmation(api: ApiDaemon) -> Non
     async with api.http() as http:
         csrf = await log_in(http, api.key)
         before = await http.get("/memory")
-        assert "<textarea name=text" in before.text
+        assert "<textarea id=memory-text name=text" in before.text
         refused = await http.post("/memory", data={"text": new, "confirm": "yes"}, headers=FORM)
         assert refused.status_code == 403
         asked = await http.post("/memory", data={"csrf": csrf, "text": new}, headers=FORM)

@@ -1,9 +1,9 @@
-"""The web dashboard, served on the API channel's listener (`/`): server-rendered HTML, no
-script, no build step, no CDN.
+"""The web dashboard, served on the API channel's listener (`/`): server-rendered HTML from
+Jinja2 templates (render.py, escaped by default), one stylesheet, no build step, no CDN.
 
 `dashboard(host)` is the dashboard's routes over a `host.DashboardHost`, the narrow view of
 the daemon the pages use; the composition root builds the host and hands the routes to the
-API channel (when `[api]` is on). `dashboard` holds the pages and forms, `auth` the login
+API channel (when `[api]` is on). `dashboard` holds the routes and forms, `auth` the login
 sessions and their CSRF tokens. The pages read what `squidd status` reads (the host's
 `snapshot`) and the approvals store; nothing on a page scans history.
 """
