@@ -15,6 +15,7 @@ does no I/O; the daemon loads and sweeps when it serves.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -231,6 +232,7 @@ def _dashboard_host(daemon: Daemon, cron: CronJobs) -> DaemonDashboardHost:
         approvals=runtime.approvals,
         store=runtime.store,
         usage=runtime.usage,
+        price_list=functools.partial(prices_of, daemon.settings),
     )
 
 

@@ -5,15 +5,16 @@ from the services it made, never from the daemon's object.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from squidd.core.approvals import Approvals, Choice, Question
 from squidd.core.cron_service import CronJobs
 from squidd.core.ports import MemoryStore
-from squidd.core.usage import UsageRecord
+from squidd.core.usage import Price, UsageRecord
 from squidd.store.usage import UsageLedger
 
 DASHBOARD = "dashboard"
@@ -30,6 +31,8 @@ class DaemonDashboardHost:
     approvals: Approvals | None
     store: MemoryStore
     usage: UsageLedger
+    price_list: Callable[[Iterable[str]], dict[str, Price]]
+    """The configured prices, else the price table's (gateway/costs.py `prices_of`)."""
 
     async def snapshot(self) -> Mapping[str, Any]:
         return await self.status()
@@ -50,3 +53,12 @@ class DaemonDashboardHost:
 
     async def usage_today(self) -> list[UsageRecord]:
         return await self.usage.today_records()
+
+    async def usage_since(self, since: date) -> list[UsageRecord]:
+        return await self.usage.read(since)
+
+    def local_today(self) -> date:
+        return date.fromisoformat(self.usage.today())
+
+    def prices(self, models: Iterable[str]) -> Mapping[str, Price]:
+        return self.price_list(models)

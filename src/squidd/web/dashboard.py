@@ -29,6 +29,7 @@ from squidd.web.host import DashboardHost
 from squidd.web.overview import overview, words
 from squidd.web.render import HEADERS, render, static, static_file
 from squidd.web.sessions import SessionCounts
+from squidd.web.usage_days import UsageDays
 
 log = structlog.get_logger()
 
@@ -51,6 +52,7 @@ class Dashboard:
         self._host = host
         self._logins = Logins()
         self._counts = SessionCounts(host.data_dir)
+        self._history = UsageDays(host)
         for name in STATIC:
             static_file(name)  # read now, before the event loop serves a page
 
@@ -134,7 +136,7 @@ class Dashboard:
         login = self._session(request)
         if login is None:
             return self._login_page()
-        values = await overview(self._host, await self._host.snapshot())
+        values = await overview(self._host, await self._host.snapshot(), self._history)
         return render("overview.html", title="squidd", here="overview", csrf=login.csrf, **values)
 
     async def _memory(self, request: web.Request) -> web.Response:

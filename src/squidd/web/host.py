@@ -10,13 +10,14 @@ its class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any, Protocol
 
 from squidd.core.approvals import Choice, Question
 from squidd.core.cron_service import CronJobs
-from squidd.core.usage import UsageRecord
+from squidd.core.usage import Price, UsageRecord
 
 
 class DashboardHost(Protocol):
@@ -52,4 +53,16 @@ class DashboardHost(Protocol):
 
     async def usage_today(self) -> list[UsageRecord]:
         """Today's usage records, one per model call."""
+        ...
+
+    async def usage_since(self, since: date) -> list[UsageRecord]:
+        """The ledger's records from the local day `since` on (read off the event loop)."""
+        ...
+
+    def local_today(self) -> date:
+        """Today in the ledger's timezone (the day the caps and `status` count)."""
+        ...
+
+    def prices(self, models: Iterable[str]) -> Mapping[str, Price]:
+        """The price per million tokens of each of `models` that has a known one."""
         ...

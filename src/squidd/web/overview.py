@@ -15,7 +15,9 @@ import anyio
 
 from squidd.llm.health import model_lines
 from squidd.store.cron_deliveries import CronDeliveries, delivery_note
+from squidd.web.charts import cap_bars, usage_charts
 from squidd.web.host import DashboardHost
+from squidd.web.usage_days import UsageDays
 
 
 def words(value: object) -> str:
@@ -73,7 +75,9 @@ async def _jobs(host: DashboardHost) -> list[dict[str, Any]]:
     ]
 
 
-async def overview(host: DashboardHost, snap: Mapping[str, Any]) -> dict[str, Any]:
+async def overview(
+    host: DashboardHost, snap: Mapping[str, Any], history: UsageDays
+) -> dict[str, Any]:
     """The overview template's values."""
     usage = {"day": "", "calls": 0, "prompt_tokens": 0, "cached_tokens": 0}
     usage |= {"completion_tokens": 0, "total_tokens": 0, "cost": 0.0}
@@ -90,15 +94,8 @@ async def overview(host: DashboardHost, snap: Mapping[str, Any]) -> dict[str, An
         "denied": _denied(snap),
         "heartbeat": snap.get("heartbeat") or "",
         "usage": usage,
-        "limits": [
-            {
-                "scope": words(c.get("scope")),
-                "used": c.get("used", 0),
-                "cap": c.get("cap", 0),
-                "reached": bool(c.get("reached")),
-            }
-            for c in snap.get("limits") or []
-        ],
+        "charts": usage_charts(await history.last()),
+        "caps": cap_bars(snap.get("limits") or []),
         "parked": {"count": 0, "newest_id": "", "newest_at": "", "newest_reason": ""}
         | dict(snap.get("parked") or {}),
     }

@@ -1,0 +1,104 @@
+"""The usage of the last 30 days for the overview's charts, summed per day.
+
+Each day is summed once into a `DaySums`: tokens and money by model (with its provider when
+the records carry one), by channel (the session name's prefix, `api:desk` -> `api`) and,
+when records carry them, by agent and by person; cached and prompt tokens (the cache-read
+share); model calls of turns. A finished day never changes (the ledger appends only to
+today; compacting a day keeps its sums), so its sums are kept in memory and a page reads
+the files of a day at most once; today is summed again on every page from the ledger's
+in-memory records. 1,000 sessions over 30 days are then a few hundred dictionary
+additions per page, not 30,000 JSON lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+from squidd.core.usage import Price, UsageRecord, cost_of
+from squidd.web.host import DashboardHost
+
+DAYS = 30
+CHANNEL = re.compile(r"^([a-z][a-z0-9_-]{0,30}):")
+GROUPINGS = ("model", "channel", "agent", "person")
+"""The breakdowns a day is summed by; agent and person show once records carry them."""
+
+
+def channel_of(session: str) -> str:
+    """The channel a session name starts with (`matrix:!room` -> `matrix`), else `other`."""
+    found = CHANNEL.match(session)
+    return found.group(1) if found else "other"
+
+
+def _label(record: UsageRecord, grouping: str) -> str:
+    if grouping == "model":
+        provider = str(getattr(record, "provider", "") or "")
+        return f"{provider}/{record.model}" if provider else record.model
+    if grouping == "channel":
+        return channel_of(record.session)
+    return str(getattr(record, grouping, "") or "")
+
+
+@dataclass(slots=True)
+class DaySums:
+    """One day's usage: tokens and money per label of each grouping, and the totals."""
+
+    day: str
+    tokens: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))
+    cost: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    turns: int = 0
+
+    def add(self, record: UsageRecord, prices: Mapping[str, Price]) -> None:
+        money = cost_of(record, prices)
+        for grouping in GROUPINGS:
+            label = _label(record, grouping)
+            if not label:
+                continue
+            tokens, cost = self.tokens[grouping], self.cost[grouping]
+            tokens[label] = tokens.get(label, 0) + record.total_tokens
+            cost[label] = cost.get(label, 0.0) + money
+        self.prompt_tokens += record.prompt_tokens
+        self.cached_tokens += min(record.cached_tokens, record.prompt_tokens)
+        if record.purpose == "turn":
+            self.turns += record.calls
+
+
+def sum_days(
+    records: Iterable[UsageRecord], prices: Mapping[str, Price], days: Iterable[str]
+) -> dict[str, DaySums]:
+    sums = {day: DaySums(day) for day in days}
+    for record in records:
+        if (day := sums.get(record.day)) is not None:
+            day.add(record, prices)
+    return sums
+
+
+class UsageDays:
+    """The last `DAYS` days' sums, finished days kept once summed."""
+
+    def __init__(self, host: DashboardHost) -> None:
+        self._host = host
+        self._done: dict[str, DaySums] = {}
+
+    async def last(self, days: int = DAYS) -> list[DaySums]:
+        """Oldest first, today last; a day without records has zero sums."""
+        today = self._host.local_today()
+        wanted = [(today - timedelta(days=n)).isoformat() for n in range(days - 1, -1, -1)]
+        missing = [day for day in wanted[:-1] if day not in self._done]
+        if missing:
+            records = await self._host.usage_since(date.fromisoformat(missing[0]))
+            past = [r for r in records if r.day in missing]
+            prices = self._host.prices({r.model for r in past})
+            self._done |= sum_days(past, prices, missing)
+        self._done = {day: sums for day, sums in self._done.items() if day in wanted}
+        now = await self._host.usage_today()
+        prices = self._host.prices({r.model for r in now})
+        return [
+            *(self._done[day] for day in wanted[:-1]),
+            *sum_days(now, prices, wanted[-1:]).values(),
+        ]
