@@ -106,6 +106,7 @@ async def measure(data: Path, rounds: int) -> tuple[float, float]:
         store=JsonlStore(data),
         usage=UsageLedger(data),
         price_list=prices,
+        search=lambda query, limit: JsonlStore(data).search_all_sessions(query, limit=limit),
     )
     history = UsageDays(host)
 

@@ -75,7 +75,7 @@ async def test_logged_in_sees_channels_and_forms_need_the_csrf_token(
         assert found is not None, sessions.text
         one = await http.get(f"/sessions/{found.group(1)}")
         assert "2 messages" in one.text and "1 model calls, 42 tokens" in one.text, one.text
-        assert "Session api:desk" in one.text
+        assert "Conversation api:desk" in one.text
         assert (await http.get("/sessions/..%2F..%2Fetc")).status_code == 404
         in_query = await http.get(f"/?key={api.key}")
         assert in_query.status_code == 400

@@ -20,7 +20,7 @@ from squidd.web.render import render_text, shown
 from tests.channels.api.support import ApiDaemon
 from tests.faults.harness import wait_until
 from tests.support.dashboard import add_job, crawl, log_in, page_text
-from tests.support.fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.spool_channel import write_atomic
 
 pytestmark = pytest.mark.anyio
@@ -90,7 +90,7 @@ def test_any_text_comes_out_of_a_template_as_that_text(text: str) -> None:
 async def test_no_page_has_a_json_dump_and_hostile_text_is_escaped_everywhere(
     api: ApiDaemon, fake_llm: FakeLLM
 ) -> None:
-    fake_llm.push("an answer about " + HOSTILE)
+    fake_llm.push(Reply(content="an answer about " + HOSTILE, usage=(20, 5, 0)))
     add_job(api.tmp / "data", "hostile", HOSTILE, every="12h")
     write_atomic(
         api.tmp / "data" / "spool" / "in" / "m1.json",
@@ -113,4 +113,9 @@ async def test_no_page_has_a_json_dump_and_hostile_text_is_escaped_everywhere(
         assert json_dumps_in(texts) == [], (path, json_dumps_in(texts))
         if any("<script>alert(1)</script>\"'&[U+202E]txt.exe\ufffd" in t for t in texts):
             shown_on.append(path)
-    assert "/" in shown_on, shown_on
+    # the job's prompt on the overview; the session's name in the list and on its page,
+    # where the message and the answer are shown too
+    assert "/" in shown_on and "/sessions" in shown_on, shown_on
+    [conversation] = [p for p in shown_on if p.startswith("/sessions/")]
+    texts = page_text(pages[conversation].text).texts
+    assert "hello <script>alert(1)</script>\"'&[U+202E]txt.exe\ufffd" in texts, texts

@@ -233,6 +233,7 @@ def _dashboard_host(daemon: Daemon, cron: CronJobs) -> DaemonDashboardHost:
         store=runtime.store,
         usage=runtime.usage,
         price_list=functools.partial(prices_of, daemon.settings),
+        search=lambda query, limit: runtime.store.search_all_sessions(query, limit=limit),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from squidd.core.approvals import Approvals, Choice, Question
 from squidd.core.cron_service import CronJobs
+from squidd.core.models import HistoryHit
 from squidd.core.ports import MemoryStore
 from squidd.core.usage import Price, UsageRecord
 from squidd.store.usage import UsageLedger
@@ -33,6 +34,8 @@ class DaemonDashboardHost:
     usage: UsageLedger
     price_list: Callable[[Iterable[str]], dict[str, Price]]
     """The configured prices, else the price table's (gateway/costs.py `prices_of`)."""
+    search: Callable[[str, int], Awaitable[list[HistoryHit]]]
+    """Search across every conversation's history (the store's history index)."""
 
     async def snapshot(self) -> Mapping[str, Any]:
         return await self.status()
@@ -62,3 +65,6 @@ class DaemonDashboardHost:
 
     def prices(self, models: Iterable[str]) -> Mapping[str, Price]:
         return self.price_list(models)
+
+    async def search_history(self, query: str, limit: int) -> list[HistoryHit]:
+        return await self.search(query, limit)

@@ -3,9 +3,11 @@ Jinja2 templates (render.py, escaped by default), one stylesheet, no build step,
 
 `dashboard(host)` is the dashboard's routes over a `host.DashboardHost`, the narrow view of
 the daemon the pages use; the composition root builds the host and hands the routes to the
-API channel (when `[api]` is on). `dashboard` holds the routes and forms, `auth` the login
-sessions and their CSRF tokens. The pages read what `squidd status` reads (the host's
-`snapshot`) and the approvals store; nothing on a page scans history.
+API channel (when `[api]` is on). `dashboard` holds the overview's routes and forms, `gate`
+and `auth` the logins and their CSRF tokens, `conversations` the conversation pages. The
+overview reads what `squidd status` reads (the host's `snapshot`), the approvals store and
+the usage ledger's daily sums; a conversation's page reads its history from the end, one
+page of turns at a time, and no page scans every history (search asks the index).
 """
 
 from __future__ import annotations

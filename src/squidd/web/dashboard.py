@@ -22,18 +22,17 @@ from squidd.core.approvals import Choice
 from squidd.core.cron import NoSuchJob
 from squidd.core.cron_service import CronJobs
 from squidd.errors import StorageError
-from squidd.fs import safe_name
 from squidd.web.audit_page import audit_status
-from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Login, Logins, new_token, same
+from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Logins, same
+from squidd.web.conversations import ConversationPages
+from squidd.web.gate import Gate, back, form_of
 from squidd.web.host import DashboardHost
-from squidd.web.overview import overview, words
-from squidd.web.render import HEADERS, render, static, static_file
-from squidd.web.sessions import SessionCounts
+from squidd.web.overview import overview
+from squidd.web.render import render, static, static_file, words
 from squidd.web.usage_days import UsageDays
 
 log = structlog.get_logger()
 
-MAX_FORM_BYTES = 64 * 1024
 STATIC = {"style.css": "text/css"}
 
 CronChange = Callable[[CronJobs, str], Awaitable[str]]
@@ -50,9 +49,9 @@ class Dashboard:
 
     def __init__(self, host: DashboardHost) -> None:
         self._host = host
-        self._logins = Logins()
-        self._counts = SessionCounts(host.data_dir)
+        self._gate = Gate(Logins())
         self._history = UsageDays(host)
+        self._parts = [ConversationPages(host, self._gate, self._history)]
         for name in STATIC:
             static_file(name)  # read now, before the event loop serves a page
 
@@ -65,10 +64,10 @@ class Dashboard:
         app.router.add_get("/memory", self._memory)
         app.router.add_post("/memory", self._memory_save)
         app.router.add_get("/audit", self._audit)
-        app.router.add_get("/sessions", self._sessions_page)
-        app.router.add_get("/sessions/{file}", self._session_page)
         app.router.add_post("/approvals/{id}/{choice}", self._approve)
         app.router.add_post("/cron/{name}/{change}", self._cron)
+        for part in self._parts:
+            part.mount(app)
 
     @staticmethod
     def _static(name: str, kind: str) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -77,72 +76,39 @@ class Dashboard:
 
         return serve
 
-    # --- sessions ---------------------------------------------------------------------
-    def _session(self, request: web.Request) -> Login | None:
-        return self._logins.get(request.cookies.get(SESSION_COOKIE))
-
-    async def _form(self, request: web.Request) -> dict[str, str]:
-        if request.content_type != "application/x-www-form-urlencoded":
-            raise web.HTTPUnsupportedMediaType()
-        if (request.content_length or 0) > MAX_FORM_BYTES:
-            raise web.HTTPRequestEntityTooLarge(MAX_FORM_BYTES, request.content_length or 0)
-        data = await request.post()
-        return {k: v for k, v in data.items() if isinstance(v, str)}
-
-    async def _checked(self, request: web.Request) -> Login:
-        """The session of a POST whose CSRF token is right; 403 otherwise."""
-        login = self._session(request)
-        form = await self._form(request)
-        if login is None or not same(form.get("csrf"), login.csrf):
-            log.info("dashboard_post_refused", path=request.path)
-            raise web.HTTPForbidden(text="refused: no session or a wrong CSRF token")
-        return login
-
-    @staticmethod
-    def _back(to: str = "/") -> web.Response:
-        return web.Response(status=303, headers={**HEADERS, "Location": to})
-
-    # --- pages ------------------------------------------------------------------------
-    def _login_page(self, note: str = "") -> web.Response:
-        token = new_token()
-        response = render("login.html", title="squidd: log in", note=note, token=token)
-        response.set_cookie(
-            LOGIN_COOKIE, token, httponly=True, samesite="Strict", path="/login", max_age=3600
-        )
-        return response
-
+    # --- login ---------------------------------------------------------------------
     async def _login(self, request: web.Request) -> web.StreamResponse:
-        form = await self._form(request)
+        form = await form_of(request)
         if not same(form.get("csrf"), request.cookies.get(LOGIN_COOKIE, "\0")):
             raise web.HTTPForbidden(text="refused: the login form's CSRF token is wrong")
         if request.app[CHANNEL].keys.match(form.get("key", "")) is None:
             log.info("dashboard_login_refused")
-            return self._login_page("That key is not one of the API keys.")
-        token, _ = self._logins.start()
-        response = self._back()
+            return self._gate.login_page("That key is not one of the API keys.")
+        token, _ = self._gate.logins.start()
+        response = back()
         response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="Strict", path="/")
         response.del_cookie(LOGIN_COOKIE, path="/login")
         log.info("dashboard_login")
         return response
 
     async def _logout(self, request: web.Request) -> web.StreamResponse:
-        await self._checked(request)
-        self._logins.end(request.cookies.get(SESSION_COOKIE))
-        response = self._back()
+        await self._gate.checked(request)
+        self._gate.logins.end(request.cookies.get(SESSION_COOKIE))
+        response = back()
         response.del_cookie(SESSION_COOKIE, path="/")
         return response
 
     async def _home(self, request: web.Request) -> web.Response:
-        login = self._session(request)
+        login = self._gate.login(request)
         if login is None:
-            return self._login_page()
+            return self._gate.login_page()
         values = await overview(self._host, await self._host.snapshot(), self._history)
         return render("overview.html", title="squidd", here="overview", csrf=login.csrf, **values)
 
     async def _memory(self, request: web.Request) -> web.Response:
-        login = self._session(request)
+        login = self._gate.login(request)
         if login is None:
-            return self._login_page()
+            return self._gate.login_page()
         text = await self._host.memory()
         return render(
             "memory.html",
@@ -154,8 +120,7 @@ class Dashboard:
         )
 
     async def _memory_save(self, request: web.Request) -> web.StreamResponse:
-        login = await self._checked(request)
-        form = await self._form(request)
+        login, form = await self._gate.checked(request)
         text = form.get("text", "").replace("\r\n", "\n")
         if form.get("confirm") != "yes":
             # First the confirmation: the new text as it will be saved, and one more click.
@@ -169,42 +134,14 @@ class Dashboard:
             )
         await self._host.save_memory(text)
         log.info("dashboard_memory_saved", chars=len(text))
-        return self._back("/memory")
-
-    async def _sessions_page(self, request: web.Request) -> web.Response:
-        login = self._session(request)
-        if login is None:
-            return self._login_page()
-        rows = await self._counts.all()
-        return render(
-            "sessions.html", title="Conversations", here="sessions", csrf=login.csrf, rows=rows
-        )
-
-    async def _session_page(self, request: web.Request) -> web.Response:
-        login = self._session(request)
-        if login is None:
-            return self._login_page()
-        row = await self._counts.one(request.match_info["file"])
-        if row is None:
-            raise web.HTTPNotFound()
-        usage = [u for u in await self._host.usage_today() if safe_name(u.session) == row.file]
-        name = usage[0].session if usage else row.session_id
-        return render(
-            "session.html",
-            title=f"Session {name}",
-            here="sessions",
-            csrf=login.csrf,
-            row=row,
-            calls=sum(u.calls for u in usage),
-            tokens=sum(u.total_tokens for u in usage),
-        )
+        return back("/memory")
 
     async def _audit(self, request: web.Request) -> web.Response:
-        login = self._session(request)
+        login = self._gate.login(request)
         if login is None:
-            return self._login_page()
+            return self._gate.login_page()
         status, newest = await audit_status(self._host.data_dir)
-        keys = ("at", "session", "tool", "decision", "by")
+        keys = ("time", "session", "tool", "decision", "by")
         rows = [{key: words(r.get(key, "")) for key in keys} for r in newest]
         return render(
             "audit.html",
@@ -217,7 +154,7 @@ class Dashboard:
 
     # --- forms ------------------------------------------------------------------------
     async def _approve(self, request: web.Request) -> web.StreamResponse:
-        await self._checked(request)
+        await self._gate.checked(request)
         choices = {"yes": Choice.ONCE, "no": Choice.NO}
         choice = choices.get(request.match_info["choice"])
         if choice is None:
@@ -226,12 +163,12 @@ class Dashboard:
         if said is None:
             raise web.HTTPNotFound()
         log.info("dashboard_approval", outcome=said)
-        return self._back()
+        return back()
 
     async def _cron(self, request: web.Request) -> web.StreamResponse:
         """Pause, resume, run now or remove a job, through the cron service; when it
         refuses, its words on a page (404 for a job that is not there)."""
-        login = await self._checked(request)
+        login, _ = await self._gate.checked(request)
         name, change = request.match_info["name"], request.match_info["change"]
         act = CRON_CHANGES.get(change)
         if act is None:
@@ -250,4 +187,4 @@ class Dashboard:
                 message=str(exc),
             )
         log.info("dashboard_cron", job=name, change=change, said=said)
-        return self._back()
+        return back()

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from squidd.core.approvals import Choice, Question
 from squidd.core.cron_service import CronJobs
+from squidd.core.models import HistoryHit
 from squidd.core.usage import Price, UsageRecord
 
 
@@ -65,4 +66,9 @@ class DashboardHost(Protocol):
 
     def prices(self, models: Iterable[str]) -> Mapping[str, Price]:
         """The price per million tokens of each of `models` that has a known one."""
+        ...
+
+    async def search_history(self, query: str, limit: int) -> list[HistoryHit]:
+        """The newest matches of `query` across every conversation (the history index);
+        raises `StorageError` when the index cannot be read."""
         ...

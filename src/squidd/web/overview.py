@@ -17,18 +17,8 @@ from squidd.llm.health import model_lines
 from squidd.store.cron_deliveries import CronDeliveries, delivery_note
 from squidd.web.charts import cap_bars, usage_charts
 from squidd.web.host import DashboardHost
+from squidd.web.render import words
 from squidd.web.usage_days import UsageDays
-
-
-def words(value: object) -> str:
-    """A snapshot value as words: a mapping as "key: value; ...", a list joined by commas."""
-    if value is None:
-        return ""
-    if isinstance(value, Mapping):
-        return "; ".join(f"{k}: {words(v)}" for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return ", ".join(words(v) for v in value)
-    return str(value)
 
 
 def _children(snap: Mapping[str, Any]) -> list[dict[str, str]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
@@ -35,6 +36,17 @@ def shown(text: str) -> str:
     """`text` as a page may show it: no lone surrogate, no invisible direction change."""
     text = SURROGATE.sub("\ufffd", text)
     return BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
+def words(value: object) -> str:
+    """A snapshot value as words: a mapping as "key: value; ...", a list joined by commas."""
+    if value is None:
+        return ""
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {words(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(words(v) for v in value)
+    return str(value)
 
 
 def _finalize(value: object) -> object:

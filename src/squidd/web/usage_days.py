@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from squidd.core.usage import Price, UsageRecord, cost_of
+from squidd.fs import safe_name
 from squidd.web.host import DashboardHost
 
 DAYS = 30
@@ -84,6 +85,18 @@ class UsageDays:
     def __init__(self, host: DashboardHost) -> None:
         self._host = host
         self._done: dict[str, DaySums] = {}
+        self._names: dict[str, str] = {}
+
+    async def names(self) -> dict[str, str]:
+        """Each session's name by its history file's name (`safe_name`), for the sessions
+        whose history does not name them yet (a history's meta file is written at its first
+        consolidation): every session that made a model call in the last `DAYS` days."""
+        await self.last()
+        return self._names
+
+    def _learn(self, records: Iterable[UsageRecord]) -> None:
+        for session in {r.session for r in records} - set(self._names.values()):
+            self._names[safe_name(session)] = session
 
     async def last(self, days: int = DAYS) -> list[DaySums]:
         """Oldest first, today last; a day without records has zero sums."""
@@ -93,10 +106,12 @@ class UsageDays:
         if missing:
             records = await self._host.usage_since(date.fromisoformat(missing[0]))
             past = [r for r in records if r.day in missing]
+            self._learn(past)
             prices = self._host.prices({r.model for r in past})
             self._done |= sum_days(past, prices, missing)
         self._done = {day: sums for day, sums in self._done.items() if day in wanted}
         now = await self._host.usage_today()
+        self._learn(now)
         prices = self._host.prices({r.model for r in now})
         return [
             *(self._done[day] for day in wanted[:-1]),
