@@ -35,6 +35,7 @@ from squidd.fs import append_lines_locked
 from squidd.gateway.dashboard_host import DaemonDashboardHost
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.jsonl import JsonlStore
+from squidd.store.parked import ParkedDir
 from squidd.store.usage import USAGE, UsageLedger
 from squidd.web.overview import overview
 from squidd.web.render import render_text
@@ -107,6 +108,10 @@ async def measure(data: Path, rounds: int) -> tuple[float, float]:
         usage=UsageLedger(data),
         price_list=prices,
         search=lambda query, limit: JsonlStore(data).search_all_sessions(query, limit=limit),
+        parked_dir=ParkedDir(data),
+        control_ops=dict,
+        backup_dir=data / "backups",
+        backup=lambda: data / "backups" / "none.tar.gz",
     )
     history = UsageDays(host)
 

@@ -29,25 +29,33 @@ HOSTILE = "<script>alert(1)</script>\"'&\u202etxt.exe\ud800"
 
 
 def json_dumps_in(texts: list[str]) -> list[str]:
-    """The JSON objects and non-empty arrays found in a page's text nodes."""
+    """The JSON objects, and arrays holding objects or arrays, in a page's text nodes. A
+    flat array of words (`["shell"]`) is left alone: it is also how a config value the
+    doctor tells you to write reads (TOML), not a structure dumped."""
     decoder = json.JSONDecoder()
     found: list[str] = []
     for text in texts:
-        for at, char in enumerate(text):
-            if char not in "{[":
+        at = 0
+        while at < len(text):
+            if text[at] not in "{[":
+                at += 1
                 continue
             try:
                 value, end = decoder.raw_decode(text, at)
             except ValueError:
+                at += 1
                 continue
-            if isinstance(value, dict | list) and value:
+            nested = isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
+            if (isinstance(value, dict) and value) or nested:
                 found.append(text[at:end])
+            at = end
     return found
 
 
 def test_a_json_dump_is_seen() -> None:
-    old = '<h2>Turns</h2><code>{"in_flight": 0, "queued": 0}</code><p>[1, 2]</p>'
-    assert json_dumps_in(page_text(old).texts) == ['{"in_flight": 0, "queued": 0}', "[1, 2]"]
+    old = '<h2>Turns</h2><code>{"in_flight": 0, "queued": 0}</code><p>[{"a": [1]}]</p>'
+    assert json_dumps_in(page_text(old).texts) == ['{"in_flight": 0, "queued": 0}', '[{"a": [1]}]']
+    assert json_dumps_in(page_text('<p>"x" = ["shell"]</p>').texts) == []
     assert json_dumps_in(page_text("<p>a {brace} and [x] and [] {}</p>").texts) == []
 
 

@@ -15,7 +15,6 @@ does no I/O; the daemon loads and sweeps when it serves.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -59,7 +58,7 @@ from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.cron_ops import cron_ops
 from squidd.gateway.cron_targets import daemon_check
 from squidd.gateway.daemon import Daemon
-from squidd.gateway.dashboard_host import DaemonDashboardHost
+from squidd.gateway.dashboard_host import DaemonDashboardHost, dashboard_host
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
@@ -196,7 +195,7 @@ def build_daemon(
         ops=cron_ops(cron, scheduler),
     )
     if dashboard is not None:
-        pages.append(dashboard(_dashboard_host(daemon, cron)))
+        pages.append(dashboard(dashboard_host(daemon, cron)))
     return daemon
 
 
@@ -220,21 +219,6 @@ def _scheduled(settings: Settings, router: Router) -> ScheduledRuns:
 
 def _nothing() -> None:
     return None
-
-
-def _dashboard_host(daemon: Daemon, cron: CronJobs) -> DaemonDashboardHost:
-    """What the dashboard sees of the daemon, from the services built above."""
-    runtime = daemon.runtime
-    return DaemonDashboardHost(
-        data_dir=daemon.settings.storage.data_dir,
-        cron=cron,
-        status=daemon.snapshot,
-        approvals=runtime.approvals,
-        store=runtime.store,
-        usage=runtime.usage,
-        price_list=functools.partial(prices_of, daemon.settings),
-        search=lambda query, limit: runtime.store.search_all_sessions(query, limit=limit),
-    )
 
 
 def _all(pages: list[Pages]) -> Pages:

@@ -19,13 +19,17 @@ if TYPE_CHECKING:
 
     from aiohttp import web
 
+    from squidd.web.chores import Doctor
     from squidd.web.host import DashboardHost
 
 __all__ = ["dashboard"]
 
 
-def dashboard(host: DashboardHost) -> Callable[[web.Application], None]:
-    """The dashboard's routes over `host`, to mount on the API channel's listener."""
+def dashboard(
+    host: DashboardHost, doctor: Doctor | None = None
+) -> Callable[[web.Application], None]:
+    """The dashboard's routes over `host`, to mount on the API channel's listener; `doctor`
+    runs `squidd doctor`'s checks for its page (the caller's: web/ does not import ops/)."""
     from squidd.web.dashboard import Dashboard
 
-    return Dashboard(host).mount
+    return Dashboard(host, doctor).mount

@@ -24,6 +24,7 @@ from squidd.core.cron_service import CronJobs
 from squidd.errors import StorageError
 from squidd.web.audit_page import audit_status
 from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Logins, same
+from squidd.web.chores import ChorePages, Doctor
 from squidd.web.conversations import ConversationPages
 from squidd.web.gate import Gate, back, form_of
 from squidd.web.host import DashboardHost
@@ -47,11 +48,14 @@ CRON_CHANGES: dict[str, CronChange] = {
 class Dashboard:
     """The pages and forms over one `DashboardHost`; `mount` adds their routes."""
 
-    def __init__(self, host: DashboardHost) -> None:
+    def __init__(self, host: DashboardHost, doctor: Doctor | None = None) -> None:
         self._host = host
         self._gate = Gate(Logins())
         self._history = UsageDays(host)
-        self._parts = [ConversationPages(host, self._gate, self._history)]
+        self._parts: list[ConversationPages | ChorePages] = [
+            ConversationPages(host, self._gate, self._history),
+            ChorePages(host, self._gate, doctor),
+        ]
         for name in STATIC:
             static_file(name)  # read now, before the event loop serves a page
 

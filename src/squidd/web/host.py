@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from squidd.core.approvals import Choice, Question
 from squidd.core.cron_service import CronJobs
 from squidd.core.models import HistoryHit
+from squidd.core.poison import Parked
 from squidd.core.usage import Price, UsageRecord
 
 
@@ -71,4 +72,36 @@ class DashboardHost(Protocol):
     async def search_history(self, query: str, limit: int) -> list[HistoryHit]:
         """The newest matches of `query` across every conversation (the history index);
         raises `StorageError` when the index cannot be read."""
+        ...
+
+    async def parked(self) -> list[Parked]:
+        """The messages parked after repeated failures, oldest first."""
+        ...
+
+    async def retry_parked(self, item_id: str) -> Parked:
+        """Ask for one to be sent again (the daemon takes it within `parked_poll_s`); the
+        item as it was. Raises `UnknownParkedError`, or ValueError saying why not."""
+        ...
+
+    async def drop_parked(self, item_id: str) -> None:
+        """Remove one for good. Raises `UnknownParkedError`, or ValueError saying why not."""
+        ...
+
+    async def verifications(self) -> list[Mapping[str, Any]] | None:
+        """The Matrix verifications the bot is in, as `squidd matrix verify` lists them (id,
+        user_id, device_id, state, emoji, decimals, cancel_code); None without Matrix."""
+        ...
+
+    async def confirm_verification(self, flow_id: str, *, match: bool) -> Mapping[str, Any]:
+        """The emoji match (`match`: the bot's MAC is sent) or differ (cancelled): what
+        `squidd matrix verify --yes/--no` does; `{"error": ...}` when it cannot."""
+        ...
+
+    async def backups(self) -> list[Path]:
+        """The backups in the backup folder (`squidd backup create`'s and the scheduled
+        ones), newest first."""
+        ...
+
+    async def create_backup(self) -> Path:
+        """Write a backup now, as `squidd backup create` does; raises `BackupError`."""
         ...
