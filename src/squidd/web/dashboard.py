@@ -24,6 +24,7 @@ from squidd.core.cron_service import CronJobs
 from squidd.errors import StorageError
 from squidd.web.audit_page import audit_status
 from squidd.web.auth import LOGIN_COOKIE, SESSION_COOKIE, Logins, same
+from squidd.web.chat import ChatPages
 from squidd.web.chores import ChorePages, Doctor
 from squidd.web.conversations import ConversationPages
 from squidd.web.gate import Gate, back, form_of
@@ -34,7 +35,7 @@ from squidd.web.usage_days import UsageDays
 
 log = structlog.get_logger()
 
-STATIC = {"style.css": "text/css"}
+STATIC = {"style.css": "text/css", "chat.js": "text/javascript"}
 
 CronChange = Callable[[CronJobs, str], Awaitable[str]]
 CRON_CHANGES: dict[str, CronChange] = {
@@ -52,9 +53,10 @@ class Dashboard:
         self._host = host
         self._gate = Gate(Logins())
         self._history = UsageDays(host)
-        self._parts: list[ConversationPages | ChorePages] = [
+        self._parts: list[ConversationPages | ChorePages | ChatPages] = [
             ConversationPages(host, self._gate, self._history),
             ChorePages(host, self._gate, doctor),
+            ChatPages(host, self._gate),
         ]
         for name in STATIC:
             static_file(name)  # read now, before the event loop serves a page
@@ -85,10 +87,11 @@ class Dashboard:
         form = await form_of(request)
         if not same(form.get("csrf"), request.cookies.get(LOGIN_COOKIE, "\0")):
             raise web.HTTPForbidden(text="refused: the login form's CSRF token is wrong")
-        if request.app[CHANNEL].keys.match(form.get("key", "")) is None:
+        key_id = request.app[CHANNEL].keys.match(form.get("key", ""))
+        if key_id is None:
             log.info("dashboard_login_refused")
             return self._gate.login_page("That key is not one of the API keys.")
-        token, _ = self._gate.logins.start()
+        token, _ = self._gate.logins.start(key_id)
         response = back()
         response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="Strict", path="/")
         response.del_cookie(LOGIN_COOKIE, path="/login")

@@ -52,7 +52,13 @@ class Service(Protocol):
     def pages(self) -> Callable[[web.Application], None] | None: ...
 
     async def submit(
-        self, key_id: str, conversation: str, text: str, idempotency_key: str
+        self,
+        key_id: str,
+        conversation: str,
+        text: str,
+        idempotency_key: str,
+        *,
+        drafts: bool = False,
     ) -> Pending | StoredAnswer: ...
 
 
