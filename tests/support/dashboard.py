@@ -19,14 +19,16 @@ from tests.support.daemon import SPOOL
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
-def shell_api_daemon(tmp_path: Path, llm_url: str) -> ApiDaemon:
-    """The daemon (not started) with a workspace, the shell on and every call asked."""
+def shell_api_daemon(tmp_path: Path, llm_url: str, **more: dict[str, object]) -> ApiDaemon:
+    """The daemon (not started) with a workspace, the shell on and every call asked, and
+    `more` config sections."""
     (tmp_path / "ws").mkdir()
     sections = {
         "agents": {"workspace": str(tmp_path / "ws")},
         "tools.shell": {"enabled": True},
         "tools.policy": {"default_deny": []},
         "tools.approval": {"timeout_s": 600},
+        **more,
     }
     return ApiDaemon(tmp_path, llm_url, channel=SPOOL, sections=sections)
 

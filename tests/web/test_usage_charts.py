@@ -7,43 +7,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from squidd.core.usage import UsageRecord
-from squidd.fs import append_lines_locked
-from squidd.store.usage import USAGE
 from tests.channels.api.support import ApiDaemon
 from tests.support.dashboard import log_in, shell_api_daemon
 from tests.support.fake_llm import FakeLLM
+from tests.support.ledger import DAYS, PRICES, expected_bars, seed
 
 pytestmark = pytest.mark.anyio
 PLOT = 166.0  # the drawn plot's height: the axis lines at y=10 and y=176 of 200
-DAYS = 30
-
-
-def seeded(day: int, when: str) -> list[UsageRecord]:
-    """Day `day` (0 = 29 days ago): a Matrix turn on model-a, an email step on model-b."""
-    return [
-        UsageRecord(
-            when, "matrix:!room:hs", "model-a", "turn", 1000 * (day + 1), 100, 500 * day, 2
-        ),
-        UsageRecord(when, "email:bob@example.org", "model-b", "tool_step", 300 * (30 - day), 50),
-    ]
-
-
-def seed(data: Path) -> list[list[UsageRecord]]:
-    today = datetime.now(UTC).date()
-    days = []
-    for n in range(DAYS):
-        when = (today - timedelta(days=DAYS - 1 - n)).isoformat()
-        records = seeded(n, when)
-        append_lines_locked(data / "usage" / f"{when}.jsonl", [USAGE.dumps(r) for r in records])
-        days.append(records)
-    return days
 
 
 @pytest.fixture
@@ -53,10 +29,7 @@ async def seeded_api(
     daemon = shell_api_daemon(tmp_path, fake_llm.base_url)
     days = seed(tmp_path / "data")
     with (tmp_path / "config.toml").open("a") as config:
-        config.write(
-            "\n[llm.prices]\nmodel-a = { input = 2.0, output = 8.0, cached_input = 0.5 }\n"
-            "\n[limits]\ndaily_tokens = 100000\n"
-        )
+        config.write(PRICES + "\n[limits]\ndaily_tokens = 100000\n")
     try:
         await daemon.start()
         yield daemon, days
@@ -86,37 +59,6 @@ class _Bars(HTMLParser):
             self.caps[self._cap].append(float(found["width"]))
 
 
-def _expected(days: list[list[UsageRecord]]) -> dict[str, dict[tuple[str, str], float]]:
-    def money(r: UsageRecord) -> float:
-        if r.model != "model-a":
-            return 0.0
-        fresh = r.prompt_tokens - r.cached_tokens
-        return (fresh * 2.0 + r.cached_tokens * 0.5 + r.completion_tokens * 8.0) / 1e6
-
-    want: dict[str, dict[tuple[str, str], float]] = {
-        "tokens-model": {},
-        "tokens-channel": {},
-        "cost-model": {},
-        "cache": {},
-        "turns": {},
-    }
-    for records in days:
-        for r in records:
-            channel = r.session.split(":")[0]
-            want["tokens-model"][(r.day, r.model)] = r.total_tokens
-            want["tokens-channel"][(r.day, channel)] = r.total_tokens
-            if money(r):
-                want["cost-model"][(r.day, r.model)] = money(r)
-        day = records[0].day
-        cached = sum(r.cached_tokens for r in records)
-        if cached:
-            want["cache"][(day, "cache read")] = (
-                100 * cached / sum(r.prompt_tokens for r in records)
-            )
-        want["turns"][(day, "turns")] = sum(r.calls for r in records if r.purpose == "turn")
-    return want
-
-
 async def test_the_bars_are_the_ledger_s_sums_and_their_heights_match(
     seeded_api: tuple[ApiDaemon, list[list[UsageRecord]]],
 ) -> None:
@@ -126,7 +68,7 @@ async def test_the_bars_are_the_ledger_s_sums_and_their_heights_match(
         home = (await http.get("/")).text
     parsed = _Bars()
     parsed.feed(home)
-    for chart, want in _expected(days).items():
+    for chart, want in expected_bars(days).items():
         bars = parsed.bars[chart]
         got = {(b["data-day"], b["data-label"]): float(b["data-value"]) for b in bars}
         assert got.keys() == want.keys(), chart
