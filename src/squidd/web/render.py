@@ -42,6 +42,8 @@ def words(value: object) -> str:
     """A snapshot value as words: a mapping as "key: value; ...", a list joined by commas."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, Mapping):
         return "; ".join(f"{k}: {words(v)}" for k, v in value.items())
     if isinstance(value, list | tuple):
