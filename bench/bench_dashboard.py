@@ -36,9 +36,11 @@ from squidd.gateway.dashboard_host import DaemonDashboardHost
 from squidd.store.cron_jobs import JobsFile
 from squidd.store.jsonl import JsonlStore
 from squidd.store.parked import ParkedDir
+from squidd.store.timings import TimingsLedger
 from squidd.store.usage import USAGE, UsageLedger
 from squidd.web.overview import overview
 from squidd.web.render import render_text
+from squidd.web.timing_days import TimingDays
 from squidd.web.usage_days import UsageDays
 
 TARGET_MS = 100.0
@@ -112,12 +114,13 @@ async def measure(data: Path, rounds: int) -> tuple[float, float]:
         control_ops=dict,
         backup_dir=data / "backups",
         backup=lambda: data / "backups" / "none.tar.gz",
+        timings=TimingsLedger(data),
     )
-    history = UsageDays(host)
+    history, times = UsageDays(host), TimingDays(host)
 
     async def once() -> float:
         started = time.perf_counter()
-        values = await overview(host, await host.snapshot(), history)
+        values = await overview(host, await host.snapshot(), history, times)
         page = render_text("overview.html", title="squidd", here="overview", csrf="x", **values)
         assert "Tokens per day by model" in page
         return (time.perf_counter() - started) * 1000

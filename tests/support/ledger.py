@@ -1,6 +1,7 @@
-"""30 days of usage ledger written before a `squidd run` starts, and the bars the
-overview's charts must then draw from it (tokens and cost by model and by channel, the
-cache-read share, turns), computed here from the records, not by the dashboard's code."""
+"""30 days of usage ledger and turn timings written before a `squidd run` starts, and the
+bars the overview's charts must then draw from them (tokens and cost by model and by
+channel, the cache-read share, turns, turn duration), computed here from the records, not
+by the dashboard's code."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from squidd.core.usage import UsageRecord
 from squidd.fs import append_lines_locked
+from squidd.store.timings import TIMING, TurnTiming
 from squidd.store.usage import USAGE
 
 DAYS = 30
@@ -65,4 +67,32 @@ def expected_bars(days: list[list[UsageRecord]]) -> dict[str, dict[tuple[str, st
                 100 * cached / sum(r.prompt_tokens for r in records)
             )
         want["turns"][(day, "turns")] = sum(r.calls for r in records if r.purpose == "turn")
+    return want
+
+
+def seed_timings(data: Path) -> dict[str, list[TurnTiming]]:
+    """Three turns a day for 30 days (one of them streamed), written as the daemon does."""
+    today = datetime.now(UTC).date()
+    days: dict[str, list[TurnTiming]] = {}
+    for n in range(DAYS):
+        when = (today - timedelta(days=DAYS - 1 - n)).isoformat()
+        timings = [
+            TurnTiming(when, "matrix:!room:hs", 1000 * (n + 1), 200 + 10 * n),
+            TurnTiming(when, "email:bob@example.org", 9000),
+            TurnTiming(when, "api:desk", 500),
+        ]
+        append_lines_locked(data / "timings" / f"{when}.jsonl", [TIMING.dumps(t) for t in timings])
+        days[when] = timings
+    return days
+
+
+def expected_timing_bars(days: dict[str, list[TurnTiming]]) -> dict[tuple[str, str], float]:
+    """The duration chart's segments: the median of the day's three turns, and from it up
+    to the 90th percentile (of three, the nearest rank is the longest), in seconds."""
+    want: dict[tuple[str, str], float] = {}
+    for day, timings in days.items():
+        _, middle, longest = sorted(t.duration_ms / 1000 for t in timings)
+        want[(day, "median")] = middle
+        if longest > middle:
+            want[(day, "median to 90th percentile")] = longest - middle
     return want

@@ -2,7 +2,7 @@
 answer streams as it is written (held part way by the scripted model, so the test sees a
 draft before the whole), an approval question arrives with its id and is answered in place,
 `/new` starts a fresh conversation; the stream needs the CSRF token; without the script the
-plain form shows the answer as a page."""
+plain form shows the answer as a page. The streamed turn's timing is recorded."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import anyio
 import httpx2
 import pytest
 
+from squidd.store.timings import TIMING
 from tests.channels.api.support import ApiDaemon
 from tests.support.dashboard import FORM, log_in, page_text
 from tests.support.fake_llm import FakeLLM, Gate, Reply
@@ -59,6 +60,14 @@ async def test_the_answer_streams_an_approval_is_answered_in_place_and_new_works
         assert drafts and gate.release.is_set(), seen
         assert [e for e in seen if "part" in e] == [{"part": answer, "question": ""}]
         assert seen[-1] == {"done": True}
+        # The turn's timing is kept for the overview: its duration and first token.
+        [timing] = [
+            TIMING.loads(line)
+            for path in (api.tmp / "data" / "timings").glob("*.jsonl")
+            for line in path.read_text().splitlines()
+        ]
+        assert timing.session == "api:dashboard", timing
+        assert timing.first_token_ms is not None and timing.first_token_ms <= timing.duration_ms
 
         parts: list[dict[str, Any]] = []
         with anyio.fail_after(60):

@@ -13,10 +13,18 @@ from pathlib import Path
 import pytest
 
 from squidd.core.usage import UsageRecord
+from squidd.store.timings import TurnTiming
 from tests.channels.api.support import ApiDaemon
 from tests.support.dashboard import log_in, shell_api_daemon
 from tests.support.fake_llm import FakeLLM
-from tests.support.ledger import DAYS, PRICES, expected_bars, seed
+from tests.support.ledger import (
+    DAYS,
+    PRICES,
+    expected_bars,
+    expected_timing_bars,
+    seed,
+    seed_timings,
+)
 
 pytestmark = pytest.mark.anyio
 PLOT = 166.0  # the drawn plot's height: the axis lines at y=10 and y=176 of 200
@@ -25,14 +33,15 @@ PLOT = 166.0  # the drawn plot's height: the axis lines at y=10 and y=176 of 200
 @pytest.fixture
 async def seeded_api(
     tmp_path: Path, fake_llm: FakeLLM
-) -> AsyncIterator[tuple[ApiDaemon, list[list[UsageRecord]]]]:
+) -> AsyncIterator[tuple[ApiDaemon, list[list[UsageRecord]], dict[str, list[TurnTiming]]]]:
     daemon = shell_api_daemon(tmp_path, fake_llm.base_url)
     days = seed(tmp_path / "data")
+    timings = seed_timings(tmp_path / "data")
     with (tmp_path / "config.toml").open("a") as config:
         config.write(PRICES + "\n[limits]\ndaily_tokens = 100000\n")
     try:
         await daemon.start()
-        yield daemon, days
+        yield daemon, days, timings
     finally:
         daemon.close()
 
@@ -60,15 +69,16 @@ class _Bars(HTMLParser):
 
 
 async def test_the_bars_are_the_ledger_s_sums_and_their_heights_match(
-    seeded_api: tuple[ApiDaemon, list[list[UsageRecord]]],
+    seeded_api: tuple[ApiDaemon, list[list[UsageRecord]], dict[str, list[TurnTiming]]],
 ) -> None:
-    api, days = seeded_api
+    api, days, timings = seeded_api
     async with api.http() as http:
         await log_in(http, api.key)
         home = (await http.get("/")).text
     parsed = _Bars()
     parsed.feed(home)
-    for chart, want in expected_bars(days).items():
+    charts = {**expected_bars(days), "duration": expected_timing_bars(timings)}
+    for chart, want in charts.items():
         bars = parsed.bars[chart]
         got = {(b["data-day"], b["data-label"]): float(b["data-value"]) for b in bars}
         assert got.keys() == want.keys(), chart

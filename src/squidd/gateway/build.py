@@ -75,6 +75,7 @@ from squidd.store.journal import JournalCleanup
 from squidd.store.outbox import OutboxDir
 from squidd.store.parked import ParkedDir
 from squidd.store.pending_runs import PendingRunsDir
+from squidd.store.timings import TimingsLedger
 from squidd.tools.mcp import McpHub
 
 __all__ = ["Dashboard", "Terminal", "build_daemon", "build_terminal", "stages_for"]
@@ -167,7 +168,8 @@ def build_daemon(
     tools = TurnTools(runtime, cron=cron, mcp=mcp, fire=scheduled.fire)
     caps = DailyCaps(settings.limits, runtime.usage, prices_of(settings), submit=router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
-    turns.append(TurnRunner(runtime, caps, tools, streams, conversations))
+    timings = TimingsLedger(data_dir, timezone=settings.limits.timezone)
+    turns.append(TurnRunner(runtime, caps, tools, streams, conversations, timings))
     begun = began_before(runtime.journal, outbox, by_name)
     daemon = Daemon(
         settings=settings,

@@ -26,6 +26,7 @@ from squidd.gateway.backups import backup_now, default_name
 from squidd.gateway.costs import prices_of
 from squidd.gateway.daemon import Daemon
 from squidd.store.parked import ParkedDir, ask_retry, refuse_retrying
+from squidd.store.timings import TimingsLedger, TurnTiming
 from squidd.store.usage import UsageLedger
 
 BACKUP_SUFFIX = ".tar.gz"
@@ -53,6 +54,7 @@ class DaemonDashboardHost:
     backup_dir: Path
     backup: Callable[[], Path]
     """Write a backup now (blocking; run in a worker thread), its path."""
+    timings: TimingsLedger
 
     async def snapshot(self) -> Mapping[str, Any]:
         return await self.status()
@@ -117,6 +119,9 @@ class DaemonDashboardHost:
 
         return await anyio.to_thread.run_sync(listing)
 
+    async def timings_since(self, since: date) -> list[TurnTiming]:
+        return await self.timings.read(since)
+
     async def create_backup(self) -> Path:
         return await anyio.to_thread.run_sync(self.backup)
 
@@ -142,6 +147,7 @@ def dashboard_host(daemon: Daemon, cron: CronJobs) -> DaemonDashboardHost:
         },
         backup_dir=settings.backup_dir,
         backup=lambda: _backup_now(settings),
+        timings=TimingsLedger(settings.storage.data_dir, timezone=settings.limits.timezone),
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from squidd.web.timing_days import DayTimes
 from squidd.web.usage_days import DaySums
 
 WIDTH, HEIGHT = 600.0, 200.0
@@ -195,6 +196,41 @@ def usage_charts(days: Sequence[DaySums]) -> list[Chart]:
         stacked("turns", "Turns per day", "turns", names, [{"turns": float(d.turns)} for d in days])
     )
     return charts
+
+
+def timing_charts(days: Sequence[DayTimes]) -> list[Chart]:
+    """Turn duration and time to first token per day: a bar up to the 90th percentile,
+    its lower part the median (seconds)."""
+    names = [d.day for d in days]
+
+    def seconds(value: float) -> str:
+        return f"{value:,.2f} s"
+
+    def spread(days: Sequence[tuple[float, float] | None]) -> list[dict[str, float]]:
+        return [
+            {} if s is None else {"median": s[0], "median to 90th percentile": s[1] - s[0]}
+            for s in days
+        ]
+
+    title = "{}: median and 90th percentile"
+    return [
+        stacked(
+            "duration",
+            title.format("Turn duration per day"),
+            "s",
+            names,
+            spread([d.duration for d in days]),
+            seconds,
+        ),
+        stacked(
+            "first-token",
+            title.format("Time to first token per day (streamed answers)"),
+            "s",
+            names,
+            spread([d.first_token for d in days]),
+            seconds,
+        ),
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from squidd.web.gate import Gate, back, form_of
 from squidd.web.host import DashboardHost
 from squidd.web.overview import overview
 from squidd.web.render import render, static, static_file, words
+from squidd.web.timing_days import TimingDays
 from squidd.web.usage_days import UsageDays
 
 log = structlog.get_logger()
@@ -53,6 +54,7 @@ class Dashboard:
         self._host = host
         self._gate = Gate(Logins())
         self._history = UsageDays(host)
+        self._times = TimingDays(host)
         self._parts: list[ConversationPages | ChorePages | ChatPages] = [
             ConversationPages(host, self._gate, self._history),
             ChorePages(host, self._gate, doctor),
@@ -109,7 +111,7 @@ class Dashboard:
         login = self._gate.login(request)
         if login is None:
             return self._gate.login_page()
-        values = await overview(self._host, await self._host.snapshot(), self._history)
+        values = await overview(self._host, await self._host.snapshot(), self._history, self._times)
         return render("overview.html", title="squidd", here="overview", csrf=login.csrf, **values)
 
     async def _memory(self, request: web.Request) -> web.Response:

@@ -20,6 +20,7 @@ from squidd.core.cron_service import CronJobs
 from squidd.core.models import HistoryHit
 from squidd.core.poison import Parked
 from squidd.core.usage import Price, UsageRecord
+from squidd.store.timings import TurnTiming
 
 
 class DashboardHost(Protocol):
@@ -104,4 +105,9 @@ class DashboardHost(Protocol):
 
     async def create_backup(self) -> Path:
         """Write a backup now, as `squidd backup create` does; raises `BackupError`."""
+        ...
+
+    async def timings_since(self, since: date) -> list[TurnTiming]:
+        """How long each turn took (and its first token, where it streamed) from the local
+        day `since` on."""
         ...

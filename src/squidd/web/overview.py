@@ -15,9 +15,10 @@ import anyio
 
 from squidd.llm.health import model_lines
 from squidd.store.cron_deliveries import CronDeliveries, delivery_note
-from squidd.web.charts import cap_bars, usage_charts
+from squidd.web.charts import cap_bars, timing_charts, usage_charts
 from squidd.web.host import DashboardHost
 from squidd.web.render import words
+from squidd.web.timing_days import TimingDays
 from squidd.web.usage_days import UsageDays
 
 
@@ -66,7 +67,7 @@ async def _jobs(host: DashboardHost) -> list[dict[str, Any]]:
 
 
 async def overview(
-    host: DashboardHost, snap: Mapping[str, Any], history: UsageDays
+    host: DashboardHost, snap: Mapping[str, Any], history: UsageDays, times: TimingDays
 ) -> dict[str, Any]:
     """The overview template's values."""
     usage = {"day": "", "calls": 0, "prompt_tokens": 0, "cached_tokens": 0}
@@ -84,7 +85,7 @@ async def overview(
         "denied": _denied(snap),
         "heartbeat": snap.get("heartbeat") or "",
         "usage": usage,
-        "charts": usage_charts(await history.last()),
+        "charts": usage_charts(await history.last()) + timing_charts(await times.last()),
         "caps": cap_bars(snap.get("limits") or []),
         "parked": {"count": 0, "newest_id": "", "newest_at": "", "newest_reason": ""}
         | dict(snap.get("parked") or {}),
