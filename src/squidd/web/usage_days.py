@@ -5,9 +5,9 @@ the records carry one), by channel (the session name's prefix, `api:desk` -> `ap
 when records carry them, by agent and by person; cached and prompt tokens (the cache-read
 share); model calls of turns. A finished day never changes (the ledger appends only to
 today; compacting a day keeps its sums), so its sums are kept in memory and a page reads
-the files of a day at most once; today is summed again on every page from the ledger's
-in-memory records. 1,000 sessions over 30 days are then a few hundred dictionary
-additions per page, not 30,000 JSON lines.
+the files of a day at most once; today's sums are kept too and brought up to date with the
+records the ledger added to its in-memory list since the last page. A page then adds up
+only what is new, not 60,000 records of 1,000 sessions over 30 days.
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ class UsageDays:
         self._host = host
         self._done: dict[str, DaySums] = {}
         self._names: dict[str, str] = {}
+        self._today = DaySums("")
+        self._today_seen = 0  # today's records already in `_today` (the ledger appends)
 
     async def names(self) -> dict[str, str]:
         """Each session's name by its history file's name (`safe_name`), for the sessions
@@ -95,8 +97,8 @@ class UsageDays:
         return self._names
 
     def _learn(self, records: Iterable[UsageRecord]) -> None:
-        for session in {r.session for r in records} - set(self._names.values()):
-            self._names[safe_name(session)] = session
+        for session in {r.session for r in records}:
+            self._names.setdefault(safe_name(session), session)
 
     async def last(self, days: int = DAYS) -> list[DaySums]:
         """Oldest first, today last; a day without records has zero sums."""
@@ -110,10 +112,18 @@ class UsageDays:
             prices = self._host.prices({r.model for r in past})
             self._done |= sum_days(past, prices, missing)
         self._done = {day: sums for day, sums in self._done.items() if day in wanted}
+        return [*(self._done[day] for day in wanted[:-1]), await self._now(wanted[-1])]
+
+    async def _now(self, day: str) -> DaySums:
+        """Today's sums, brought up to date with the records added since the last look
+        (today's records only grow, in order, until the day turns)."""
         now = await self._host.usage_today()
-        self._learn(now)
-        prices = self._host.prices({r.model for r in now})
-        return [
-            *(self._done[day] for day in wanted[:-1]),
-            *sum_days(now, prices, wanted[-1:]).values(),
-        ]
+        if self._today.day != day or len(now) < self._today_seen:
+            self._today, self._today_seen = DaySums(day), 0
+        new = [r for r in now[self._today_seen :] if r.day == day]
+        self._learn(new)
+        prices = self._host.prices({r.model for r in new})
+        for record in new:
+            self._today.add(record, prices)
+        self._today_seen = len(now)
+        return self._today
