@@ -94,3 +94,35 @@ async def test_the_answer_streams_an_approval_is_answered_in_place_and_new_works
         script = await http.get("/chat.js")
         assert script.headers["content-type"].startswith("text/javascript")
         assert "textContent" in script.text and "innerHTML" not in script.text
+
+
+async def test_stop_cancels_an_answer_being_written_and_model_is_answered(
+    api: ApiDaemon, fake_llm: FakeLLM
+) -> None:
+    gate = Gate()
+    fake_llm.push(
+        Reply(content="A very long answer that will not be finished.", gate=gate, gate_after=5)
+    )
+    async with api.http() as http:
+        csrf = await log_in(http, api.key)
+        first: list[dict[str, Any]] = []
+
+        async def read_first() -> None:
+            async for event in events(http, csrf, "tell me everything"):
+                first.append(event)
+
+        try:
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read_first)
+                    # the answer is being written
+                    await anyio.to_thread.run_sync(gate.reached.wait, abandon_on_cancel=True)
+                    stop = [e async for e in events(http, csrf, "/stop")]
+        finally:
+            gate.release.set()
+        parts = [e["part"] for e in first if "part" in e]
+        assert parts == ["Stopped: I cancelled the work on this message, as you asked with /stop."]
+        assert [e["part"] for e in stop if "part" in e] == ["Stopped the turn that was running."]
+        with anyio.fail_after(60):
+            model = [e async for e in events(http, csrf, "/model")]
+        assert model[0]["part"].startswith("Model: "), model
