@@ -75,7 +75,7 @@ async def test_logged_in_sees_channels_and_forms_need_the_csrf_token(
         assert found is not None, sessions.text
         one = await http.get(f"/sessions/{found.group(1)}")
         assert "2 messages" in one.text and "1 model calls, 42 tokens" in one.text, one.text
-        assert "Session api:desk" in one.text
+        assert "Conversation api:desk" in one.text
         assert (await http.get("/sessions/..%2F..%2Fetc")).status_code == 404
         in_query = await http.get(f"/?key={api.key}")
         assert in_query.status_code == 400
@@ -153,7 +153,7 @@ async def test_the_cron_forms_say_the_cron_service_s_words(
             for change in ("pause", "resume", "run", "remove"):
                 gone = await http.post(f"/cron/nope/{change}", data={"csrf": csrf}, headers=FORM)
                 assert gone.status_code == 404, (change, gone.text)
-                assert "no job named &#x27;nope&#x27;" in gone.text, gone.text
+                assert "no job named &#39;nope&#39;" in gone.text, gone.text
                 assert gone.headers["content-security-policy"] == CSP
             assert (
                 await http.post("/cron/weekly/nap", data={"csrf": csrf}, headers=FORM)
@@ -175,7 +175,7 @@ async def test_memory_is_edited_only_after_a_confirmation(api: ApiDaemon) -> Non
     async with api.http() as http:
         csrf = await log_in(http, api.key)
         before = await http.get("/memory")
-        assert "<textarea name=text" in before.text
+        assert "<textarea id=memory-text name=text" in before.text
         refused = await http.post("/memory", data={"text": new, "confirm": "yes"}, headers=FORM)
         assert refused.status_code == 403
         asked = await http.post("/memory", data={"csrf": csrf, "text": new}, headers=FORM)

@@ -15,7 +15,7 @@ from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.core.poison import Parked, ParkState
 from squidd.errors import StorageError
-from squidd.store.parked import ParkedDir, UnknownParkedError
+from squidd.store.parked import ParkedDir, UnknownParkedError, ask_retry, refuse_retrying
 
 __all__ = ["format_item", "parked_command", "register"]
 
@@ -70,19 +70,8 @@ def _list(folder: ParkedDir) -> int:
     return 0
 
 
-def _ask_retry(item: Parked) -> Parked:
-    if not item.retryable:
-        raise ValueError(
-            f"{item.id} cannot be sent again: the {item.loop} loop kept nothing to send "
-            "(ask the sender to send it again, then drop it)"
-        )
-    if item.state is ParkState.PARKED:
-        return item.with_state(ParkState.RETRY)
-    return item
-
-
 def _retry(folder: ParkedDir, item_id: str, poll_s: float) -> int:
-    before = folder.change_sync(item_id, _ask_retry)
+    before = folder.change_sync(item_id, ask_retry)
     if before.state is not ParkState.PARKED:
         print(f"{item_id} is already being sent again ({before.state.value})")
         return 0
@@ -93,13 +82,8 @@ def _retry(folder: ParkedDir, item_id: str, poll_s: float) -> int:
     return 0
 
 
-def _refuse_retrying(item: Parked) -> None:
-    if item.state is ParkState.RETRYING:
-        raise ValueError(f"{item.id} is being sent again right now; drop it once that ended")
-
-
 def _drop(folder: ParkedDir, item_id: str) -> int:
-    folder.change_sync(item_id, _refuse_retrying)
+    folder.change_sync(item_id, refuse_retrying)
     print(f"{item_id} dropped")
     return 0
 

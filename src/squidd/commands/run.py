@@ -10,6 +10,8 @@ restart on it).
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from squidd.gateway.channels import ChannelRegistry
     from squidd.gateway.daemon import Daemon
     from squidd.llm.health import ModelHealth
+    from squidd.ops.doctor import Check
 
 log = structlog.get_logger()
 
@@ -130,6 +133,14 @@ def _open_data_dir(settings: Settings) -> list[str]:
     return []
 
 
+async def _doctor(settings: Settings) -> list[Check]:
+    """`squidd doctor`'s checks for the dashboard's page, without the one-token request."""
+    from squidd.ops.doctor.report import run_checks
+
+    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 - the null device never blocks
+        return await run_checks(settings, llm_call=False, errlog=errlog)
+
+
 def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) -> int:
     """`squidd run`; `channels` replaces the built-in channel registry (tests, embedding)."""
     # The daemon's modules load here, not with the parser every command builds.
@@ -142,7 +153,8 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
         problems = _prepare(settings)
     daemon: Daemon | None = None
     try:
-        daemon = build_daemon(settings, channels=channels, dashboard=dashboard)
+        pages = functools.partial(dashboard, doctor=functools.partial(_doctor, settings))
+        daemon = build_daemon(settings, channels=channels, dashboard=pages)
     except ConfigError as exc:
         problems.extend(exc.problems)
     if problems or daemon is None:

@@ -59,7 +59,7 @@ from squidd.gateway.costs import usage_today
 from squidd.gateway.cron_ops import cron_ops
 from squidd.gateway.cron_targets import daemon_check
 from squidd.gateway.daemon import Daemon
-from squidd.gateway.dashboard_host import DaemonDashboardHost
+from squidd.gateway.dashboard_host import DaemonDashboardHost, dashboard_host
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
@@ -76,6 +76,7 @@ from squidd.store.journal import JournalCleanup
 from squidd.store.outbox import OutboxDir
 from squidd.store.parked import ParkedDir
 from squidd.store.pending_runs import PendingRunsDir
+from squidd.store.timings import TimingsLedger
 from squidd.tools.mcp import McpHub
 
 __all__ = ["Dashboard", "Terminal", "build_daemon", "build_terminal", "stages_for"]
@@ -173,9 +174,11 @@ def build_daemon(
     scheduler, cron = _cron(settings, jobs, scheduled, clock, by_name)
     caps = caps_of(settings, runtime.usage, router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
+    timings = TimingsLedger(data_dir, timezone=settings.limits.timezone)
     for name, agent in runtime.agents.items():
         tools_of = TurnTools(agent, cron=cron, mcp=mcp, fire=scheduled.fire)
-        turns[name] = TurnRunner(agent, caps, tools_of, streams, conversations.for_agent(agent))
+        mine = conversations.for_agent(agent)
+        turns[name] = TurnRunner(agent, caps, tools_of, streams, mine, timings)
     first = turns[runtime.name]
     begun = began_before(runtime.journal, outbox, by_name)
     daemon = Daemon(
@@ -204,7 +207,7 @@ def build_daemon(
         ops=cron_ops(cron, scheduler),
     )
     if dashboard is not None:
-        pages.append(dashboard(_dashboard_host(daemon, cron)))
+        pages.append(dashboard(dashboard_host(daemon, cron)))
     return daemon
 
 
@@ -228,19 +231,6 @@ def _scheduled(settings: Settings, router: Router) -> ScheduledRuns:
 
 def _nothing() -> None:
     return None
-
-
-def _dashboard_host(daemon: Daemon, cron: CronJobs) -> DaemonDashboardHost:
-    """What the dashboard sees of the daemon, from the services built above."""
-    runtime = daemon.runtime
-    return DaemonDashboardHost(
-        data_dir=daemon.settings.storage.data_dir,
-        cron=cron,
-        status=daemon.snapshot,
-        approvals=runtime.approvals,
-        store=runtime.store,
-        usage=runtime.usage,
-    )
 
 
 def _all(pages: list[Pages]) -> Pages:

@@ -7,12 +7,14 @@ the conversation's current session (`/new` moves it), with the model the person 
 (`/model`) and the per-call tools `TurnTools` decides for it. A turn `/stop` cancels is
 answered with `STOPPED`; its user message, the steps its journal shows and that note enter
 the history. It also counts the turns the heartbeat sees as activity (every turn but the
-heartbeat's own).
+heartbeat's own), and records how long each answered turn took, and its time to first
+token where the answer streams (store/timings.py, for the dashboard).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,9 +43,24 @@ from squidd.gateway.people import People
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.subagents import SubAgents
 from squidd.gateway.turn_tools import TurnScope, TurnTools
+from squidd.store.timings import TimingsLedger
 
 PURPOSES = {InboundKind.CRON: "cron", InboundKind.HEARTBEAT: "heartbeat"}
 """How the usage ledger files the model calls of a run of these kinds (others: by round)."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Clock:
+    """A turn's start and, where its answer streams, its first token (monotonic s)."""
+
+    started: float
+    first_token: float | None = None
+
+    def took(self, now: float) -> tuple[int, int | None]:
+        """(duration, time to the first token or None), in ms."""
+        first = self.first_token
+        to_first = None if first is None else round((first - self.started) * 1000)
+        return round((now - self.started) * 1000), to_first
 
 
 class TurnRunner:
@@ -56,8 +73,10 @@ class TurnRunner:
         tools: TurnTools,
         streams: Mapping[str, StreamsReplies] | None = None,
         conversations: Conversations | None = None,
+        timings: TimingsLedger | None = None,
     ) -> None:
         self._runtime = runtime
+        self._timings = timings
         self._streams = dict(streams or {})
         self._caps = caps
         self._tools = tools
@@ -102,6 +121,7 @@ class TurnRunner:
         key = turn_key(inbound.channel, inbound.source_id)
         text = STOPPED
         speaker = self._people.speaker(inbound)
+        clock = _Clock(time.monotonic())
         async with conversations.turn(conversation) as scope:
             # A sub-agent's report is a turn of its conversation, under the conversation's
             # own channel (`turn_channel`), so it gets that channel's tools.
@@ -114,7 +134,7 @@ class TurnRunner:
                 turn_id=key,
                 attachments=turn.attachments,
                 purpose=PURPOSES.get(turn.kind),
-                on_event=self._partials(inbound),
+                on_event=self._partials(inbound, clock),
                 asked_from=inbound,  # an approval question goes where it came from
                 person=speaker.person,
                 memory_of=speaker.memory_of,
@@ -123,9 +143,11 @@ class TurnRunner:
             with anyio.CancelScope(shield=True):
                 await self._stopped(turn.session_id, turn.text, key)
             return STOPPED
+        if self._timings is not None:
+            await self._timings.record(turn.session_id, *clock.took(time.monotonic()))
         return Reply(text, files.files if files is not None else ())
 
-    def _partials(self, inbound: Inbound) -> OnEvent | None:
+    def _partials(self, inbound: Inbound, clock: _Clock) -> OnEvent | None:
         """The answer's text as it streams, for a channel that shows it (Matrix edits); the
         reply itself is still delivered once, through the router's outbox."""
         channel = self._streams.get(inbound.channel)
@@ -138,6 +160,8 @@ class TurnRunner:
 
         async def on_event(event: LLMEvent) -> None:
             if isinstance(event, TextDelta):
+                if clock.first_token is None:
+                    clock.first_token = time.monotonic()
                 parts.append(event.text)
                 await sink.text("".join(parts))
             elif isinstance(event, (ToolCallsReady, StreamRestart)):

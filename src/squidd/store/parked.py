@@ -27,7 +27,14 @@ from squidd.errors import StorageError
 from squidd.fs import atomic_write_text, lock_file
 from squidd.store.records import INBOUND, PENDING_REPLY, Codec
 
-__all__ = ["PARKED", "ParkedDir", "ParkedSummary", "UnknownParkedError"]
+__all__ = [
+    "PARKED",
+    "ParkedDir",
+    "ParkedSummary",
+    "UnknownParkedError",
+    "ask_retry",
+    "refuse_retrying",
+]
 
 log = structlog.get_logger()
 
@@ -45,6 +52,25 @@ PARKED: Codec[Parked] = Codec(
 
 class UnknownParkedError(LookupError):
     """No parked item has that id."""
+
+
+def ask_retry(item: Parked) -> Parked:
+    """The change a retry asks for (`squidd parked retry`, the dashboard): the item to be
+    sent again; refused (ValueError, in words) when nothing was kept to send."""
+    if not item.retryable:
+        raise ValueError(
+            f"{item.id} cannot be sent again: the {item.loop} loop kept nothing to send "
+            "(ask the sender to send it again, then drop it)"
+        )
+    if item.state is ParkState.PARKED:
+        return item.with_state(ParkState.RETRY)
+    return item
+
+
+def refuse_retrying(item: Parked) -> None:
+    """The change a drop makes (the item removed), refused while it is being sent again."""
+    if item.state is ParkState.RETRYING:
+        raise ValueError(f"{item.id} is being sent again right now; drop it once that ended")
 
 
 @dataclass(frozen=True, slots=True)

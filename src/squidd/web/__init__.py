@@ -1,11 +1,13 @@
-"""The web dashboard, served on the API channel's listener (`/`): server-rendered HTML, no
-script, no build step, no CDN.
+"""The web dashboard, served on the API channel's listener (`/`): server-rendered HTML from
+Jinja2 templates (render.py, escaped by default), one stylesheet, no build step, no CDN.
 
 `dashboard(host)` is the dashboard's routes over a `host.DashboardHost`, the narrow view of
 the daemon the pages use; the composition root builds the host and hands the routes to the
-API channel (when `[api]` is on). `dashboard` holds the pages and forms, `auth` the login
-sessions and their CSRF tokens. The pages read what `squidd status` reads (the host's
-`snapshot`) and the approvals store; nothing on a page scans history.
+API channel (when `[api]` is on). `dashboard` holds the overview's routes and forms, `gate`
+and `auth` the logins and their CSRF tokens, `conversations` the conversation pages. The
+overview reads what `squidd status` reads (the host's `snapshot`), the approvals store and
+the usage ledger's daily sums; a conversation's page reads its history from the end, one
+page of turns at a time, and no page scans every history (search asks the index).
 """
 
 from __future__ import annotations
@@ -17,13 +19,17 @@ if TYPE_CHECKING:
 
     from aiohttp import web
 
+    from squidd.web.chores import Doctor
     from squidd.web.host import DashboardHost
 
 __all__ = ["dashboard"]
 
 
-def dashboard(host: DashboardHost) -> Callable[[web.Application], None]:
-    """The dashboard's routes over `host`, to mount on the API channel's listener."""
+def dashboard(
+    host: DashboardHost, doctor: Doctor | None = None
+) -> Callable[[web.Application], None]:
+    """The dashboard's routes over `host`, to mount on the API channel's listener; `doctor`
+    runs `squidd doctor`'s checks for its page (the caller's: web/ does not import ops/)."""
     from squidd.web.dashboard import Dashboard
 
-    return Dashboard(host).mount
+    return Dashboard(host, doctor).mount

@@ -22,6 +22,8 @@ MAX_SESSIONS = 100
 class Login:
     csrf: str
     expires: float
+    key_id: str = ""
+    """The id of the API key logged in with: the browser chat's requests count as its."""
 
 
 class Logins:
@@ -29,14 +31,14 @@ class Logins:
         self._sessions: dict[str, Login] = {}
         self._now = now
 
-    def start(self) -> tuple[str, Login]:
+    def start(self, key_id: str = "") -> tuple[str, Login]:
         """A new session: its cookie value and its CSRF token."""
         now = self._now()
         self._sessions = {t: s for t, s in self._sessions.items() if s.expires > now}
         while len(self._sessions) >= MAX_SESSIONS:
             self._sessions.pop(next(iter(self._sessions)))
         token = secrets.token_urlsafe(32)
-        login = Login(secrets.token_urlsafe(24), now + SESSION_S)
+        login = Login(secrets.token_urlsafe(24), now + SESSION_S, key_id)
         self._sessions[token] = login
         return token, login
 

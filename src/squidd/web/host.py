@@ -10,13 +10,17 @@ its class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any, Protocol
 
 from squidd.core.approvals import Choice, Question
 from squidd.core.cron_service import CronJobs
-from squidd.core.usage import UsageRecord
+from squidd.core.models import HistoryHit
+from squidd.core.poison import Parked
+from squidd.core.usage import Price, UsageRecord
+from squidd.store.timings import TurnTiming
 
 
 class DashboardHost(Protocol):
@@ -52,4 +56,58 @@ class DashboardHost(Protocol):
 
     async def usage_today(self) -> list[UsageRecord]:
         """Today's usage records, one per model call."""
+        ...
+
+    async def usage_since(self, since: date) -> list[UsageRecord]:
+        """The ledger's records from the local day `since` on (read off the event loop)."""
+        ...
+
+    def local_today(self) -> date:
+        """Today in the ledger's timezone (the day the caps and `status` count)."""
+        ...
+
+    def prices(self, models: Iterable[str]) -> Mapping[str, Price]:
+        """The price per million tokens of each of `models` that has a known one."""
+        ...
+
+    async def search_history(self, query: str, limit: int) -> list[HistoryHit]:
+        """The newest matches of `query` across every conversation (the history index);
+        raises `StorageError` when the index cannot be read."""
+        ...
+
+    async def parked(self) -> list[Parked]:
+        """The messages parked after repeated failures, oldest first."""
+        ...
+
+    async def retry_parked(self, item_id: str) -> Parked:
+        """Ask for one to be sent again (the daemon takes it within `parked_poll_s`); the
+        item as it was. Raises `UnknownParkedError`, or ValueError saying why not."""
+        ...
+
+    async def drop_parked(self, item_id: str) -> None:
+        """Remove one for good. Raises `UnknownParkedError`, or ValueError saying why not."""
+        ...
+
+    async def verifications(self) -> list[Mapping[str, Any]] | None:
+        """The Matrix verifications the bot is in, as `squidd matrix verify` lists them (id,
+        user_id, device_id, state, emoji, decimals, cancel_code); None without Matrix."""
+        ...
+
+    async def confirm_verification(self, flow_id: str, *, match: bool) -> Mapping[str, Any]:
+        """The emoji match (`match`: the bot's MAC is sent) or differ (cancelled): what
+        `squidd matrix verify --yes/--no` does; `{"error": ...}` when it cannot."""
+        ...
+
+    async def backups(self) -> list[Path]:
+        """The backups in the backup folder (`squidd backup create`'s and the scheduled
+        ones), newest first."""
+        ...
+
+    async def create_backup(self) -> Path:
+        """Write a backup now, as `squidd backup create` does; raises `BackupError`."""
+        ...
+
+    async def timings_since(self, since: date) -> list[TurnTiming]:
+        """How long each turn took (and its first token, where it streamed) from the local
+        day `since` on."""
         ...

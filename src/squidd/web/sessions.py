@@ -1,10 +1,12 @@
-"""The dashboard's sessions: each history file's last activity, message count and summary.
+"""The dashboard's sessions: each history file's channel, last activity, message count,
+size, last message and summary.
 
 A message count comes from counting lines, incrementally: each file's inode, size and
 count are remembered, and a later look reads only the bytes appended since (a replaced or
 shrunk file is counted again). All file work runs in a worker thread, so no page does work
 on the event loop that grows with the history; after the first look, the work is bounded
-by what was added.
+by what was added. The last message is read from the file's end (a few kB) and kept until
+the file changes.
 """
 
 from __future__ import annotations
@@ -18,8 +20,15 @@ from pathlib import Path
 
 import anyio
 
+from squidd.store.records import MESSAGE
+from squidd.web.conversation import lines_backwards
+from squidd.web.usage_days import channel_of
+
 FILE_NAME = re.compile(r"^[a-z0-9._-]{1,60}-[0-9a-f]{20}$")
 CHUNK = 1024 * 1024
+
+
+LAST_CHARS = 160
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +38,35 @@ class SessionRow:
     last_activity: str
     messages: int
     summary: str
+    size: int = 0
+    last_message: str = ""
+
+    @property
+    def channel(self) -> str:
+        return channel_of(self.session_id)
+
+    @property
+    def with_whom(self) -> str:
+        """Who the conversation is with, as far as its name tells (`email:bob@x` -> `bob@x`)."""
+        return self.session_id.split(":", 1)[1] if self.channel != "other" else ""
+
+    @property
+    def size_text(self) -> str:
+        return f"{self.size / 1024:,.1f} kB" if self.size >= 1024 else f"{self.size} B"
+
+
+def _last_message(path: Path) -> str:
+    for raw in lines_backwards(path, 4096):
+        try:
+            message = MESSAGE.loads(raw.decode("utf-8", "replace"))
+        except (ValueError, KeyError, TypeError):
+            continue
+        text = " ".join((message.content or "").split())
+        if not text and message.tool_calls:
+            text = "calls " + ", ".join(call.name for call in message.tool_calls)
+        cut = text if len(text) <= LAST_CHARS else text[: LAST_CHARS - 1] + "…"
+        return f"{message.role}: {cut}"
+    return ""
 
 
 class SessionCounts:
@@ -36,6 +74,14 @@ class SessionCounts:
         self._sessions = data_dir / "sessions"
         self._memory = data_dir / "memory"
         self._counts: dict[str, tuple[int, int, int]] = {}  # file -> (inode, size, lines)
+        self._lasts: dict[str, tuple[int, int, str]] = {}  # file -> (inode, size, message)
+
+    def _last(self, path: Path, stat: os.stat_result) -> str:
+        inode, size, text = self._lasts.get(path.name, (-1, -1, ""))
+        if (inode, size) != (stat.st_ino, stat.st_size):
+            text = _last_message(path)
+            self._lasts[path.name] = (stat.st_ino, stat.st_size, text)
+        return text
 
     def _count(self, path: Path, stat: os.stat_result) -> int:
         inode, size, lines = self._counts.get(path.name, (-1, 0, 0))
@@ -54,6 +100,7 @@ class SessionCounts:
         try:
             stat = path.stat()
             messages = self._count(path, stat)
+            last = self._last(path, stat)
         except OSError:
             return None
         session_id = stem
@@ -67,7 +114,7 @@ class SessionCounts:
         except (OSError, UnicodeDecodeError):
             summary = ""
         when = datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(timespec="seconds")
-        return SessionRow(stem, session_id, when, messages, summary)
+        return SessionRow(stem, session_id, when, messages, summary, stat.st_size, last)
 
     def _all(self) -> list[SessionRow]:
         try:

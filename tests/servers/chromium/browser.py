@@ -3,7 +3,9 @@ websocket, aiohttp's client, a handful of commands (navigate, evaluate, screensh
 
 A page is read only once it has loaded: `goto` and `navigating` (a click that submits a
 form) wait for the Page domain's events, the main frame's new document committed
-(`Page.frameNavigated`) and then its `Page.loadEventFired`, never for a time.
+(`Page.frameNavigated`) and then its `Page.loadEventFired`, never for a time; `until`
+waits for a condition on a page that changes itself (the chat), checked on each change of
+its document. `viewport` lays pages out at a width (1280 px, a 390 px phone).
 
 The browser runs with its own profile in a temporary folder, on a DevTools port it picks
 itself (`--remote-debugging-port=0`, read back from `DevToolsActivePort`), and is stopped by
@@ -143,8 +145,37 @@ class Browser:
         await self._loaded(since)
         return await self.text()
 
+    async def viewport(self, width: int, height: int) -> None:
+        """Lay the page out as a screen `width` CSS pixels wide (a phone below 600)."""
+        await self.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=width < 600,
+        )
+
+    async def until(self, condition: str) -> Any:
+        """Wait until the JavaScript expression `condition` is truthy on the page: checked
+        now and on every change of the document (a MutationObserver, in the page), never on
+        a timer; its value."""
+        script = (
+            "new Promise((resolve) => {"
+            f"  const check = () => {{ const v = ({condition});"
+            "    if (v) { o.disconnect(); resolve(v); } };"
+            "  const o = new MutationObserver(check);"
+            "  o.observe(document, {subtree: true, childList: true, characterData: true,"
+            "    attributes: true});"
+            "  check();"
+            "})"
+        )
+        result = await self.send(
+            "Runtime.evaluate", expression=script, awaitPromise=True, returnByValue=True
+        )
+        return result.get("result", {}).get("value")
+
     async def screenshot(self, path: Path) -> None:
-        result = await self.send("Page.captureScreenshot", format="png")
+        result = await self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(result["data"]))
 

@@ -7,7 +7,9 @@ so a client that went away mid-turn, or a daemon killed after the turn, still ha
 reply for a retry with the same key: the retry finds it stored (no second turn), joins the
 request still running, or, after a restart, submits the same source id again, which the
 router answers from its outbox or the turn journal. A disconnecting client cancels
-nothing: the turn belongs to the router, not to the HTTP handler.
+nothing: the turn belongs to the router, not to the HTTP handler. A request submitted
+with `drafts` (the dashboard's chat) also gets the answer as it is written (`partials`,
+the channel's `StreamsReplies`); the OpenAI routes never ask for them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from squidd.channels.api.requests import Pending, ReplyStore, StoredAnswer
 from squidd.channels.api.wire import BadRequest
 from squidd.config.api import ApiSettings
 from squidd.core.models import ChannelName, Inbound, Outbound, SessionId, SourceId
-from squidd.core.ports import ChannelState, Inbox
+from squidd.core.ports import ChannelState, Inbox, PartialReply
 from squidd.errors import DeliveryError, DeliveryRefusedError, StorageError, TransientError
 
 log = structlog.get_logger()
@@ -40,6 +42,16 @@ SHUTDOWN_S = 1.0  # handlers still waiting when the channel stops are cut after 
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+
+
+class _Drafts:
+    """A `PartialReply` into one pending request (the dashboard's chat shows it)."""
+
+    def __init__(self, pending: Pending) -> None:
+        self._pending = pending
+
+    async def text(self, so_far: str) -> None:
+        self._pending.write(so_far)
 
 
 class ApiChannel:
@@ -103,9 +115,17 @@ class ApiChannel:
                 await runner.cleanup()
 
     async def submit(
-        self, key_id: str, conversation: str, text: str, idempotency_key: str, *, model: str = ""
+        self,
+        key_id: str,
+        conversation: str,
+        text: str,
+        idempotency_key: str,
+        *,
+        drafts: bool = False,
+        model: str = "",
     ) -> Pending | StoredAnswer:
-        """The request's reply so far: stored (a retry), joined (still running) or new. A
+        """The request's reply so far: stored (a retry), joined (still running) or new;
+        with `drafts`, the answer is also written into it as it streams (`partials`). A
         `model` naming an agent sends it to that agent (its conversations its own)."""
         agent = model if model in self.agents else ""
         source = (
@@ -125,7 +145,8 @@ class ApiChannel:
             raise BadRequest("the API is starting", status=503, code="unavailable")
         if len(self._pending) >= self.settings.max_in_flight:
             raise BadRequest("too many requests in flight", status=429, code="rate_limited")
-        pending = Pending(f"chatcmpl-{_digest(source)[:24]}", agent or self.settings.model)
+        model_name = agent or self.settings.model
+        pending = Pending(f"chatcmpl-{_digest(source)[:24]}", model_name, drafts=drafts)
         self._pending[source] = pending
 
         async def ack() -> None:
@@ -152,6 +173,13 @@ class ApiChannel:
             self._pending.pop(source, None)
             raise
         return pending
+
+    def partials(self, inbound: Inbound) -> PartialReply | None:
+        """The answer to a request that asked for drafts, written into it as it streams."""
+        pending = self._pending.get(inbound.source_id)
+        if inbound.channel != self.name or pending is None or not pending.drafts:
+            return None
+        return _Drafts(pending)
 
     async def send(self, outbound: Outbound) -> None:
         inbound = outbound.in_reply_to

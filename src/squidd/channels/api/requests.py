@@ -53,6 +53,10 @@ class Pending:
     parts: list[str] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
+    drafts: bool = False
+    """The requester shows the answer as it is written (the dashboard's chat)."""
+    draft: str = ""
+    """The answer written so far, before it is sent as a part (only with `drafts`)."""
 
     @property
     def text(self) -> str:
@@ -60,6 +64,10 @@ class Pending:
 
     def add(self, text: str) -> None:
         self.parts.append(text)
+        self._wake()
+
+    def write(self, so_far: str) -> None:
+        self.draft = so_far
         self._wake()
 
     def finish(self) -> None:

@@ -55,7 +55,14 @@ class Service(Protocol):
     def agents(self) -> tuple[str, ...]: ...
 
     async def submit(
-        self, key_id: str, conversation: str, text: str, idempotency_key: str, *, model: str = ""
+        self,
+        key_id: str,
+        conversation: str,
+        text: str,
+        idempotency_key: str,
+        *,
+        drafts: bool = False,
+        model: str = "",
     ) -> Pending | StoredAnswer: ...
 
 
