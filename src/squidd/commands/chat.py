@@ -35,7 +35,7 @@ from squidd.core.ports import Tool
 from squidd.errors import EXIT_CONFIG, LLMError, SquiddError, StorageError
 
 if TYPE_CHECKING:  # loaded by the handler: the runtime brings the LLM client
-    from squidd.gateway.build import Terminal
+    from squidd.gateway.terminal import Terminal
     from squidd.gateway.terminal_approval import TerminalAsker
 
 log = structlog.get_logger()

@@ -15,15 +15,14 @@ does no I/O; the daemon loads and sweeps when it serves.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 import httpx2
 
 from squidd.config import Settings
-from squidd.core.approvals import Approvals, Asker
+from squidd.core.approvals import Asker
 from squidd.core.backoff import Backoff
 from squidd.core.clock import SystemClock
 from squidd.core.cron_service import CronJobs
@@ -55,7 +54,6 @@ from squidd.gateway.bursts import Begun, Bursts, began_before, never_begun
 from squidd.gateway.caps import DailyCaps, caps_of
 from squidd.gateway.channels import ChannelRegistry, Pages, builtin_channels
 from squidd.gateway.conversations import Conversations, StopEarly
-from squidd.gateway.costs import usage_today
 from squidd.gateway.cron_ops import cron_ops
 from squidd.gateway.cron_targets import daemon_check
 from squidd.gateway.daemon import Daemon
@@ -64,7 +62,9 @@ from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.scheduled import ScheduledRuns
+from squidd.gateway.subagents import Fire
 from squidd.gateway.systemd import Notifier
+from squidd.gateway.terminal import Terminal
 from squidd.gateway.turn_runner import TurnRunner
 from squidd.gateway.turn_tools import TurnTools
 from squidd.store.attempts import AttemptsDir
@@ -84,29 +84,6 @@ __all__ = ["Dashboard", "Terminal", "build_daemon", "build_terminal", "stages_fo
 Dashboard = Callable[[DaemonDashboardHost], Pages]
 """The dashboard's routes over its host (`squidd.web.dashboard`, handed in by `squidd run`:
 the gateway does not import the web layer)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Terminal:
-    """What `squidd chat` runs a turn with; `caps` is None when the owner lifted the daily
-    caps for this run (`squidd chat --ignore-caps`)."""
-
-    runtime: Runtime
-    tools: TurnTools
-    caps: DailyCaps | None
-    conversations: Conversations
-    """The terminal session's current session and model (`/new`, `/model`)."""
-
-    async def usage_today(self) -> dict[str, Any]:
-        """For the chat commands (`/usage`, `/status`), as the daemon counts it."""
-        return await usage_today(self.runtime.settings, self.runtime.usage)
-
-    def approvals(self) -> Approvals | None:
-        """For `/approvals`: the terminal asks its questions in place, none wait."""
-        return self.runtime.approvals
-
-    def model_state(self) -> dict[str, Any]:
-        return self.runtime.llm.snapshot()
 
 
 def build_terminal(
@@ -175,10 +152,9 @@ def build_daemon(
     caps = caps_of(settings, runtime.usage, router.submit)
     streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
     timings = TimingsLedger(data_dir, timezone=settings.limits.timezone)
-    for name, agent in runtime.agents.items():
-        tools_of = TurnTools(agent, cron=cron, mcp=mcp, fire=scheduled.fire)
-        mine = conversations.for_agent(agent)
-        turns[name] = TurnRunner(agent, caps, tools_of, streams, mine, timings)
+    turns.update(
+        _turn_runners(runtime, caps, streams, conversations, timings, cron, mcp, scheduled.fire)
+    )
     first = turns[runtime.name]
     begun = began_before(runtime.journal, outbox, by_name)
     daemon = Daemon(
@@ -209,6 +185,31 @@ def build_daemon(
     if dashboard is not None:
         pages.append(dashboard(dashboard_host(daemon, cron)))
     return daemon
+
+
+def _turn_runners(
+    runtime: Runtime,
+    caps: DailyCaps,
+    streams: Mapping[str, StreamsReplies],
+    conversations: Conversations,
+    timings: TimingsLedger,
+    cron: CronJobs,
+    mcp: McpHub,
+    fire: Fire,
+) -> dict[str, TurnRunner]:
+    """Each agent's turn: its runtime and per-call tools, the daemon's caps and streams,
+    the conversations as the agent sees them."""
+    return {
+        name: TurnRunner(
+            agent,
+            caps,
+            TurnTools(agent, cron=cron, mcp=mcp, fire=fire),
+            streams,
+            conversations.for_agent(agent),
+            timings,
+        )
+        for name, agent in runtime.agents.items()
+    }
 
 
 def _supervisor(settings: Settings) -> Supervisor:

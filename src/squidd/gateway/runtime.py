@@ -27,8 +27,8 @@ from squidd.core.turn_services import TurnLimits, TurnServices
 from squidd.core.usage import AgentUsage
 from squidd.gateway.people import People, memory_scope
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
-from squidd.llm.breaker import ProviderState
-from squidd.llm.chain import ProviderChain, build_providers, close_providers
+from squidd.llm.breaker import ProviderState, build_providers, close_providers
+from squidd.llm.chain import ProviderChain
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.log import SecretRedactor
 from squidd.media.reader import MediaReader

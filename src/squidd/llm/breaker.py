@@ -24,10 +24,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from squidd.config.providers import ProviderKind
+import httpx2
+from pydantic import SecretStr
+
+from squidd.config.providers import ProviderKind, ProviderSettings
+from squidd.config.sections import LLMSettings
+from squidd.llm.local import openai_base
 from squidd.llm.openai import EndpointClient
 
-__all__ = ["KeyState", "ProviderState"]
+__all__ = ["KeyState", "ProviderState", "build_providers", "close_providers"]
 
 _NEVER = float("-inf")
 
@@ -201,3 +206,51 @@ class ProviderState:
 
 def _at(wall: datetime, seconds_from_now: float) -> str:
     return (wall + timedelta(seconds=max(0.0, seconds_from_now))).isoformat(timespec="seconds")
+
+
+def build_providers(
+    settings: LLMSettings, http_client: httpx2.AsyncClient | None = None
+) -> dict[str, ProviderState]:
+    """Each provider's state and clients, by name. Each endpoint client keeps the SDK's own
+    connection pool (sized for many turns at once) unless one is handed in (the tests')."""
+    return {
+        p.name: _provider_state(p, settings, http_client) for p in settings.resolved_providers()
+    }
+
+
+async def close_providers(providers: dict[str, ProviderState]) -> None:
+    for state in providers.values():
+        for key in state.keys:
+            await key.client.aclose()
+
+
+def _provider_state(
+    provider: ProviderSettings, settings: LLMSettings, http_client: httpx2.AsyncClient | None
+) -> ProviderState:
+    base = openai_base(provider.kind, provider.base_url)
+    timeout = provider.timeout_s or settings.timeout_s
+    connect = provider.connect_timeout_s or settings.connect_timeout_s
+    secrets: list[SecretStr | None] = [*provider.keys] or [None]
+    keys = [
+        KeyState(
+            number=i + 1,
+            secret=None if secret is None else secret.get_secret_value(),
+            client=EndpointClient(
+                base,
+                None if secret is None else secret.get_secret_value(),
+                timeout_s=timeout,
+                connect_timeout_s=connect,
+                http_client=http_client,
+            ),
+        )
+        for i, secret in enumerate(secrets)
+    ]
+    return ProviderState(
+        name=provider.name,
+        kind=provider.kind,
+        base_url=base,
+        root_url=provider.base_url,
+        keys=keys,
+        cooldown_s=provider.cooldown_s or settings.cooldown_s,
+        failures_to_cool=settings.failures_to_cool,
+    )

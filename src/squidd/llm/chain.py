@@ -29,9 +29,8 @@ from typing import Any
 import anyio
 import httpx2
 import structlog
-from pydantic import SecretStr
 
-from squidd.config.providers import LOCAL_KINDS, ChainEntry, ProviderSettings
+from squidd.config.providers import LOCAL_KINDS, ChainEntry
 from squidd.config.sections import LLMSettings
 from squidd.core.backoff import Backoff
 from squidd.core.models import LLMEvent, Message, StreamRestart, TextDelta, ToolDefinition, Usage
@@ -45,12 +44,12 @@ from squidd.errors import (
     LLMUnavailableError,
     StorageError,
 )
-from squidd.llm.breaker import KeyState, ProviderState
+from squidd.llm.breaker import KeyState, ProviderState, build_providers, close_providers
 from squidd.llm.health import ModelHealth
-from squidd.llm.local import openai_base, served_window
-from squidd.llm.openai import EndpointClient, RequestOptions, to_openai_message, to_openai_tool
+from squidd.llm.local import served_window
+from squidd.llm.openai import RequestOptions, to_openai_message, to_openai_tool
 
-__all__ = ["Link", "ProviderChain", "build_providers", "close_providers"]
+__all__ = ["Link", "ProviderChain"]
 
 log = structlog.get_logger()
 
@@ -362,54 +361,6 @@ def _copy(chain: ProviderChain) -> ProviderChain:
     view = ProviderChain.__new__(ProviderChain)
     view.__dict__.update(chain.__dict__)
     return view
-
-
-def build_providers(
-    settings: LLMSettings, http_client: httpx2.AsyncClient | None = None
-) -> dict[str, ProviderState]:
-    """Each provider's state and clients, by name. Each endpoint client keeps the SDK's own
-    connection pool (sized for many turns at once) unless one is handed in (the tests')."""
-    return {
-        p.name: _provider_state(p, settings, http_client) for p in settings.resolved_providers()
-    }
-
-
-async def close_providers(providers: dict[str, ProviderState]) -> None:
-    for state in providers.values():
-        for key in state.keys:
-            await key.client.aclose()
-
-
-def _provider_state(
-    provider: ProviderSettings, settings: LLMSettings, http_client: httpx2.AsyncClient | None
-) -> ProviderState:
-    base = openai_base(provider.kind, provider.base_url)
-    timeout = provider.timeout_s or settings.timeout_s
-    connect = provider.connect_timeout_s or settings.connect_timeout_s
-    secrets: list[SecretStr | None] = [*provider.keys] or [None]
-    keys = [
-        KeyState(
-            number=i + 1,
-            secret=None if secret is None else secret.get_secret_value(),
-            client=EndpointClient(
-                base,
-                None if secret is None else secret.get_secret_value(),
-                timeout_s=timeout,
-                connect_timeout_s=connect,
-                http_client=http_client,
-            ),
-        )
-        for i, secret in enumerate(secrets)
-    ]
-    return ProviderState(
-        name=provider.name,
-        kind=provider.kind,
-        base_url=base,
-        root_url=provider.base_url,
-        keys=keys,
-        cooldown_s=provider.cooldown_s or settings.cooldown_s,
-        failures_to_cool=settings.failures_to_cool,
-    )
 
 
 def _link(entry: ChainEntry, states: dict[str, ProviderState]) -> Link:

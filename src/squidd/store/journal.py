@@ -181,10 +181,10 @@ class JournalDir:
         )
 
     async def started(self, turn: str, call: ToolCall, *, durable: bool = True) -> None:
-        await self._append(turn, "start", durable, id=call.id, name=call.name)
+        await self._append(turn, "start", durable=durable, id=call.id, name=call.name)
 
     async def result(self, turn: str, call_id: str, content: str, *, durable: bool = True) -> None:
-        await self._append(turn, "result", durable, id=call_id, content=content)
+        await self._append(turn, "result", durable=durable, id=call_id, content=content)
 
     async def remove(self, turn: str) -> None:
         path = self.path(turn)
