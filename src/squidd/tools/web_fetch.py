@@ -27,7 +27,6 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import anyio
 import anyio.to_thread
-import html2text
 import httpcore2
 import structlog
 from pydantic import Field
@@ -194,6 +193,8 @@ def _content_type(raw: str | None) -> tuple[str, str | None]:
 
 
 def _html_to_text(html: str) -> str:
+    import html2text  # only a fetched page needs it (docs/performance.md)
+
     converter = html2text.HTML2Text()
     converter.ignore_images = True
     converter.body_width = 0

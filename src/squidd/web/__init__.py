@@ -6,6 +6,10 @@ the daemon the pages use; the composition root builds the host and hands the rou
 API channel (when `[api]` is on). `dashboard` holds the pages and forms, `auth` the login
 sessions and their CSRF tokens. The pages read what `squidd status` reads (the host's
 `snapshot`) and the approvals store; nothing on a page scans history.
+
+The pages (and aiohttp's server under them) are imported when the API's listener mounts
+them, not when the composition root is handed the routes: a daemon without `[api]` never
+loads them (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ if TYPE_CHECKING:
 
     from aiohttp import web
 
+    from squidd.web.dashboard import Dashboard
     from squidd.web.host import DashboardHost
 
 __all__ = ["dashboard"]
@@ -24,6 +29,20 @@ __all__ = ["dashboard"]
 
 def dashboard(host: DashboardHost) -> Callable[[web.Application], None]:
     """The dashboard's routes over `host`, to mount on the API channel's listener."""
-    from squidd.web.dashboard import Dashboard
+    return _Mount(host)
 
-    return Dashboard(host).mount
+
+class _Mount:
+    """Mounts the one dashboard over `host`, built at the first mount (its logins then
+    last across the listener's restarts, as they did when it was built at start)."""
+
+    def __init__(self, host: DashboardHost) -> None:
+        self._host = host
+        self._pages: Dashboard | None = None
+
+    def __call__(self, app: web.Application) -> None:
+        if self._pages is None:
+            from squidd.web.dashboard import Dashboard
+
+            self._pages = Dashboard(self._host)
+        self._pages.mount(app)
