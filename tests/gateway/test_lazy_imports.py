@@ -54,6 +54,25 @@ def test_optional_libraries_are_not_imported_at_start(tmp_path: Path) -> None:
     assert json.loads(probe.stdout.strip().splitlines()[-1]) == []
 
 
+def test_a_matrix_daemon_built_holds_no_reply_libraries_yet(tmp_path: Path) -> None:
+    """Pillow (thumbnails), markdown-it and nh3 (a reply's HTML) wait for the first reply;
+    nio itself is the channel's and loads with it."""
+    matrix = {
+        "enabled": True,
+        "homeserver": "http://127.0.0.1:9",
+        "user_id": "@bot:localhost",
+        "password": "not-used",
+        "allowed_users": ["@owner:localhost"],
+    }
+    config = write_daemon_config(
+        tmp_path, "http://127.0.0.1:9/v1", api_key="sk-lazy-imports", matrix=matrix
+    )
+    libraries = [*LAZY, "markdown_it", "nh3", "nio"]
+    probe = run_python("-c", PROBE, str(config), json.dumps(libraries))
+    assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout.strip().splitlines()[-1]) == ["aiohttp", "nio"]
+
+
 def test_the_model_check_at_start_does_not_load_the_sdk(tmp_path: Path) -> None:
     with FakeLLM() as llm:
         config = write_daemon_config(tmp_path, llm.base_url, api_key="sk-lazy-imports")
