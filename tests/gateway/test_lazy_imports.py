@@ -2,12 +2,13 @@
 
 `mcp` alone is about half a second of start-up and several MiB; pypdf and Pillow another
 tenth; the openai SDK 0.4 s and 22 MiB (its type tree, and aiohttp under it), aiohttp's
-server (the API and the dashboard), YAML (skills) and html2text (a fetched page) the rest
-(docs/performance.md). The checks run in a fresh interpreter (this one has imported
-everything already): it loads `squidd run`'s modules and builds the daemon (runtime, MCP
-hub, channels, the dashboard's routes) from a config without servers, API or skills, then
-lists which of those libraries got imported. Each library named here fails the test when
-an eager import brings it back.
+server (the API and the dashboard), httpcore2 and h2 (web_fetch, the model check after
+READY=1), YAML (skills) and html2text (a fetched page) the rest (docs/performance.md).
+The checks run in a fresh interpreter (this one has imported everything already): it
+loads `squidd run`'s modules and builds the daemon (runtime, MCP hub, channels, the
+dashboard's routes) from a config without servers, API or skills, then lists which of
+those libraries got imported. Each library named here fails the test when an eager import
+brings it back.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tests.support.daemon import run_python
 from tests.support.fake_llm import FakeLLM
 
 LAZY = ("mcp", "mcp_types", "pypdf", "PIL", "openai", "aiohttp", "yaml", "html2text")
+LAZY += ("httpcore2", "h2")
 
 PROBE = """
 import json, sys
@@ -56,7 +58,7 @@ def test_optional_libraries_are_not_imported_at_start(tmp_path: Path) -> None:
 
 def test_a_matrix_daemon_built_holds_no_reply_libraries_yet(tmp_path: Path) -> None:
     """Pillow (thumbnails), markdown-it and nh3 (a reply's HTML) wait for the first reply;
-    nio itself is the channel's and loads with it."""
+    nio is the channel's and loads with it, and aiohttp and h2 with nio."""
     matrix = {
         "enabled": True,
         "homeserver": "http://127.0.0.1:9",
@@ -70,7 +72,7 @@ def test_a_matrix_daemon_built_holds_no_reply_libraries_yet(tmp_path: Path) -> N
     libraries = [*LAZY, "markdown_it", "nh3", "nio"]
     probe = run_python("-c", PROBE, str(config), json.dumps(libraries))
     assert probe.returncode == 0, probe.stderr
-    assert json.loads(probe.stdout.strip().splitlines()[-1]) == ["aiohttp", "nio"]
+    assert json.loads(probe.stdout.strip().splitlines()[-1]) == ["aiohttp", "h2", "nio"]
 
 
 def test_the_model_check_at_start_does_not_load_the_sdk(tmp_path: Path) -> None:
