@@ -168,7 +168,7 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
     async def main() -> int:
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(check_model, settings, serving.runtime.llm.health)
+                tg.start_soon(_check_model_when_ready, serving, settings)
                 code = await serving.serve()
                 tg.cancel_scope.cancel()
             return code
@@ -185,6 +185,13 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
         else:
             log.exception("daemon_failed", reason=f"{type(inner).__name__}: {inner}")
         return EXIT_FAILURE
+
+
+async def _check_model_when_ready(daemon: Daemon, settings: Settings) -> None:
+    """The model check once READY=1 is sent: its HTTP client (httpcore2 and its HTTP/2
+    half, imported with the first client) is then not on the start's path."""
+    await daemon.ready.wait()
+    await check_model(settings, daemon.runtime.llm.health)
 
 
 async def check_model(settings: Settings, health: ModelHealth) -> None:

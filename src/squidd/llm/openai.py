@@ -21,6 +21,10 @@ per chunk (`construct_type`) was the largest CPU item left in a turn.
 
 openai's and httpx2's errors become `squidd.errors` types through the adapter's table
 (`squidd.llm.errors`); no message carries the API key.
+
+The SDK is imported, and its client built, at an endpoint's first request: `import openai`
+loads its whole type tree and aiohttp, about 0.4 s and 22 MiB, which a daemon that has not
+answered yet does not need (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -28,11 +32,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
-from openai import AsyncOpenAI, AsyncStream
-from openai.types.chat import ChatCompletion
 
 from squidd.core.models import (
     LLMEvent,
@@ -44,8 +46,10 @@ from squidd.core.models import (
     Usage,
 )
 from squidd.errors import LLMUnavailableError
-from squidd.llm import errors
 from squidd.text import clean_text
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 
 def to_openai_message(message: Message) -> dict[str, Any]:
@@ -115,16 +119,30 @@ class EndpointClient:
         http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         self.base_url = base_url
-        self._client = AsyncOpenAI(
-            api_key=api_key or "not-needed",
-            base_url=base_url,
-            timeout=httpx2.Timeout(timeout_s, connect=connect_timeout_s),
-            max_retries=0,  # retries are the chain's: they must not replay streamed text
-            http_client=http_client,
-        )
+        self._api_key = api_key
+        self._timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
+        self._http_client = http_client
+        self._built: AsyncOpenAI | None = None
+
+    def _client(self) -> AsyncOpenAI:
+        """The SDK's client, built at the first request (the module says why)."""
+        if self._built is None:
+            from openai import AsyncOpenAI
+
+            self._built = AsyncOpenAI(
+                api_key=self._api_key or "not-needed",
+                base_url=self.base_url,
+                timeout=self._timeout,
+                max_retries=0,  # retries are the chain's: they must not replay streamed text
+                http_client=self._http_client,
+            )
+        return self._built
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._built is not None:
+            await self._built.close()
+        elif self._http_client is not None:
+            await self._http_client.aclose()  # what the SDK's close would have done
 
     async def stream(
         self,
@@ -135,10 +153,16 @@ class EndpointClient:
     ) -> AsyncIterator[LLMEvent]:
         """One request to one model: its text as it streams, then its tool calls and usage.
         A failure leaves as the squidd error the adapter's table names (`squidd.llm.errors`)."""
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletion
+
+        from squidd.llm import errors  # its table names the SDK's classes
+
         slots: dict[int, _CallSlot] = {}
         usage: list[Usage] = []
+        client = self._client()
         try:
-            stream = await self._client.post(
+            stream = await client.post(
                 "/chat/completions",
                 body=_body(model, messages, tools, options),
                 cast_to=ChatCompletion,

@@ -4,35 +4,82 @@
 chat request for a single token through the same adapter the daemon uses, with no retry and
 no fallback model, so what it reports is what the first turn would meet. Both raise the
 adapter's error types (`squidd.llm.errors`): a refused key is `LLMCredentialsError`.
+
+`squidd run` lists the models at every start, so the list is first asked for over plain
+httpx2: an endpoint that answers with its list, or cannot be reached, never loads the
+openai SDK (0.4 s and 22 MiB, docs/performance.md). Any other answer is asked again through
+the SDK, whose error table words it as a turn would meet it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx2
-from openai import AsyncOpenAI
 
 from squidd.config.sections import LLMSettings
 from squidd.core.models import Message, TextDelta
-from squidd.llm import errors
+from squidd.errors import LLMUnavailableError
+from squidd.llm import causes
 from squidd.llm.openai import EndpointClient, RequestOptions, to_openai_message
 
 __all__ = ["list_models", "one_token", "one_token_at"]
 
 
+_NO_LIST = (404, 405, 501)
+"""Statuses of a server without `/models`."""
+
+
 async def list_models(settings: LLMSettings) -> list[str] | None:
     """The ids the endpoint lists, or None when it has no `/models` (some servers do not)."""
     api_key = settings.api_key.get_secret_value() if settings.api_key else "not-needed"
-    client = AsyncOpenAI(
-        api_key=api_key,
-        base_url=settings.base_url,
-        timeout=httpx2.Timeout(settings.connect_timeout_s * 2, connect=settings.connect_timeout_s),
-        max_retries=0,
-    )
+    timeout = httpx2.Timeout(settings.connect_timeout_s * 2, connect=settings.connect_timeout_s)
+    async with httpx2.AsyncClient(timeout=timeout, follow_redirects=True) as client:
+        try:
+            response = await client.get(
+                f"{settings.base_url.rstrip('/')}/models",
+                headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            )
+        except httpx2.RequestError as exc:  # what the SDK's table words with `describe`
+            raise LLMUnavailableError(causes.describe(exc)) from None
+    if response.status_code in _NO_LIST:
+        return None
+    listed = _ids(response)
+    if listed is not None:
+        return listed
+    return await _list_through_sdk(settings, api_key, timeout)
+
+
+def _ids(response: httpx2.Response) -> list[str] | None:
+    """The ids of a 2xx model list; None for any other answer (the SDK words it)."""
+    if not response.is_success:
+        return None
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return None
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return None
+    ids = [entry.get("id") for entry in data if isinstance(entry, dict)]
+    if len(ids) != len(data) or not all(isinstance(i, str) for i in ids):
+        return None
+    return [str(i) for i in ids]
+
+
+async def _list_through_sdk(
+    settings: LLMSettings, api_key: str, limits: httpx2.Timeout
+) -> list[str] | None:
+    from openai import AsyncOpenAI
+
+    from squidd.llm import errors
+
+    client = AsyncOpenAI(api_key=api_key, base_url=settings.base_url, timeout=limits, max_retries=0)
     try:
         page = await client.models.list()
         return [model.id async for model in page]
     except errors.CAUGHT as exc:
-        if getattr(exc, "status_code", None) in (404, 405, 501):
+        if getattr(exc, "status_code", None) in _NO_LIST:
             return None
         error = errors.translate(exc, settings.model)
         if error is None:

@@ -23,7 +23,6 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 import structlog
-import yaml
 from pydantic import Field, StringConstraints
 
 from squidd.core.journal import Effect
@@ -88,6 +87,8 @@ def parse_skill(path: Path, text: str) -> Skill:
     parts = _split_front_matter(text)
     if parts is None:
         raise SkillFormatError("no YAML front matter between '---' lines")
+    import yaml  # only a workspace with skills needs it (docs/performance.md)
+
     try:
         data = yaml.safe_load(parts[0])
     except yaml.YAMLError as exc:

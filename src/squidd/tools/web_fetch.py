@@ -11,6 +11,9 @@ The guard, for the first request and for every redirect (at most `max_redirects`
 Bodies are capped in bytes, the whole fetch in time; HTML becomes text with html2text; the
 text is made valid (`clean_text`) before anything else sees it.
 The result marks the page as untrusted data, since anyone can write a web page.
+
+httpcore2 (and its HTTP/2 half, loaded with it) and html2text are imported at the first
+fetch, not when the tool is built (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -20,15 +23,13 @@ import re
 import socket
 import ssl
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import anyio
 import anyio.to_thread
-import html2text
-import httpcore2
 import structlog
 from pydantic import Field
 
@@ -39,6 +40,9 @@ from squidd.errors import ToolError
 from squidd.text import clean_text
 from squidd.tools.arguments import Arguments
 from squidd.tools.declared import Declared
+
+if TYPE_CHECKING:
+    import httpcore2
 
 log = structlog.get_logger()
 
@@ -133,41 +137,6 @@ def _parse(url: str) -> _Target:
     return _Target(url=canonical, scheme=scheme, host=ascii_host, port=port)
 
 
-class _PinnedBackend(httpcore2.AsyncNetworkBackend):
-    """Connects every request of its pool to one address, whatever host the URL names."""
-
-    def __init__(self, address: str) -> None:
-        self._address = address
-        self._inner = httpcore2.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's backend interface
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        return await self._inner.connect_tcp(
-            self._address,
-            port,
-            timeout=timeout,
-            local_address=local_address,
-            socket_options=socket_options,
-        )
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's backend interface
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        raise httpcore2.ConnectError("unix sockets are not allowed")
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-
-
 @dataclass(frozen=True, slots=True)
 class _Page:
     url: str
@@ -194,6 +163,8 @@ def _content_type(raw: str | None) -> tuple[str, str | None]:
 
 
 def _html_to_text(html: str) -> str:
+    import html2text  # only a fetched page needs it (docs/performance.md)
+
     converter = html2text.HTML2Text()
     converter.ignore_images = True
     converter.body_width = 0
@@ -270,6 +241,8 @@ class WebFetchTool(Declared[WebFetchArguments], name="web_fetch", effect=Effect.
 
     async def _context(self) -> ssl.SSLContext:
         if self._ssl_context is None:
+            import httpcore2
+
             # Loading the CA bundle reads files: keep it off the event loop.
             self._ssl_context = await anyio.to_thread.run_sync(httpcore2.default_ssl_context)
         return self._ssl_context
@@ -289,6 +262,10 @@ class WebFetchTool(Declared[WebFetchArguments], name="web_fetch", effect=Effect.
         raise ToolError(f"more than {self._settings.max_redirects} redirects")
 
     async def _request(self, target: _Target, address: str) -> tuple[_Page, str | None]:
+        import httpcore2
+
+        from squidd.tools.pinned import PinnedBackend
+
         timeout = self._settings.timeout_s
         headers = [
             (b"User-Agent", self._settings.user_agent.encode()),
@@ -302,7 +279,7 @@ class WebFetchTool(Declared[WebFetchArguments], name="web_fetch", effect=Effect.
             async with (
                 httpcore2.AsyncConnectionPool(
                     ssl_context=await self._context() if target.scheme == "https" else None,
-                    network_backend=_PinnedBackend(address),
+                    network_backend=PinnedBackend(address),
                     max_connections=1,
                 ) as pool,
                 pool.stream("GET", target.url, headers=headers, extensions=extensions) as response,

@@ -5,6 +5,9 @@ passed through) and then sanitised with nh3 to the tag set of the Matrix spec's
 `org.matrix.custom.html`; the markdown source goes alongside as the plain `body`. Long
 replies are split at paragraph, then line, then character boundaries so that every event
 stays well below the homeserver's 64 KiB limit even after encryption.
+
+Both libraries are imported at the first reply, not when the channel is built: a daemon
+that has not answered yet does not hold them (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -12,10 +15,10 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nh3
-from markdown_it import MarkdownIt
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 HTML_FORMAT = "org.matrix.custom.html"
 # Content larger than this (JSON bytes, before encryption) is split again: base64 and the
@@ -44,6 +47,8 @@ _FENCE_RE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 @functools.cache
 def _markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     # commonmark plus tables and strikethrough; html=False escapes raw HTML in the input.
     return MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
         ["table", "strikethrough"]
@@ -58,6 +63,8 @@ def render_html(markdown: str) -> str:
 
 def sanitize_html(html: str) -> str:
     """Keep only what the Matrix spec allows in `formatted_body`; drop scripts and styles."""
+    import nh3
+
     return nh3.clean(
         html,
         tags=_ALLOWED_TAGS,

@@ -6,8 +6,9 @@ on its way into the request body (`attachments.Encryptor`), and the event carrie
 and the hash in `file`: a file never sits whole in memory. The homeserver's
 `m.upload.size` is asked first: a file over it is not uploaded, and the room gets a short
 notice that names the file and the limit instead, so a refusal is never silent. Images get
-`w`/`h` and, when Pillow can make one, a small thumbnail uploaded the same way. A file that
-is gone by the time the reply is sent is named in a notice too.
+`w`/`h` and, when Pillow can make one, a small thumbnail uploaded the same way (Pillow is
+imported then, in the worker thread that makes it, not when the channel is built). A file
+that is gone by the time the reply is sent is named in a notice too.
 
 Uploads are not idempotent (a resend after a crash uploads again and leaves the first copy
 unreferenced), but the event that shows the file is: its transaction id is derived from
@@ -27,7 +28,6 @@ import anyio
 import anyio.to_thread
 import structlog
 from nio import AsyncClient, ContentRepositoryConfigResponse, ErrorResponse, UploadResponse
-from PIL import Image, UnidentifiedImageError
 
 from squidd.channels.matrix.attachments import AttachmentKey, Encryptor
 from squidd.channels.matrix.errors import NETWORK_ERRORS, describe
@@ -38,7 +38,7 @@ log = structlog.get_logger()
 
 THUMBNAIL_PX = 320
 _THUMBNAIL_SOURCE_MAX = 20 * 1024 * 1024  # bigger images get no thumbnail: not cheap
-Image.MAX_IMAGE_PIXELS = 64_000_000
+_MAX_IMAGE_PIXELS = 64_000_000  # beyond this Pillow refuses: a decompression bomb
 _CHUNK = 64 * 1024
 
 
@@ -180,8 +180,8 @@ async def _thumbnail_info(
         return {}
     try:
         width, height, thumb = await anyio.to_thread.run_sync(_make_thumbnail, path)
-    except (OSError, UnidentifiedImageError, Image.DecompressionBombError, ValueError) as exc:
-        log.info("matrix_thumbnail_skipped", error=type(exc).__name__)
+    except _NoThumbnailError as exc:
+        log.info("matrix_thumbnail_skipped", error=exc.kind)
         return {}
     info: dict[str, Any] = {"w": width, "h": height}
     if thumb is None:
@@ -200,15 +200,30 @@ async def _thumbnail_info(
     return info
 
 
+class _NoThumbnailError(Exception):
+    """Pillow cannot read the image; `kind` names its error."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
 def _make_thumbnail(path: Path) -> tuple[int, int, tuple[bytes, int, int] | None]:
-    with Image.open(os.fspath(path)) as image:
-        width, height = image.size
-        if max(width, height) <= THUMBNAIL_PX:
-            return width, height, None
-        image.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
-        out = io.BytesIO()
-        image.convert("RGBA" if image.mode in ("RGBA", "LA", "P") else "RGB").save(out, "PNG")
-        return width, height, (out.getvalue(), image.size[0], image.size[1])
+    from PIL import Image, UnidentifiedImageError
+
+    Image.MAX_IMAGE_PIXELS = _MAX_IMAGE_PIXELS
+    try:
+        with Image.open(os.fspath(path)) as image:
+            width, height = image.size
+            if max(width, height) <= THUMBNAIL_PX:
+                return width, height, None
+            image.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+            out = io.BytesIO()
+            mode = "RGBA" if image.mode in ("RGBA", "LA", "P") else "RGB"
+            image.convert(mode).save(out, "PNG")
+            return width, height, (out.getvalue(), image.size[0], image.size[1])
+    except (OSError, UnidentifiedImageError, Image.DecompressionBombError, ValueError) as exc:
+        raise _NoThumbnailError(type(exc).__name__) from None
 
 
 def _human(size: int) -> str:
