@@ -41,3 +41,17 @@ async def test_counts_are_right_and_only_the_appended_part_is_read(tmp_path: Pat
 @pytest.mark.parametrize("name", ["..", "../x", "a/b", "x-" + "0" * 19, "X-" + "0" * 20, ""])
 async def test_a_name_that_is_not_a_session_file_is_none(tmp_path: Path, name: str) -> None:
     assert await SessionCounts(tmp_path).one(name) is None
+
+
+async def test_a_session_names_the_people_who_spoke_in_it(tmp_path: Path) -> None:
+    """Written by the real store: a turn's user message with its speaker; the row names the
+    session by its id and its people, without any consolidation meta yet."""
+    from squidd.core.models import Message, SessionId
+    from squidd.store.jsonl import JsonlStore
+
+    store = JsonlStore(tmp_path)
+    session = SessionId("room#2")
+    await store.append_messages(session, [Message(role="user", content="hi", by="alice")])
+    await store.append_messages(session, [Message(role="user", content="yo", by="bob")])
+    [row] = await SessionCounts(tmp_path).all()
+    assert (row.session_id, row.people, row.with_whom) == ("room#2", ("alice", "bob"), "alice, bob")

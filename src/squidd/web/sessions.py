@@ -40,6 +40,8 @@ class SessionRow:
     summary: str
     size: int = 0
     last_message: str = ""
+    people: tuple[str, ...] = ()
+    """Who spoke in it, as the store records beside the history (`<name>.people.json`)."""
 
     @property
     def channel(self) -> str:
@@ -47,7 +49,10 @@ class SessionRow:
 
     @property
     def with_whom(self) -> str:
-        """Who the conversation is with, as far as its name tells (`email:bob@x` -> `bob@x`)."""
+        """Who the conversation is with: the people who spoke in it, else as far as its
+        name tells (`email:bob@x` -> `bob@x`)."""
+        if self.people:
+            return ", ".join(self.people)
         return self.session_id.split(":", 1)[1] if self.channel != "other" else ""
 
     @property
@@ -67,6 +72,16 @@ def _last_message(path: Path) -> str:
         cut = text if len(text) <= LAST_CHARS else text[: LAST_CHARS - 1] + "…"
         return f"{message.role}: {cut}"
     return ""
+
+
+def _people(path: Path, stem: str) -> tuple[str, tuple[str, ...]]:
+    """The session id and the people a session's people file names (none: `stem`, ())."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        people = tuple(str(p) for p in data["people"])[:20]
+        return str(data.get("session_id") or stem), people
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
+        return stem, ()
 
 
 class SessionCounts:
@@ -103,10 +118,10 @@ class SessionCounts:
             last = self._last(path, stat)
         except OSError:
             return None
-        session_id = stem
+        session_id, people = _people(self._sessions / f"{stem}.people.json", stem)
         try:
             meta = json.loads((self._sessions / f"{stem}.meta.json").read_text("utf-8"))
-            session_id = str(meta.get("session_id") or stem)
+            session_id = str(meta.get("session_id") or session_id)
         except (OSError, ValueError, AttributeError):
             pass
         try:
@@ -114,7 +129,7 @@ class SessionCounts:
         except (OSError, UnicodeDecodeError):
             summary = ""
         when = datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(timespec="seconds")
-        return SessionRow(stem, session_id, when, messages, summary, stat.st_size, last)
+        return SessionRow(stem, session_id, when, messages, summary, stat.st_size, last, people)
 
     def _all(self) -> list[SessionRow]:
         try:
