@@ -8,6 +8,7 @@ from pathlib import Path
 
 from squidd.commands import Commands, Start
 from squidd.config import Settings, find_config_file
+from squidd.gateway.people import memory_scope
 
 
 def register(commands: Commands) -> None:
@@ -49,6 +50,11 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
             print("  warning:   llm.api_key is not set (fine for endpoints that need none)")
     channels = [name for name in ("matrix", "email") if getattr(settings, name).enabled]
     print(f"  channels:  {', '.join(channels) if channels else 'none enabled'}")
+    if settings.agents.list:
+        named = [f"{n} (default)" if i == 0 else n for i, n in enumerate(settings.agent_names)]
+        print(f"  agents:    {', '.join(named)}")
+    people = ", ".join(p.name for p in settings.people) or "none listed"
+    print(f"  memory:    {memory_scope(settings)} (people: {people})")
     print(f"  heartbeat: {'on' if settings.heartbeat.enabled else 'off'}")
     _print_tool_policy(settings)
     _print_matrix_identity(settings)
