@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 import anyio
@@ -34,9 +35,13 @@ USAGE: Codec[UsageRecord] = Codec(
 
 log = structlog.get_logger()
 
+T = TypeVar("T")
 
-def _read_day(path: Path) -> list[UsageRecord]:
-    records: list[UsageRecord] = []
+
+def _read_lines(path: Path, codec: Codec[T], unreadable: str) -> list[T]:
+    """The records of one JSON-lines file (none when it is missing); an unreadable line is
+    skipped with the warning event `unreadable`, naming the file and the line."""
+    records: list[T] = []
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -46,10 +51,14 @@ def _read_day(path: Path) -> list[UsageRecord]:
         if not line.strip():
             continue
         try:
-            records.append(USAGE.loads(line))
+            records.append(codec.loads(line))
         except (ValueError, KeyError, TypeError):
-            log.warning("usage_line_unreadable", file=path.name, line=number)
+            log.warning(unreadable, file=path.name, line=number)
     return records
+
+
+def _read_day(path: Path) -> list[UsageRecord]:
+    return _read_lines(path, USAGE, "usage_line_unreadable")
 
 
 class UsageLedger:
@@ -123,15 +132,8 @@ class UsageLedger:
                 day = date.fromisoformat(path.stem)
             except ValueError:
                 continue
-            if day < since:
-                continue
-            for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
-                if not line.strip():
-                    continue
-                try:
-                    found.append(FAILOVER.loads(line))
-                except (ValueError, KeyError, TypeError):
-                    log.warning("failover_line_unreadable", file=path.name, line=number)
+            if day >= since:
+                found.extend(_read_lines(path, FAILOVER, "failover_line_unreadable"))
         return found
 
     async def _load_today(self, day: str) -> None:
