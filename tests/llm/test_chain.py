@@ -5,7 +5,7 @@ to a cooling provider, then one probe); key rotation; a strict `/model` choice."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,11 @@ import structlog
 from structlog.testing import capture_logs
 
 from squidd.config.sections import LLMSettings
-from squidd.core.models import LLMEvent, Message, StreamRestart, TextDelta, Usage
+from squidd.core.models import Message, StreamRestart, TextDelta, Usage
 from squidd.errors import LLMCredentialsError, LLMUnavailableError
 from squidd.llm.chain import ProviderChain
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.mock_llm import collect, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -73,21 +74,6 @@ def chain_of(
     return ProviderChain(settings, sleep=_no_sleep, clock=clock or Clock())
 
 
-async def collect(stream: AsyncIterator[LLMEvent]) -> list[LLMEvent]:
-    return [event async for event in stream]
-
-
-def seen_text(events: list[LLMEvent]) -> str:
-    """What a person ends up with: everything before a `StreamRestart` is withdrawn."""
-    out: list[str] = []
-    for event in events:
-        if isinstance(event, TextDelta):
-            out.append(event.text)
-        elif isinstance(event, StreamRestart):
-            out.clear()
-    return "".join(out)
-
-
 def warnings(logs: list[dict[str, Any]]) -> list[str]:
     return [entry["event"] for entry in logs if entry["log_level"] == "warning"]
 
@@ -100,7 +86,7 @@ async def test_a_503_falls_over_to_b_with_one_warning(servers: tuple[FakeLLM, Fa
     with capture_logs() as logs:
         events = await collect(chain.chat(HELLO, []))
     await chain.aclose()
-    assert seen_text(events) == "from B"
+    assert text_of(events) == "from B"
     assert [e for e in events if isinstance(e, Usage)] == [Usage("model-b", 10, 3, 0, "B")]
     assert warnings(logs) == ["llm_failover"]
     [line] = [entry for entry in logs if entry["event"] == "llm_failover"]
@@ -126,7 +112,7 @@ async def test_a_stream_cut_after_200_characters_gives_only_bs_whole_answer(
     )
     assert len(streamed_from_a) >= 200  # A had really begun
     assert sum(isinstance(e, StreamRestart) for e in events) == 1
-    assert seen_text(events) == "B's whole answer."
+    assert text_of(events) == "B's whole answer."
 
 
 async def test_a_timeout_falls_over(servers: tuple[FakeLLM, FakeLLM]) -> None:
@@ -134,7 +120,7 @@ async def test_a_timeout_falls_over(servers: tuple[FakeLLM, FakeLLM]) -> None:
     a.push(Reply(content="too late", delay=3.0))
     b.push("in time")
     chain = chain_of(a, b, timeout_s=0.5)
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "in time"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "in time"
     await chain.aclose()
 
 
@@ -148,7 +134,7 @@ async def test_refused_keys_next_key_then_b_operator_told_once_a_left_alone(
     # Key 1 refused: key 2 answers at once.
     a.push(Reply(status=401), "from A with key 2")
     with capture_logs() as logs:
-        assert seen_text(await collect(chain.chat(HELLO, []))) == "from A with key 2"
+        assert text_of(await collect(chain.chat(HELLO, []))) == "from A with key 2"
     assert a.keys == ["sk-a-first-0001", "sk-a-second-0002"]
     assert [e["event"] for e in logs if e["log_level"] == "error"] == ["llm_key_refused"]
     assert "sk-a" not in repr(logs)
@@ -156,9 +142,9 @@ async def test_refused_keys_next_key_then_b_operator_told_once_a_left_alone(
     a.push(Reply(status=401))
     b.push("from B")
     with capture_logs() as logs:
-        assert seen_text(await collect(chain.chat(HELLO, []))) == "from B"
+        assert text_of(await collect(chain.chat(HELLO, []))) == "from B"
         b.push("from B again")
-        assert seen_text(await collect(chain.chat(HELLO, []))) == "from B again"
+        assert text_of(await collect(chain.chat(HELLO, []))) == "from B again"
     refused = [e for e in logs if e["event"] == "llm_key_refused"]
     assert [e["key"] for e in refused] == ["key 2"]
     assert len(a.requests) == 3  # A was not asked by the second call
@@ -169,7 +155,7 @@ async def test_refused_keys_next_key_then_b_operator_told_once_a_left_alone(
     # After the cooldown A is probed again (a key may have been replaced upstream).
     clock.now += 61
     a.push("A is back")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "A is back"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "A is back"
     await chain.aclose()
 
 
@@ -195,18 +181,18 @@ async def test_cooling_costs_no_request_then_one_probe_then_back_to_a(
     for turn in range(3):
         a.push(Reply(status=500))
         b.push(f"B answers {turn}")
-        assert seen_text(await collect(chain.chat(HELLO, []))) == f"B answers {turn}"
+        assert text_of(await collect(chain.chat(HELLO, []))) == f"B answers {turn}"
     assert len(a.requests) == 3  # the third failure opened the breaker
     for turn in range(5):
         b.push(f"B alone {turn}")
-        assert seen_text(await collect(chain.chat(HELLO, []))) == f"B alone {turn}"
+        assert text_of(await collect(chain.chat(HELLO, []))) == f"B alone {turn}"
         clock.now += 10
     assert len(a.requests) == 3  # 0 requests per turn while A cools
     clock.now += 11  # past the 60 s
     a.push("A again")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "A again"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "A again"
     a.push("A still")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "A still"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "A still"
     assert len(a.requests) == 5 and len(b.requests) == 8
     await chain.aclose()
 
@@ -221,9 +207,9 @@ async def test_a_failed_probe_cools_again_at_once(servers: tuple[FakeLLM, FakeLL
     clock.now += 61
     a.push(Reply(status=502))
     b.push("B after the probe")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "B after the probe"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "B after the probe"
     b.push("B while cooling")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "B while cooling"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "B while cooling"
     assert len(a.requests) == 2
     await chain.aclose()
 
@@ -237,11 +223,11 @@ async def test_retry_after_sets_the_cooldown(servers: tuple[FakeLLM, FakeLLM]) -
     await collect(chain.chat(HELLO, []))
     clock.now += 20
     b.push("B, A still waits")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "B, A still waits"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "B, A still waits"
     assert len(a.requests) == 1
     clock.now += 11
     a.push("A after its Retry-After")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "A after its Retry-After"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "A after its Retry-After"
     await chain.aclose()
 
 
@@ -258,7 +244,7 @@ async def test_a_503_with_a_rate_limit_reset_header_cools_for_that_long(
     assert state["state"] == "cooling down" and state["cooling_until"]
     clock.now += 91
     a.push("A")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "A"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "A"
     await chain.aclose()
 
 
@@ -270,13 +256,13 @@ async def test_429_rotates_to_the_least_recently_failed_key(
     clock = Clock()
     chain = chain_of(a, b, a_keys=keys, clock=clock)
     a.push(Reply(status=429), "with key 2")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "with key 2"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "with key 2"
     clock.now += 1
     a.push(Reply(status=429), "with key 3")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "with key 3"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "with key 3"
     clock.now += 1
     a.push("with key 3 again")  # never failed, so first in line
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "with key 3 again"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "with key 3 again"
     assert a.keys == ["sk-one", "sk-two", "sk-two", "sk-three", "sk-three"]
     assert b.requests == []
     await chain.aclose()
@@ -290,11 +276,11 @@ async def test_a_spent_quota_rests_the_key_for_the_cooldown(
     clock = Clock()
     chain = chain_of(a, b, a_keys=keys, clock=clock, cooldown_s=60)
     a.push(Reply(status=429, error_code="insufficient_quota"), "fresh key")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "fresh key"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "fresh key"
     clock.now += 30
     a.push(Reply(status=429, error_code="insufficient_quota"))
     b.push("B, both keys spent")
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "B, both keys spent"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "B, both keys spent"
     [state] = [p for p in chain.snapshot()["providers"] if p["name"] == "A"]
     assert [k["state"].split(" ")[0] for k in state["keys"]] == ["resting", "resting"]
     assert a.keys == ["sk-spent", "sk-fresh", "sk-fresh"]
@@ -311,7 +297,7 @@ async def test_a_strict_model_choice_never_switches(servers: tuple[FakeLLM, Fake
     assert b.requests == []
     b.push("chosen B")
     only_b = chain.restricted_to("B/model-b")
-    assert seen_text(await collect(only_b.chat(HELLO, []))) == "chosen B"
+    assert text_of(await collect(only_b.chat(HELLO, []))) == "chosen B"
     assert [r["model"] for r in b.requests] == ["model-b"]
     assert chain.models == ["A/model-a", "B/model-b"]
     await chain.aclose()
@@ -335,7 +321,7 @@ async def test_the_whole_chain_failing_waits_for_the_first_cooldown_to_end(
     chain = ProviderChain(settings, sleep=sleep, clock=Clock())
     a.push(Reply(status=429, headers={"Retry-After": "4"}), "A after 4 s")
     b.push(Reply(status=429, headers={"Retry-After": "9"}))
-    assert seen_text(await collect(chain.chat(HELLO, []))) == "A after 4 s"
+    assert text_of(await collect(chain.chat(HELLO, []))) == "A after 4 s"
     assert slept == [4.0]
     await chain.aclose()
 

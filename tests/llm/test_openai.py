@@ -4,7 +4,7 @@ assembly, retries, fallback models, no text twice, errors translated."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx2
@@ -12,7 +12,6 @@ import pytest
 
 from squidd.config.sections import LLMSettings
 from squidd.core.models import (
-    LLMEvent,
     Message,
     StreamRestart,
     TextDelta,
@@ -22,25 +21,11 @@ from squidd.core.models import (
 from squidd.errors import LLMRejectedError, LLMUnavailableError
 from squidd.llm.chain import ProviderChain
 from tests.support.fake_llm import Reply
-from tests.support.mock_llm import scripted_llm
+from tests.support.mock_llm import collect, scripted_llm, text_of
 
 pytestmark = pytest.mark.anyio
 
 HELLO = [Message(role="user", content="hello")]
-
-
-async def collect(stream: AsyncIterator[LLMEvent]) -> list[LLMEvent]:
-    return [event async for event in stream]
-
-
-def text_of(events: list[LLMEvent]) -> str:
-    out: list[str] = []
-    for event in events:
-        if isinstance(event, TextDelta):
-            out.append(event.text)
-        elif isinstance(event, StreamRestart):
-            out.clear()
-    return "".join(out)
 
 
 async def test_streams_text_in_pieces() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx2
 
 from squidd.config.sections import LLMSettings
+from squidd.core.models import LLMEvent, StreamRestart, TextDelta
 from squidd.llm.chain import ProviderChain
 from tests.support.fake_llm import Reply, _completion, _Cut, _stream_events, error_body
 
@@ -70,3 +71,19 @@ def scripted_llm(
     options.update(settings)
     llm = ProviderChain(LLMSettings(**options), http_client=client, sleep=_no_sleep)
     return llm, mock
+
+
+async def collect(stream: AsyncIterator[LLMEvent]) -> list[LLMEvent]:
+    """Every event of one `chat` call."""
+    return [event async for event in stream]
+
+
+def text_of(events: list[LLMEvent]) -> str:
+    """What a person ends up with: everything before a `StreamRestart` is withdrawn."""
+    out: list[str] = []
+    for event in events:
+        if isinstance(event, TextDelta):
+            out.append(event.text)
+        elif isinstance(event, StreamRestart):
+            out.clear()
+    return "".join(out)
