@@ -1,5 +1,6 @@
-"""The provider chain through `squidd run` on Synapse: the primary model server goes away in
-the middle of a conversation, every message is answered once by the secondary (and the
+"""Scenario j (tests/scenarios/README.md): the provider chain through `squidd run` on
+Synapse: the primary model server goes away in the middle of a conversation, every
+message is answered once by the secondary (and the
 primary is left alone while it cools down), the primary comes back and answers again after
 its cooldown; the ledger, `squidd status` and `squidd usage` say who answered and why the
 daemon fell over."""
