@@ -27,7 +27,7 @@ from pathlib import Path
 import anyio
 
 from squidd.commands import Commands
-from squidd.commands.matrix_verify import add_verify
+from squidd.commands.matrix_verify import add_agent, add_verify
 from squidd.config import Settings
 from squidd.errors import SquiddError
 
@@ -50,6 +50,7 @@ def register(commands: Commands) -> None:
         action="store_true",
         help="replace the account's identity with a new one (asks for the password)",
     )
+    add_agent(boot)
     restore = actions.add(
         "restore",
         help="bring the identity back from its recovery key",
@@ -62,6 +63,7 @@ def register(commands: Commands) -> None:
         default=None,
         help="a file holding the recovery key (default: read it from stdin)",
     )
+    add_agent(restore)
     add_verify(actions)
 
     trust = actions.add(
@@ -74,13 +76,29 @@ def register(commands: Commands) -> None:
     trust.add_argument(
         "--key", default=None, help="accept only this master key (as the warning showed it)"
     )
+    add_agent(trust)
 
 
-def _enabled(settings: Settings) -> bool:
-    if settings.matrix.enabled and settings.matrix.e2ee:
-        return True
-    print("matrix: the Matrix channel with e2ee is not enabled in the config", file=sys.stderr)
-    return False
+def _account(args: argparse.Namespace, settings: Settings) -> Settings | None:
+    """The settings of the account the command is about: `[matrix]`'s, or with `--agent`
+    that agent's own (its `[matrix]` and its data dir); None (said why) when there is none."""
+    agent: str | None = args.agent
+    if agent is None:
+        if settings.matrix.enabled and settings.matrix.e2ee:
+            return settings
+        print("matrix: the Matrix channel with e2ee is not enabled in the config", file=sys.stderr)
+        return None
+    for account in settings.matrix_accounts():
+        if account.agent == agent and account.channel != "matrix":
+            if account.settings.matrix.e2ee:
+                return account.settings
+            print("matrix: e2ee is off in [matrix]", file=sys.stderr)
+            return None
+    print(
+        f"matrix: agent {agent!r} has no Matrix account of its own ([agents.list.matrix])",
+        file=sys.stderr,
+    )
+    return None
 
 
 def _ask_password() -> str | None:
@@ -92,10 +110,11 @@ def _ask_password() -> str | None:
 def _bootstrap(args: argparse.Namespace, settings: Settings) -> int:
     from squidd.ops.matrix_identity import bootstrap, fingerprint
 
-    if not _enabled(settings):
+    account = _account(args, settings)
+    if account is None:
         return 1
     try:
-        done = anyio.run(lambda: bootstrap(settings, reset=args.reset, ask_password=_ask_password))
+        done = anyio.run(lambda: bootstrap(account, reset=args.reset, ask_password=_ask_password))
     except SquiddError as exc:
         print(f"matrix: {exc}", file=sys.stderr)
         return 1
@@ -115,7 +134,8 @@ def _bootstrap(args: argparse.Namespace, settings: Settings) -> int:
 def _restore(args: argparse.Namespace, settings: Settings) -> int:
     from squidd.ops.matrix_identity import SecretStorageError, fingerprint, restore
 
-    if not _enabled(settings):
+    account = _account(args, settings)
+    if account is None:
         return 1
     path: Path | None = args.recovery_key_file
     try:
@@ -124,7 +144,7 @@ def _restore(args: argparse.Namespace, settings: Settings) -> int:
         print(f"matrix: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     try:
-        master = anyio.run(restore, settings, text)
+        master = anyio.run(restore, account, text)
     except (SquiddError, SecretStorageError) as exc:
         print(f"matrix: {exc}", file=sys.stderr)
         return 1
@@ -133,16 +153,18 @@ def _restore(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _trust(args: argparse.Namespace, settings: Settings) -> int:
+    from squidd.gateway.status import socket_path
     from squidd.ops.matrix_identity import request_trust
 
-    if not _enabled(settings):
+    account = _account(args, settings)
+    if account is None:
         return 1
     user: str = args.user
     if not (user.startswith("@") and ":" in user):
         print(f"matrix: {user!r} is not a Matrix user id like @me:example.org", file=sys.stderr)
         return 2
     key = "".join(args.key.split()) if args.key else None
-    outcome = anyio.run(request_trust, settings, user, key)
+    outcome = anyio.run(request_trust, account, user, key, socket_path(settings))
     if outcome == "accepted":
         print(f"the running daemon accepted {user}'s current identity")
     elif outcome == "waiting":

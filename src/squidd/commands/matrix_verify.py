@@ -16,6 +16,7 @@ from typing import Any
 
 from squidd.commands import Commands
 from squidd.config import Settings
+from squidd.config.matrix_accounts import account_channel
 from squidd.gateway.status import ask, socket_path
 
 
@@ -30,6 +31,16 @@ def add_verify(actions: Commands) -> None:
     answer = verify.add_mutually_exclusive_group()
     answer.add_argument("--yes", action="store_true", help="the emoji match: verify")
     answer.add_argument("--no", action="store_true", help="they differ: cancel")
+    add_agent(verify)
+
+
+def add_agent(action: argparse.ArgumentParser) -> None:
+    action.add_argument(
+        "--agent",
+        default=None,
+        help="the agent whose own bot account it is about ([agents.list.matrix]); "
+        "default: the [matrix] account",
+    )
 
 
 def describe(flow: dict[str, Any]) -> str:
@@ -56,7 +67,8 @@ def _ask(settings: Settings, request: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    listing = _ask(settings, {"op": "matrix.verifications"})
+    channel = "matrix" if args.agent is None else account_channel(args.agent)
+    listing = _ask(settings, {"op": f"{channel}.verifications"})
     if listing is None:
         return 1
     flows = [
@@ -73,7 +85,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if not flows:
             print("no verification in progress")
         return 0
-    answer = _ask(settings, {"op": "matrix.verify", "id": args.id, "match": match})
+    answer = _ask(settings, {"op": f"{channel}.verify", "id": args.id, "match": match})
     if answer is None:
         return 1
     print(describe(answer["verification"]))

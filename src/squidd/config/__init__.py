@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from squidd.config.backup import BackupSettings
 from squidd.config.email import EmailSettings
 from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
+from squidd.config.matrix_accounts import MATRIX, account_channel, account_matrix
 from squidd.config.mcp import McpSettings
 from squidd.config.media import MediaSettings, TranscriptionSettings
 from squidd.config.providers import split_entry
@@ -46,7 +48,7 @@ from squidd.config.sections import (
 from squidd.config.tools import ToolsSettings
 from squidd.errors import ConfigError
 
-__all__ = ["ConfigError", "Settings", "find_config_file", "load_settings"]
+__all__ = ["ConfigError", "MatrixAccount", "Settings", "find_config_file", "load_settings"]
 
 
 DEFAULT_AGENT = "main"
@@ -136,6 +138,38 @@ class Settings(BaseSettings):
                     )
         return self
 
+    @model_validator(mode="after")
+    def _agent_accounts(self) -> Settings:
+        seen = {self.matrix.user_id.lower()} if self.matrix.enabled else set()
+        for number, entry in enumerate(self.agents.list):
+            if entry.matrix is None:
+                continue
+            where = f"agents.list ({entry.name}).matrix"
+            if number == 0:
+                raise ValueError(f"{where}: the first agent's account is the [matrix] section")
+            if not (entry.matrix.homeserver or self.matrix.homeserver):
+                raise ValueError(f"{where}: no homeserver (set it here or in [matrix])")
+            if entry.matrix.user_id.lower() in seen:
+                raise ValueError(f"{where}: {entry.matrix.user_id} is another account's too")
+            seen.add(entry.matrix.user_id.lower())
+        return self
+
+    def matrix_accounts(self) -> list[MatrixAccount]:
+        """The bot accounts to run: `[matrix]` when enabled (the default agent's), then each
+        agent's own (config/matrix_accounts.py), in the order of `[[agents.list]]`."""
+        accounts = []
+        if self.matrix.enabled:
+            accounts.append(MatrixAccount(MATRIX, self.default_agent, self))
+        for entry in self.agents.list:
+            if entry.matrix is not None:
+                matrix = account_matrix(self.matrix, entry.name, entry.matrix)
+                storage = self.storage.model_copy(
+                    update={"data_dir": self.agent_store_dir(entry.name)}
+                )
+                own = self.model_copy(update={"matrix": matrix, "storage": storage})
+                accounts.append(MatrixAccount(account_channel(entry.name), entry.name, own))
+        return accounts
+
     # --- agents (config/agents.py) ---------------------------------------------------------
 
     @property
@@ -186,6 +220,17 @@ class Settings(BaseSettings):
     @property
     def backup_dir(self) -> Path:
         return self.backup.dir or self.storage.data_dir / "backups"
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixAccount:
+    """One bot account the daemon runs: its channel's name, the agent it answers for, and
+    the settings its channel and `squidd matrix` see: its `[matrix]`, and for an agent's
+    own account the agent's store dir as the data dir (its files in `matrix/` there)."""
+
+    channel: str
+    agent: str
+    settings: Settings
 
 
 def find_config_file(explicit: Path | None = None) -> Path | None:

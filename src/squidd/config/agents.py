@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from squidd.config._base import Section
+from squidd.config.matrix_accounts import AgentMatrix
 
 __all__ = ["AGENT_NAME_RE", "AgentEntry"]
 
@@ -43,6 +44,9 @@ class AgentEntry(Section):
     addresses: list[str] = Field(default_factory=list)
     """Mail addresses whose mail it answers (the bot's own with a +tag, e.g.
     bot+planner@example.org; `bot+<name>@` reaches the agent named so without listing it)."""
+    matrix: AgentMatrix | None = None
+    """A Matrix bot account of its own (`[agents.list.matrix]`: `user_id` and its password
+    or token; config/matrix_accounts.py): everything that reaches it is this agent's."""
     system_prompt: str | None = None
     memory_scope: Literal["auto", "shared", "person"] | None = None
     consolidation_threshold: int | None = Field(default=None, gt=0)

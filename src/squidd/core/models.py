@@ -28,7 +28,15 @@ SessionId = NewType("SessionId", str)
 
 ChannelName = NewType("ChannelName", str)
 """A channel as the router, the outbox and the handled record name it: `matrix`, `email`,
-`terminal`, `cron`, ... (a `Destination`'s part before the colon)."""
+`terminal`, `cron`, ... (a `Destination`'s part before the colon); an agent's own Matrix
+account is `matrix-<agent>`."""
+
+
+def channel_kind(name: str) -> str:
+    """The kind of a channel by its name: `matrix-planner` (an agent's own Matrix account)
+    -> `matrix`; a name without a `-` is its own kind."""
+    return name.partition("-")[0]
+
 
 SourceId = NewType("SourceId", str)
 """An inbound message's id at its source, stable across redeliveries (a Matrix event id, an

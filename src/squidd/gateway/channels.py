@@ -9,7 +9,8 @@ enabled, so a daemon without Matrix never loads nio. A new channel is one folder
 with their own channels (`squidd.gateway.build.build_daemon(channels=...)`). A channel that
 serves HTTP (the API's listener) is added with `add_serving`: its factory also gets the
 `Pages` to serve beside its own routes (the dashboard, from the composition root), through
-its constructor.
+its constructor. A kind the settings may want several of is added with `add_many` (Matrix:
+one channel per bot account, `matrix` and `matrix-<agent>`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ ChannelFactory = Callable[[Settings, MediaSink], Channel]
 Pages = Callable[[Any], None]
 """More routes for a channel's HTTP listener: called with its (aiohttp) application."""
 ServingFactory = Callable[[Settings, MediaSink, Pages | None], Channel]
+ChannelsFactory = Callable[[Settings, MediaSink], list[Channel]]
+"""A factory of several channels of one kind (Matrix: one per bot account)."""
 
 
 def _always(settings: Settings) -> bool:
@@ -34,7 +37,7 @@ def _always(settings: Settings) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    factory: ServingFactory
+    factory: Callable[[Settings, MediaSink, Pages | None], list[Channel]]
     enabled: Callable[[Settings], bool]
 
 
@@ -61,6 +64,24 @@ class ChannelRegistry:
         enabled: Callable[[Settings], bool] = _always,
     ) -> ChannelRegistry:
         """A channel with an HTTP listener: its factory gets the pages to serve too."""
+        return self._add(name, _One(factory), enabled)
+
+    def add_many(
+        self,
+        name: str,
+        factory: ChannelsFactory,
+        *,
+        enabled: Callable[[Settings], bool] = _always,
+    ) -> ChannelRegistry:
+        """A kind of channel the settings may want several of (each with its own name)."""
+        return self._add(name, _Many(factory), enabled)
+
+    def _add(
+        self,
+        name: str,
+        factory: Callable[[Settings, MediaSink, Pages | None], list[Channel]],
+        enabled: Callable[[Settings], bool],
+    ) -> ChannelRegistry:
         if name in self._entries:
             raise ValueError(f"a channel factory named {name!r} is already registered")
         self._entries[name] = _Entry(factory, enabled)
@@ -75,9 +96,10 @@ class ChannelRegistry:
         """The channels enabled in `settings`; two with one name are a config problem.
         `pages` go to the channels added with `add_serving`."""
         channels = [
-            entry.factory(settings, media, pages)
+            channel
             for entry in self._entries.values()
             if entry.enabled(settings)
+            for channel in entry.factory(settings, media, pages)
         ]
         names = [channel.name for channel in channels]
         duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -86,10 +108,14 @@ class ChannelRegistry:
         return channels
 
 
-def _matrix(settings: Settings, media: MediaSink) -> Channel:
+def _matrix(settings: Settings, media: MediaSink) -> list[Channel]:
+    """One channel per bot account: `[matrix]`'s, and each agent's own."""
     from squidd.channels.matrix import create_channel  # nio only when Matrix is on
 
-    return create_channel(settings, media=media)
+    return [
+        create_channel(account.settings, media=media, name=account.channel)
+        for account in settings.matrix_accounts()
+    ]
 
 
 def _email(settings: Settings, media: MediaSink) -> Channel:
@@ -112,7 +138,7 @@ def builtin_channels() -> ChannelRegistry:
     """The channels squidd ships, each enabled by its own config section."""
     return (
         ChannelRegistry()
-        .add("matrix", _matrix, enabled=lambda settings: settings.matrix.enabled)
+        .add_many("matrix", _matrix, enabled=lambda settings: bool(settings.matrix_accounts()))
         .add("email", _email, enabled=lambda settings: settings.email.enabled)
         .add_serving("api", _api, enabled=lambda settings: settings.api.enabled)
     )
@@ -132,6 +158,22 @@ class _Built:
 
     def __call__(self, settings: Settings, media: MediaSink) -> Channel:
         return self.channel
+
+
+@dataclass(frozen=True, slots=True)
+class _One:
+    factory: ServingFactory
+
+    def __call__(self, settings: Settings, media: MediaSink, pages: Pages | None) -> list[Channel]:
+        return [self.factory(settings, media, pages)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Many:
+    factory: ChannelsFactory
+
+    def __call__(self, settings: Settings, media: MediaSink, pages: Pages | None) -> list[Channel]:
+        return self.factory(settings, media)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,10 @@ def config_check(settings: Settings, target: str, running: Iterable[str] = ()) -
             f"or {_FORMS['email']})"
         )
     channel, address = str(found.channel), found.target
+    if channel in {a.channel for a in settings.matrix_accounts()} - {"matrix"}:
+        if not _has_form("matrix", address):  # an agent's own account
+            raise ValueError(f"target {target!r}: a matrix target looks like {_FORMS['matrix']}")
+        return found
     if channel in running and channel not in _CHANNELS:
         return found
     if channel not in _CHANNELS:

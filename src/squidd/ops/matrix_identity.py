@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 
@@ -112,8 +113,12 @@ async def bootstrap(
         return Bootstrapped(keys.master.public, recovery, created=True)
 
 
-async def request_trust(settings: Settings, user_id: str, master: str | None) -> str:
-    """Ask the daemon to accept `user_id`'s current identity (or exactly `master`).
+async def request_trust(
+    settings: Settings, user_id: str, master: str | None, socket: Path | None = None
+) -> str:
+    """Ask the daemon to accept `user_id`'s current identity (or exactly `master`) for the
+    account of `settings`; `socket`: the daemon's status socket when the account's data dir
+    is not the daemon's (an agent's own account).
 
     Returns "accepted" once a running daemon took the request, "waiting" if one runs but
     did not take it within its sync timeout, "queued" if none runs (taken at its start)."""
@@ -121,7 +126,7 @@ async def request_trust(settings: Settings, user_id: str, master: str | None) ->
 
     files = identity_files(settings)
     path = await files.request_trust(user_id, master)
-    if not await anyio.to_thread.run_sync(daemon_answers, socket_path(settings)):
+    if not await anyio.to_thread.run_sync(daemon_answers, socket or socket_path(settings)):
         return "queued"
     with anyio.move_on_after(settings.matrix.sync_timeout_s + 15):
         # Another process removes the file: no event to wait on, so look now and then.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from squidd.config.tools import PolicyRule, ToolsSettings
-from squidd.core.models import SessionId
+from squidd.core.models import SessionId, channel_kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,9 @@ class ConfiguredToolPolicy:
 
     def decide(self, tool: str, channel: str, session: str) -> Decision:
         for number, rule in enumerate(self._rules, start=1):
-            if not fnmatchcase(channel, rule.channel) or not fnmatchcase(session, rule.session):
+            if not _channel_matches(channel, rule.channel) or not fnmatchcase(
+                session, rule.session
+            ):
                 continue
             if _matches_any(tool, rule.deny):
                 return Decision(False, f"denied by rule {number}")
@@ -49,6 +51,11 @@ class ConfiguredToolPolicy:
 
     def allows(self, tool: str, channel: str, session: SessionId) -> bool:
         return self.decide(tool, channel, session).allowed
+
+
+def _channel_matches(channel: str, pattern: str) -> bool:
+    """A rule for `matrix` holds on an agent's own Matrix account (`matrix-<agent>`) too."""
+    return fnmatchcase(channel, pattern) or fnmatchcase(channel_kind(channel), pattern)
 
 
 FILE_TOOLS = ("read_file", "write_file", "edit_file", "list_dir")

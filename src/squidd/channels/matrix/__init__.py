@@ -45,10 +45,15 @@ from squidd.core.ports import MediaSink
 __all__ = ["MatrixChannel", "create_channel"]
 
 
-def create_channel(settings: Settings, *, media: MediaSink | None = None) -> MatrixChannel:
+def create_channel(
+    settings: Settings, *, media: MediaSink | None = None, name: str = "matrix"
+) -> MatrixChannel:
+    """The channel of `settings.matrix`'s account, keeping its files in the data dir of
+    `settings` (an agent's own account: `config.matrix_accounts`, named `matrix-<agent>`)."""
     return MatrixChannel(
         settings.matrix,
         settings.storage.data_dir,
         media=media,
         max_download_bytes=settings.media.max_download_bytes,
+        name=name,
     )

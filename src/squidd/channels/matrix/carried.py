@@ -49,6 +49,8 @@ class Carried:
     budget: RateBudget = field(default_factory=RateBudget)
     """The account's rate budget: what was spent before a reconnect still counts."""
     ledgers: dict[str, SyncLedger] = field(default_factory=dict)
+    channel: str = "matrix"
+    """The channel's name (`matrix-<agent>` for an agent's own account)."""
 
     def ledger(self, user_id: str, files: MatrixFiles) -> SyncLedger:
         """The account's sync ledger for the whole run (see the module)."""

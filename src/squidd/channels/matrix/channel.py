@@ -23,11 +23,12 @@ from nio import AsyncClient
 from squidd.channels.matrix.carried import Carried
 from squidd.channels.matrix.client import TokenRejectedError, open_client
 from squidd.channels.matrix.connection import Connection
-from squidd.channels.matrix.events import CHANNEL, event_id_or_none, member_count
+from squidd.channels.matrix.events import event_id_or_none, member_count
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.message_marks import MessageMarks
 from squidd.channels.matrix.online import Online
 from squidd.channels.matrix.own_reactions import ReactionKeys, StatusReactions
+from squidd.channels.matrix.policy import CHANNEL
 from squidd.channels.matrix.rate import Priority, RateBudget, bind
 from squidd.channels.matrix.render import message_content
 from squidd.channels.matrix.send import relate, send_event, send_final_edit, send_reply
@@ -41,7 +42,7 @@ from squidd.channels.matrix.verification.flows import Verifications
 from squidd.config.matrix import MatrixSettings
 from squidd.core.backoff import Backoff
 from squidd.core.journal import turn_key
-from squidd.core.models import Inbound, Outbound
+from squidd.core.models import ChannelName, Inbound, Outbound
 from squidd.core.ports import ChannelState, ControlOp, Inbox, MediaSink, PartialReply, Stage
 from squidd.errors import DeliveryError, PermanentError
 
@@ -60,7 +61,9 @@ class MatrixChannel:
         media: MediaSink | None = None,
         max_download_bytes: int = 8 * 1024 * 1024,
         online: Online | None = None,
+        name: str = CHANNEL,
     ) -> None:
+        self._name = ChannelName(name)
         self._settings = settings
         self._files = MatrixFiles(data_dir)
         self._streams = StreamRecords(self._files.root)
@@ -83,17 +86,20 @@ class MatrixChannel:
         )
         self._carried = Carried(
             marks=self._marks,
-            undecrypted=Undecrypted(wait_s=settings.decrypt_wait_s, monotonic=monotonic),
+            undecrypted=Undecrypted(
+                wait_s=settings.decrypt_wait_s, monotonic=monotonic, channel=name
+            ),
             backoff=Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s),
             verifications=Verifications(online, device_trust=settings.device_trust),
             media=media,
             max_download_bytes=max_download_bytes,
             budget=RateBudget(settings.rate_per_second, settings.rate_burst),
+            channel=name,
         )
 
     @property
     def name(self) -> str:
-        return CHANNEL
+        return self._name
 
     @property
     def client(self) -> AsyncClient | None:
@@ -157,11 +163,12 @@ class MatrixChannel:
                 return {"error": "matrix is not connected yet; try again in a moment"}
             return {"rooms": room_list(client)}
 
+        prefix = self._name  # `matrix-<agent>.verify` for an agent's own account
         return {
-            "matrix.verifications": listing,
-            "matrix.verify": verify,
-            "matrix.check_target": target,
-            "matrix.rooms": rooms,
+            f"{prefix}.verifications": listing,
+            f"{prefix}.verify": verify,
+            f"{prefix}.check_target": target,
+            f"{prefix}.rooms": rooms,
         }
 
     def status_details(self) -> dict[str, Any]:
@@ -177,10 +184,10 @@ class MatrixChannel:
     def partials(self, inbound: Inbound) -> PartialReply | None:
         """The answer to `inbound` streamed by edits (stream.py), or None where it is off."""
         client, settings, destination = self._online.client, self._settings, inbound.destination
-        if client is None or inbound.channel != CHANNEL or destination is None:
+        if client is None or inbound.channel != self._name or destination is None:
             return None
         room_id = RoomId(destination.target)
-        if destination.channel != CHANNEL or room_id not in client.rooms:
+        if destination.channel != self._name or room_id not in client.rooms:
             return None
         mode = settings.room_streaming.get(room_id, settings.streaming)
         if mode is None:
@@ -249,5 +256,5 @@ class MatrixChannel:
         if key is not None and record is not None:
             await self._streams.remove(key)
         reply_to = outbound.in_reply_to
-        if reply_to is not None and reply_to.channel == CHANNEL:
+        if reply_to is not None and reply_to.channel == self._name:
             await self._marks.answered(RoomId(outbound.target), EventId(reply_to.source_id))

@@ -257,6 +257,7 @@ class Connection:
             open_rooms=await self._resolve_rooms(settings.open_rooms),
             session_scope=settings.session_scope,
             room_scopes=settings.room_session_scope,
+            channel=self._carried.channel,
         )
 
     async def _resolve_rooms(self, rooms: Sequence[str]) -> list[str]:

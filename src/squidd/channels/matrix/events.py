@@ -28,12 +28,11 @@ from nio import (
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.policy import Policy, command_text
 from squidd.channels.matrix.render import strip_reply_fallback
-from squidd.core.models import AckHook, ChannelName, Destination, Inbound, SessionId, SourceId
+from squidd.core.models import AckHook, Destination, Inbound, SessionId, SourceId
 from squidd.text import clean_data, clean_text
 
 log = structlog.get_logger()
 
-CHANNEL = ChannelName("matrix")
 TRUNCATED_NOTE = "\n[... truncated: the message is longer than what is shown here]"
 # An event id as the spec types it: `$` and printable ASCII (the opaque ids of old room
 # versions, url-safe base64 hashes of newer ones), at most 255 bytes.
@@ -103,14 +102,14 @@ def read_message(
         encrypted=bool(room is not None and room.encrypted),
     )
     return Inbound(
-        channel=CHANNEL,
+        channel=policy.channel,
         source_id=SourceId(event.event_id),
         session_id=SessionId(
             policy.session_of(room_id, direct=members <= 2, thread_root=thread_root)
         ),
         sender=sender,
         text=text,
-        reply_to=Destination(CHANNEL, room_id),
+        reply_to=Destination(policy.channel, room_id),
         thread_root=thread_root,
         ack=ack,
         command=command_text(text, own_user_id, names),

@@ -20,6 +20,9 @@ from typing import Any
 
 from squidd.channels.matrix.ids import RoomId
 from squidd.core.allowlist import Allowlist
+from squidd.core.models import ChannelName
+
+CHANNEL = ChannelName("matrix")  # `[matrix]`'s account
 
 
 def server_of(mxid: str) -> str:
@@ -46,6 +49,8 @@ class Policy:
     """`room`: a room is one session; `thread`: each thread is its own; `auto`: threads in
     group rooms, the room in direct chats. `room_scopes` overrides it by room id."""
     room_scopes: Mapping[str, str] = field(default_factory=dict)
+    channel: ChannelName = CHANNEL
+    """The channel's name: `matrix`, or `matrix-<agent>` for an agent's own account."""
 
     @classmethod
     def build(
@@ -58,6 +63,7 @@ class Policy:
         open_rooms: Iterable[str],
         session_scope: str = "auto",
         room_scopes: Mapping[str, str] | None = None,
+        channel: str = "matrix",
     ) -> Policy:
         return cls(
             bot_user_id=bot_user_id,
@@ -68,6 +74,7 @@ class Policy:
             open_rooms=frozenset(open_rooms),
             session_scope=session_scope,
             room_scopes=dict(room_scopes or {}),
+            channel=ChannelName(channel),
         )
 
     def session_of(self, room_id: str, *, direct: bool, thread_root: str | None) -> str:

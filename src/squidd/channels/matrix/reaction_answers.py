@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from nio import MatrixRoom, ReactionEvent
 
-from squidd.channels.matrix.events import CHANNEL, member_count
+from squidd.channels.matrix.events import member_count
 from squidd.channels.matrix.ids import RoomId
 from squidd.channels.matrix.policy import Policy
 from squidd.core.models import AckHook, Destination, Inbound, InboundKind, SessionId, SourceId
@@ -61,12 +61,12 @@ def read_reaction(
         return None
     log.info("matrix_reaction_received", sender=sender, key=event.key)
     return Inbound(
-        channel=CHANNEL,
+        channel=policy.channel,
         source_id=SourceId(event.event_id),
         session_id=SessionId(room_id),
         sender=sender,
         text=event.key,
-        reply_to=Destination(CHANNEL, room_id),
+        reply_to=Destination(policy.channel, room_id),
         ack=ack,
         kind=InboundKind.REACTION,
     )

@@ -32,7 +32,7 @@ from nio.api import Api
 
 from squidd.channels.matrix.client import send_refusal
 from squidd.channels.matrix.errors import CAUGHT, NETWORK_ERRORS, describe, send_error
-from squidd.channels.matrix.events import CHANNEL, event_id_or_none
+from squidd.channels.matrix.events import event_id_or_none
 from squidd.channels.matrix.ids import EventId, RoomId
 from squidd.channels.matrix.rate import Priority, budget_for
 from squidd.channels.matrix.render import (
@@ -63,7 +63,7 @@ async def send_reply(
     if room_id not in client.rooms:
         raise PermanentError(f"the bot is not in the Matrix room {room_id}")
     reply_to = outbound.in_reply_to
-    if reply_to is not None and reply_to.channel != CHANNEL:
+    if reply_to is not None and reply_to.channel != outbound.channel:
         reply_to = None
     contents: list[dict[str, Any]] = []
     if outbound.text.strip() or not outbound.files:
@@ -294,7 +294,7 @@ async def send_final_edit(
     if room_id not in client.rooms:
         raise PermanentError(f"the bot is not in the Matrix room {room_id}")
     reply_to = outbound.in_reply_to
-    if reply_to is not None and reply_to.channel != CHANNEL:
+    if reply_to is not None and reply_to.channel != outbound.channel:
         reply_to = None
     contents = pieces(outbound.text, settings.max_message_bytes, settings.msgtype)
     thread_root = event_id_or_none(reply_to.thread_root) if reply_to else None

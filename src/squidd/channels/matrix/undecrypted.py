@@ -22,10 +22,10 @@ from nio import AsyncClient, MegolmEvent
 from squidd.channels.matrix import e2ee
 from squidd.channels.matrix.client import call
 from squidd.channels.matrix.errors import describe
-from squidd.channels.matrix.events import CHANNEL
 from squidd.channels.matrix.ids import EventId, RoomId
-from squidd.channels.matrix.policy import Policy
+from squidd.channels.matrix.policy import CHANNEL, Policy
 from squidd.channels.matrix.state import Batch, SyncLedger
+from squidd.core.models import ChannelName
 from squidd.core.poison import Parked, PoisonGuard, is_passing, parked_id
 from squidd.core.poison import describe as describe_exc
 from squidd.core.ports import Inbox
@@ -51,7 +51,10 @@ class _Held:
 class Undecrypted:
     """The events waiting for their keys, by event id."""
 
-    def __init__(self, *, wait_s: float, monotonic: Callable[[], float]) -> None:
+    def __init__(
+        self, *, wait_s: float, monotonic: Callable[[], float], channel: str = CHANNEL
+    ) -> None:
+        self._channel = ChannelName(channel)
         self._wait_s = wait_s
         self._monotonic = monotonic
         self._held: dict[EventId, _Held] = {}
@@ -169,9 +172,9 @@ class Undecrypted:
         # Nothing to send again: the event is kept by its ids (the sender can send it again).
         await poison.park(
             Parked(
-                id=parked_id(CHANNEL, event_id),
+                id=parked_id(self._channel, event_id),
                 loop=PARK_LOOP,
-                channel=CHANNEL,
+                channel=self._channel,
                 source_id=event_id,
                 session_id=item.room_id,
                 reason=f"{reason} (from {item.event.sender})",

@@ -1,0 +1,163 @@
+"""An agent's own Matrix account (`[agents.list.matrix]`): what it takes from `[matrix]`,
+where its files live, what a config may not say, and that what arrives on it is that
+agent's (the routing rule), whatever the message's room or sender."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from squidd.config import ConfigError, Settings, load_settings
+from squidd.core.models import ChannelName, Destination, Inbound, SessionId, SourceId, channel_kind
+from squidd.gateway.agents import AgentRoutes
+from squidd.gateway.cron_targets import config_check
+from squidd.tools.policy import ConfiguredToolPolicy
+
+MATRIX = """
+[matrix]
+enabled = true
+homeserver = "https://matrix.example.org"
+user_id = "@home:example.org"
+password = "pw-home"
+allowed_users = ["@alice:example.org"]
+device_name = "squidd"
+rate_per_second = 0.5
+"""
+
+
+def _load(tmp_path: Path, text: str) -> Settings:
+    path = tmp_path / "config.toml"
+    path.write_text(f'{text}\n[storage]\ndata_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
+    return load_settings(path)
+
+
+def _settings(tmp_path: Path, agents: str, matrix: str = MATRIX) -> Settings:
+    return _load(tmp_path, matrix + agents)
+
+
+AGENTS = """
+[[agents.list]]
+name = "home"
+[[agents.list]]
+name = "work"
+rooms = ["!shared:example.org"]
+[[agents.list]]
+name = "planner"
+[agents.list.matrix]
+user_id = "@planner:example.org"
+password_file = "{secret}"
+"""
+
+
+def test_an_agents_account_takes_the_rest_from_matrix(tmp_path: Path) -> None:
+    secret = tmp_path / "planner-password"
+    secret.write_text("pw-planner\n")
+    settings = _settings(tmp_path, AGENTS.format(secret=secret))
+    accounts = settings.matrix_accounts()
+    assert [(a.channel, a.agent) for a in accounts] == [
+        ("matrix", "home"),
+        ("matrix-planner", "planner"),
+    ]
+    default, own = accounts
+    assert default.settings is settings
+    matrix = own.settings.matrix
+    assert matrix.user_id == "@planner:example.org"
+    assert matrix.password is not None and matrix.password.get_secret_value() == "pw-planner"
+    assert matrix.homeserver == "https://matrix.example.org"
+    assert matrix.allowed_users == ["@alice:example.org"]
+    assert matrix.rate_per_second == 0.5
+    assert matrix.device_name == "squidd (planner)"
+    assert own.settings.storage.data_dir == tmp_path / "data" / "agents" / "planner"
+    assert settings.matrix.user_id == "@home:example.org"  # the default account unchanged
+
+
+def test_an_agents_account_runs_without_the_default_one(tmp_path: Path) -> None:
+    matrix = MATRIX.replace("enabled = true", "enabled = false")
+    text = '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+    text += '[agents.list.matrix]\nuser_id = "@work:example.org"\naccess_token = "tok"\n'
+    settings = _settings(tmp_path, text, matrix)
+    assert [a.channel for a in settings.matrix_accounts()] == ["matrix-work"]
+
+
+@pytest.mark.parametrize(
+    ("agents", "said"),
+    [
+        (
+            '[[agents.list]]\nname = "home"\n[agents.list.matrix]\n'
+            'user_id = "@x:example.org"\npassword = "p"\n',
+            "the first agent's account is the [matrix] section",
+        ),
+        (
+            '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+            '[agents.list.matrix]\nuser_id = "@home:example.org"\npassword = "p"\n',
+            "is another account's too",
+        ),
+        (
+            '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+            '[agents.list.matrix]\nuser_id = "@work:example.org"\n',
+            "set password (or password_file) or access_token",
+        ),
+        (
+            '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+            '[agents.list.matrix]\nuser_id = "work"\npassword = "p"\n',
+            "must be a full Matrix user id",
+        ),
+    ],
+)
+def test_what_an_agents_account_may_not_say(tmp_path: Path, agents: str, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _settings(tmp_path, agents)
+    assert said in str(caught.value)
+    assert "pw-home" not in str(caught.value) and '"p"' not in str(caught.value)
+
+
+def test_no_homeserver_anywhere_is_refused(tmp_path: Path) -> None:
+    text = '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+    text += '[agents.list.matrix]\nuser_id = "@work:example.org"\npassword = "p"\n'
+    with pytest.raises(ConfigError) as caught:
+        _settings(tmp_path, text, "")
+    assert "no homeserver" in str(caught.value)
+
+
+def _inbound(channel: str, room: str, agent: str = "") -> Inbound:
+    return Inbound(
+        channel=ChannelName(channel),
+        source_id=SourceId("$e"),
+        session_id=SessionId(room),
+        sender="@alice:example.org",
+        text="hi",
+        reply_to=Destination(ChannelName(channel), room),
+        agent=agent,
+    )
+
+
+def test_what_arrives_on_an_agents_account_is_that_agents(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("pw-planner")
+    settings = _settings(tmp_path, AGENTS.format(secret=secret))
+    routes = AgentRoutes(settings)
+    assert routes.agent_of(_inbound("matrix", "!any:example.org")) == "home"
+    assert routes.agent_of(_inbound("matrix", "!shared:example.org")) == "work"
+    # The planner's account, even in a room that work lists for the shared account.
+    assert routes.agent_of(_inbound("matrix-planner", "!shared:example.org")) == "planner"
+    assert routes.agent_of(_inbound("matrix-planner", "!dm:example.org")) == "planner"
+    # A message naming its agent (a cron job's) still goes to it.
+    assert routes.agent_of(_inbound("matrix-planner", "!dm:example.org", agent="home")) == "home"
+    # Cron targets may name the agent's account; a channel nobody has is refused.
+    found = config_check(settings, "matrix-planner:!dm:example.org")
+    assert found == Destination(ChannelName("matrix-planner"), "!dm:example.org")
+    with pytest.raises(ValueError, match="has no 'matrix-nobody' channel"):
+        config_check(settings, "matrix-nobody:!dm:example.org")
+    with pytest.raises(ValueError, match="a matrix target looks like"):
+        config_check(settings, "matrix-planner:nothing")
+
+
+def test_a_tool_rule_for_matrix_holds_on_an_agents_account_too() -> None:
+    from squidd.config.tools import PolicyRule
+
+    policy = ConfiguredToolPolicy([PolicyRule(channel="matrix", deny=["shell"])], [])
+    assert channel_kind("matrix-planner") == "matrix" and channel_kind("email") == "email"
+    assert not policy.allows("shell", "matrix-planner", SessionId("!r:example.org"))
+    assert not policy.allows("shell", "matrix", SessionId("!r:example.org"))
+    assert policy.allows("shell", "email", SessionId("bob@example.org"))
