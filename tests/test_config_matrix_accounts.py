@@ -161,3 +161,14 @@ def test_a_tool_rule_for_matrix_holds_on_an_agents_account_too() -> None:
     assert not policy.allows("shell", "matrix-planner", SessionId("!r:example.org"))
     assert not policy.allows("shell", "matrix", SessionId("!r:example.org"))
     assert policy.allows("shell", "email", SessionId("bob@example.org"))
+
+
+def test_a_backup_without_secrets_leaves_out_every_accounts_keys(tmp_path: Path) -> None:
+    from squidd.gateway.backups import secret_files
+
+    secret = tmp_path / "pw"
+    secret.write_text("pw-planner")
+    found = secret_files(_settings(tmp_path, AGENTS.format(secret=secret)))
+    for root in ("", "agents/planner/"):
+        for name in ("credentials.json", "store", "identity.json", "recovery-key.txt"):
+            assert f"{root}matrix/{name}" in found

@@ -47,14 +47,21 @@ def default_name(now: datetime | None = None) -> str:
 
 
 def secret_files(settings: Settings) -> tuple[str, ...]:
-    """What holds secrets in the data dir, as each store declares it: the Matrix account's
-    files (its token and keys, its cross-signing identity) and the API's keys file when it
+    """What holds secrets in the data dir, as each store declares it: each Matrix account's
+    files (its token and keys, its cross-signing identity; an agent's own account's under
+    `agents/<name>/`) and the API's keys file when it
     lies in the data dir. Imported here, when a backup is made, not at start."""
     from squidd.channels.matrix.identity.local import SECRET_FILES as IDENTITY
     from squidd.channels.matrix.state import SECRET_FILES as ACCOUNT
 
     data_dir = settings.storage.data_dir
     found = [*ACCOUNT, *IDENTITY]
+    for account in settings.matrix_accounts():  # an agent's own account: under agents/<name>/
+        own = account.settings.storage.data_dir
+        if own != data_dir and own.is_relative_to(data_dir):
+            found += [
+                (own.relative_to(data_dir) / name).as_posix() for name in (*ACCOUNT, *IDENTITY)
+            ]
     keys = settings.api.keys_path(data_dir)
     if keys.is_relative_to(data_dir):
         found.append(keys.relative_to(data_dir).as_posix())

@@ -6,6 +6,7 @@ matrix bootstrap --agent`); after a restart both identities are the ones they we
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,15 @@ async def test_two_bot_accounts_two_agents_over_encrypted_dms(
         assert f"master key: {fingerprint(masters['home'])}" in default.stdout, default.stdout
         none = await squidd_cli(config, "matrix", "bootstrap", "--agent", "home")
         assert none.returncode == 1 and "no Matrix account of its own" in none.stderr
+
+        # doctor checks each account, the agent's by its name.
+        checked = await squidd_cli(config, "doctor", "--json", "--no-llm-call")
+        report = {c["name"]: c for c in json.loads(checked.stdout)["checks"]}
+        for label in ("Matrix", "Matrix (work)"):
+            for step in ("login", "sync", "device keys", "cross-signing"):
+                assert report[f"{label} {step}"]["status"] == "ok", report[f"{label} {step}"]
+        assert work_bot.user_id in report["Matrix (work) login"]["detail"]
+        assert fingerprint(masters["work"]) in report["Matrix (work) cross-signing"]["detail"]
 
         # A restart: the same two identities, the same devices, the conversations go on.
         assert await daemon.stop() == 0

@@ -72,81 +72,102 @@ def _matrix_fix(exc: Exception) -> str:
 
 
 async def matrix_checks(settings: Settings, status: dict[str, Any] | None) -> list[Check]:
-    cfg = settings.matrix
-    if not cfg.enabled:
+    """Each bot account: `[matrix]`'s ("Matrix ...") and each agent's own ("Matrix
+    (<agent>) ...")."""
+    accounts = settings.matrix_accounts()
+    if not accounts:
         return [Check.skip("Matrix", "the channel is off (matrix.enabled = false)")]
+    checks: list[Check] = []
+    for account in accounts:
+        label = "Matrix" if account.channel == "matrix" else f"Matrix ({account.agent})"
+        checks += await _account_checks(account.settings, status, account.channel, label)
+    return checks
+
+
+async def _account_checks(
+    settings: Settings, status: dict[str, Any] | None, channel: str, label: str
+) -> list[Check]:
+    cfg = settings.matrix
     probe = MatrixProbe(cfg, settings.storage.data_dir)
     try:
 
         async def login() -> Check:
             user = await probe.login()
-            return Check.ok("Matrix login", f"{user} on {cfg.homeserver}")
+            return Check.ok(f"{label} login", f"{user} on {cfg.homeserver}")
 
-        first = await attempt("Matrix login", login, _matrix_fix, _NET)
+        first = await attempt(f"{label} login", login, _matrix_fix, _NET)
         if first.failed:
-            after = ("Matrix sync", "Matrix device keys", "Matrix cross-signing", "Matrix rooms")
-            return [first, *(Check.skip(n, "no login") for n in after)]
-        return [first, *await _matrix_after_login(probe, settings, status)]
+            after = ("sync", "device keys", "cross-signing", "rooms")
+            return [first, *(Check.skip(f"{label} {n}", "no login") for n in after)]
+        return [first, *await _matrix_after_login(probe, settings, status, channel, label)]
     finally:
         await probe.close()
 
 
 async def _matrix_after_login(
-    probe: MatrixProbe, settings: Settings, status: dict[str, Any] | None
+    probe: MatrixProbe,
+    settings: Settings,
+    status: dict[str, Any] | None,
+    channel: str,
+    label: str,
 ) -> list[Check]:
     running = status is not None
 
     async def sync() -> Check:
         await probe.sync()
-        live = _daemon_channel(status, "matrix")
-        return Check.ok("Matrix sync", "answers" + (f"; the daemon's sync: {live}" if live else ""))
+        live = _daemon_channel(status, channel)
+        return Check.ok(
+            f"{label} sync", "answers" + (f"; the daemon's sync: {live}" if live else "")
+        )
 
     async def keys() -> Check:
         published = await probe.device_keys_published()
         if published is None:
-            return Check.skip("Matrix device keys", "no daemon device yet (`squidd run` makes it)")
+            return Check.skip(
+                f"{label} device keys", "no daemon device yet (`squidd run` makes it)"
+            )
         if not published and not running:
             return Check.skip(
-                "Matrix device keys",
+                f"{label} device keys",
                 f"device {probe.daemon_device} has none yet; `squidd run` uploads them",
             )
         if not published:
             return Check.fail(
-                "Matrix device keys",
+                f"{label} device keys",
                 f"device {probe.daemon_device} has published no keys",
                 "start `squidd run` (it uploads them); if it runs, see its log",
             )
-        return Check.ok("Matrix device keys", f"device {probe.daemon_device} published its keys")
+        return Check.ok(f"{label} device keys", f"device {probe.daemon_device} published its keys")
 
     async def cross() -> Check:
         if not settings.matrix.e2ee:
-            return Check.skip("Matrix cross-signing", "e2ee is off")
+            return Check.skip(f"{label} cross-signing", "e2ee is off")
         state = await probe.cross_signing()
         problem = state.problem()
         if problem is None:
-            return Check.ok("Matrix cross-signing", f"master key {state.master}, device signed")
+            return Check.ok(f"{label} cross-signing", f"master key {state.master}, device signed")
         # A daemon creates the identity and signs its device when it starts; only a missing
         # identity key (restore needed) is wrong before that. An identity made and kept here
         # (`init --interactive`, `matrix bootstrap`) is done: the daemon only signs its device.
         if not running and state.master is not None and state.keys_here:
             return Check.ok(
-                "Matrix cross-signing",
+                f"{label} cross-signing",
                 f"master key {state.master}; `squidd run` signs its device when it starts",
             )
         if not running and state.master is None:
-            return Check.skip("Matrix cross-signing", "not done yet; `squidd run` does it")
-        return Check.fail("Matrix cross-signing", f"master key {state.master}", problem)
+            return Check.skip(f"{label} cross-signing", "not done yet; `squidd run` does it")
+        return Check.fail(f"{label} cross-signing", f"master key {state.master}", problem)
 
     async def rooms() -> Check:
-        return Check.ok("Matrix rooms", f"joined {await probe.joined_rooms()}")
+        return Check.ok(f"{label} rooms", f"joined {await probe.joined_rooms()}")
 
     return [
         await attempt(name, step, _matrix_fix, _NET)
         for name, step in (
-            ("Matrix sync", sync),
-            ("Matrix device keys", keys),
-            ("Matrix cross-signing", cross),
-            ("Matrix rooms", rooms),
+            (f"{label} sync", sync),
+            (f"{label} device keys", keys),
+            (f"{label} cross-signing", cross),
+            (f"{label} rooms", rooms),
         )
     ]
 
