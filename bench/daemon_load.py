@@ -84,12 +84,19 @@ LOAD_CHANNEL = "bench.load_channel:create_channel"
 
 
 def write_config(
-    root: Path, llm_url: str, *, log_level: str = "info", gateway: str = "", llm: str = ""
+    root: Path,
+    llm_url: str,
+    *,
+    log_level: str = "info",
+    gateway: str = "",
+    llm: str = "",
+    tail: str = "",
 ) -> Path:
     """A config for the bench: the scripted model and a data dir under root; `gateway` adds
     lines to the [gateway] section; `llm`, when given, is the [llm] section's body instead
     of the one endpoint (`{url}` in it: the scripted model's URL). The load channel is
-    handed to the builder (`run_argv`)."""
+    handed to the builder (`run_argv`). `tail` goes at the end (more tables:
+    `[[agents.list]]`)."""
     config = root / "config.toml"
     one_endpoint = f'base_url = "{llm_url}"\napi_key = "sk-bench-load-key-0000"\nmax_retries = 0'
     config.write_text(
@@ -106,6 +113,7 @@ level = "{log_level}"
 
 [gateway]
 {gateway}
+{tail}
 """
     )
     return config
@@ -124,7 +132,9 @@ class LoadedDaemon:
         gateway: str = "",
         responder: Responder | None = None,
         llm: str = "",
+        tail: str = "",
     ) -> None:
+        self._tail = tail
         self._gateway = gateway
         self._llm_section = llm
         self._log_level = log_level
@@ -150,6 +160,7 @@ class LoadedDaemon:
             log_level=self._log_level,
             gateway=self._gateway,
             llm=self._llm_section,
+            tail=self._tail,
         )
         extra = {"PYTHONTRACEMALLOC": str(self._trace_frames)} if self._trace_frames else {}
         self._log = (self.root / "daemon.log").open("wb")

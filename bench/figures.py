@@ -214,13 +214,32 @@ def measure_chain(quick: bool) -> list[Row]:
 # --- agents --------------------------------------------------------------------------------
 
 
+def _p3_by_agents(quick: bool) -> tuple[float, float]:
+    """P3's load on a daemon of one agent and of ten (alternated; medians, ms per turn)."""
+    sessions, warm, repeats, rounds = (5, 1, 1, 2) if quick else (50, 4, 5, 4)
+    names = [f"agents-{i:04d}" for i in range(sessions)]
+    ten = "".join(f'[[agents.list]]\nname = "agent{i}"\n' for i in range(10))
+    cpu: dict[str, list[float]] = {"one": [], "ten": []}
+    for _ in range(repeats):
+        for shape, tail in (("one", ""), ("ten", ten)):
+            with LoadedDaemon(base_dir=shm_dir(), tail=tail) as d:
+                d.rounds(names, warm)
+                cpu[shape].append(_cpu_per_turn(d, names, rounds))
+    return statistics.median(cpu["one"]), statistics.median(cpu["ten"])
+
+
 def measure_agents(quick: bool) -> list[Row]:
     from bench import bench_agents
 
     got = bench_agents.measure(quick)
     (one_s, one_mib), (ten_s, ten_mib) = got[1], got[10]
     start, rss = ten_s - one_s, ten_mib - one_mib
+    one_ms, ten_ms = _p3_by_agents(quick)
+    p3 = ten_ms / one_ms
     return [
+        Row("one agent: P3 CPU per turn", one_ms, "ms", "-", None),
+        Row("ten agents: P3 CPU per turn (the default agent's)", ten_ms, "ms", "-", None),
+        Row("ten agents ÷ one: P3 CPU per turn", p3, "x", "<= 1.05", p3 <= 1.05),
         Row("one agent: start -> READY=1", one_s, "s", "-", None),
         Row("ten agents: start -> READY=1", ten_s, "s", "-", None),
         Row("ten agents over one: start", start, "s", "<= 0.3", start <= 0.3),
