@@ -155,7 +155,7 @@ class MatrixChannel:
             if client is None:
                 return {"error": "matrix is not connected yet; try again in a moment"}
             address = str(request.get("address", ""))
-            return await check_target(client, address, e2ee=self._settings.e2ee)
+            return await check_target(client, address, e2ee=self._settings.e2ee, channel=self._name)
 
         async def rooms(request: Mapping[str, Any]) -> dict[str, Any]:
             client = self._online.client

@@ -3,7 +3,8 @@ it made a room the bot can post in: a room id the bot is in, an alias resolved t
 or a person's direct chat with the bot (found among the bot's rooms, else created with the
 person invited). The answers of the channel's `matrix.rooms` and `matrix.check_target`
 operator requests (gateway/cron_targets.py asks the latter when a job is added):
-`{"target": "matrix:!room:server"}` or `{"error": reason}`.
+`{"target": "matrix:!room:server"}` (`matrix-<agent>:…` for an agent's own account) or
+`{"error": reason}`.
 """
 
 from __future__ import annotations
@@ -53,25 +54,28 @@ def room_list(client: AsyncClient) -> list[dict[str, Any]]:
     return rooms
 
 
-async def check_target(client: AsyncClient, address: str, *, e2ee: bool) -> dict[str, Any]:
+async def check_target(
+    client: AsyncClient, address: str, *, e2ee: bool, channel: str = "matrix"
+) -> dict[str, Any]:
+    """`address` as a room of `channel` (the account of `client`), or the reason not."""
     if address.startswith("!"):
         if address not in client.rooms:
             return {"error": f"the bot is not in room {address} (invite it, then add the job)"}
-        return {"target": f"matrix:{address}"}
+        return {"target": f"{channel}:{address}"}
     if address.startswith("#"):
         resolved = await client.room_resolve_alias(address)
         if isinstance(resolved, RoomResolveAliasError):
             return {"error": f"no room has the alias {address} ({resolved.message})"}
         if resolved.room_id not in client.rooms:
             return {"error": f"the bot is not in {address} ({resolved.room_id}); invite it first"}
-        return {"target": f"matrix:{resolved.room_id}"}
-    return await _person(client, address, e2ee=e2ee)
+        return {"target": f"{channel}:{resolved.room_id}"}
+    return await _person(client, address, e2ee=e2ee, channel=channel)
 
 
-async def _person(client: AsyncClient, person: str, *, e2ee: bool) -> dict[str, Any]:
+async def _person(client: AsyncClient, person: str, *, e2ee: bool, channel: str) -> dict[str, Any]:
     found = direct_room(client, person)
     if found is not None:
-        return {"target": f"matrix:{found}"}
+        return {"target": f"{channel}:{found}"}
     profile = await client.get_profile(person)
     if isinstance(profile, ProfileGetError):
         return {"error": f"no Matrix user {person} ({profile.message})"}
@@ -80,4 +84,4 @@ async def _person(client: AsyncClient, person: str, *, e2ee: bool) -> dict[str, 
     )
     if isinstance(made, RoomCreateError):
         return {"error": f"could not open a direct chat with {person} ({made.message})"}
-    return {"target": f"matrix:{made.room_id}"}
+    return {"target": f"{channel}:{made.room_id}"}
