@@ -203,7 +203,8 @@ class AuditSettings(Section):
     @classmethod
     def _destination(cls, value: str) -> str:
         value = value.strip()
-        if value and (":" not in value or value.split(":", 1)[0] not in ("matrix", "email")):
+        kind = value.split(":", 1)[0].partition("-")[0]  # matrix-<agent>: an agent's account
+        if value and (":" not in value or kind not in ("matrix", "email")):
             raise ValueError("must be matrix:<room id> or email:<address>")
         return value
 
