@@ -16,7 +16,7 @@ from typing import Any
 
 from squidd.commands import Commands
 from squidd.config import Settings
-from squidd.config.matrix_accounts import account_channel
+from squidd.config.accounts import account_channel
 from squidd.gateway.status import ask, socket_path
 
 

@@ -25,12 +25,18 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from squidd.config.accounts import (
+    EMAIL,
+    MATRIX,
+    account_channel,
+    account_mail,
+    account_matrix,
+)
 from squidd.config.api import ApiSettings
 from squidd.config.backup import BackupSettings
 from squidd.config.email import EmailSettings
 from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
-from squidd.config.matrix_accounts import MATRIX, account_channel, account_matrix
 from squidd.config.mcp import McpSettings
 from squidd.config.media import MediaSettings, TranscriptionSettings
 from squidd.config.providers import split_entry
@@ -48,7 +54,7 @@ from squidd.config.sections import (
 from squidd.config.tools import ToolsSettings
 from squidd.errors import ConfigError
 
-__all__ = ["ConfigError", "MatrixAccount", "Settings", "find_config_file", "load_settings"]
+__all__ = ["Account", "ConfigError", "Settings", "find_config_file", "load_settings"]
 
 
 DEFAULT_AGENT = "main"
@@ -154,21 +160,47 @@ class Settings(BaseSettings):
             seen.add(entry.matrix.user_id.lower())
         return self
 
-    def matrix_accounts(self) -> list[MatrixAccount]:
+    @model_validator(mode="after")
+    def _agent_mailboxes(self) -> Settings:
+        seen = {self.email.address.lower()} if self.email.enabled else set()
+        for number, entry in enumerate(self.agents.list):
+            if entry.email is None:
+                continue
+            where = f"agents.list ({entry.name}).email"
+            if number == 0:
+                raise ValueError(f"{where}: the first agent's mailbox is the [email] section")
+            for host in ("imap_host", "smtp_host"):
+                if not (getattr(entry.email, host) or getattr(self.email, host)):
+                    raise ValueError(f"{where}: no {host} (set it here or in [email])")
+            if entry.email.address in seen:
+                raise ValueError(f"{where}: {entry.email.address} is another mailbox's too")
+            seen.add(entry.email.address)
+        return self
+
+    def matrix_accounts(self) -> list[Account]:
         """The bot accounts to run: `[matrix]` when enabled (the default agent's), then each
-        agent's own (config/matrix_accounts.py), in the order of `[[agents.list]]`."""
-        accounts = []
-        if self.matrix.enabled:
-            accounts.append(MatrixAccount(MATRIX, self.default_agent, self))
+        agent's own (config/accounts.py), in the order of `[[agents.list]]`."""
+        accounts = [Account(MATRIX, self.default_agent, self)] if self.matrix.enabled else []
         for entry in self.agents.list:
             if entry.matrix is not None:
                 matrix = account_matrix(self.matrix, entry.name, entry.matrix)
-                storage = self.storage.model_copy(
-                    update={"data_dir": self.agent_store_dir(entry.name)}
-                )
-                own = self.model_copy(update={"matrix": matrix, "storage": storage})
-                accounts.append(MatrixAccount(account_channel(entry.name), entry.name, own))
+                accounts.append(self._account(entry.name, MATRIX, matrix=matrix))
         return accounts
+
+    def mail_accounts(self) -> list[Account]:
+        """The mailboxes to run: `[email]` when enabled (the default agent's), then each
+        agent's own (config/accounts.py), in the order of `[[agents.list]]`."""
+        accounts = [Account(EMAIL, self.default_agent, self)] if self.email.enabled else []
+        for entry in self.agents.list:
+            if entry.email is not None:
+                email = account_mail(self.email, entry.name, entry.email)
+                accounts.append(self._account(entry.name, EMAIL, email=email))
+        return accounts
+
+    def _account(self, agent: str, kind: str, **section: object) -> Account:
+        storage = self.storage.model_copy(update={"data_dir": self.agent_store_dir(agent)})
+        own = self.model_copy(update={**section, "storage": storage})
+        return Account(account_channel(agent, kind), agent, own)
 
     # --- agents (config/agents.py) ---------------------------------------------------------
 
@@ -223,10 +255,11 @@ class Settings(BaseSettings):
 
 
 @dataclass(frozen=True, slots=True)
-class MatrixAccount:
-    """One bot account the daemon runs: its channel's name, the agent it answers for, and
-    the settings its channel and `squidd matrix` see: its `[matrix]`, and for an agent's
-    own account the agent's store dir as the data dir (its files in `matrix/` there)."""
+class Account:
+    """One bot account (Matrix) or mailbox the daemon runs: its channel's name, the agent
+    it answers for, and the settings its channel (and `squidd matrix`) see: its `[matrix]`
+    or `[email]`, and for an agent's own the agent's store dir as the data dir (its files in
+    `matrix/` or `email/` there)."""
 
     channel: str
     agent: str

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from squidd.config._base import Section
-from squidd.config.matrix_accounts import AgentMatrix
+from squidd.config.accounts import AgentMail, AgentMatrix
 
 __all__ = ["AGENT_NAME_RE", "AgentEntry"]
 
@@ -46,7 +46,10 @@ class AgentEntry(Section):
     bot+planner@example.org; `bot+<name>@` reaches the agent named so without listing it)."""
     matrix: AgentMatrix | None = None
     """A Matrix bot account of its own (`[agents.list.matrix]`: `user_id` and its password
-    or token; config/matrix_accounts.py): everything that reaches it is this agent's."""
+    or token; config/accounts.py): everything that reaches it is this agent's."""
+    email: AgentMail | None = None
+    """A mailbox of its own (`[agents.list.email]`: `address` and its login; the rest from
+    `[email]`; config/accounts.py): every mail that reaches it is this agent's."""
     system_prompt: str | None = None
     memory_scope: Literal["auto", "shared", "person"] | None = None
     consolidation_threshold: int | None = Field(default=None, gt=0)

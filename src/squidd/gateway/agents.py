@@ -2,11 +2,12 @@
 
 In this order: the agent the message names (`Inbound.agent`: an API request's `model`, a
 cron job's, a sub-agent's run), when there is one by that name; the agent whose own Matrix
-account it came to (its channel `matrix-<agent>`); a room of `[matrix]`'s account an agent
-lists (`rooms`); a mail address an agent lists (`addresses`), or the bot's own address with
-an agent's name as its +tag (`bot+planner@example.org` reaches "planner"); else the default
-agent, the first of `[[agents.list]]`. A message's route depends only on the message and the
-config, so a message handed on again after a restart reaches the same agent.
+account or mailbox it came to (its channel `matrix-<agent>`, `email-<agent>`); a room of
+`[matrix]`'s account an agent lists (`rooms`); a mail address an agent lists (`addresses`),
+or the bot's own address with an agent's name as its +tag (`bot+planner@example.org`
+reaches "planner"); else the default agent, the first of `[[agents.list]]`. A message's
+route depends only on the message and the config, so a message handed on again after a
+restart reaches the same agent.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from squidd.config import Settings
-from squidd.config.matrix_accounts import MATRIX
+from squidd.config.accounts import EMAIL, MATRIX
 from squidd.core.models import Inbound
 
 __all__ = ["AgentRoutes", "agent_named"]
@@ -31,7 +32,8 @@ class AgentRoutes:
         self.names = tuple(settings.agent_names)
         entries = settings.agents.list
         self._rooms = {room: e.name for e in entries for room in e.rooms}
-        self._accounts = {a.channel: a.agent for a in settings.matrix_accounts()}
+        accounts = [*settings.matrix_accounts(), *settings.mail_accounts()]
+        self._accounts = {a.channel: a.agent for a in accounts}
         self._addresses = {a.lower(): e.name for e in entries for a in e.addresses}
         own = settings.email.address.lower() if settings.email.enabled else ""
         self._own = own.partition("@") if "@" in own else None
@@ -40,7 +42,7 @@ class AgentRoutes:
         if inbound.agent in self.names:
             return inbound.agent
         own = self._accounts.get(inbound.channel)
-        if own is not None and inbound.channel != MATRIX:
+        if own is not None and inbound.channel not in (MATRIX, EMAIL):
             return own
         destination = inbound.reply_to
         if inbound.channel == MATRIX and destination is not None:

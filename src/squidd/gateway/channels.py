@@ -10,7 +10,7 @@ with their own channels (`squidd.gateway.build.build_daemon(channels=...)`). A c
 serves HTTP (the API's listener) is added with `add_serving`: its factory also gets the
 `Pages` to serve beside its own routes (the dashboard, from the composition root), through
 its constructor. A kind the settings may want several of is added with `add_many` (Matrix:
-one channel per bot account, `matrix` and `matrix-<agent>`).
+one channel per bot account, `matrix` and `matrix-<agent>`; email: one per mailbox).
 """
 
 from __future__ import annotations
@@ -118,10 +118,14 @@ def _matrix(settings: Settings, media: MediaSink) -> list[Channel]:
     ]
 
 
-def _email(settings: Settings, media: MediaSink) -> Channel:
+def _email(settings: Settings, media: MediaSink) -> list[Channel]:
+    """One channel per mailbox: `[email]`'s, and each agent's own."""
     from squidd.channels.email import create_channel
 
-    return create_channel(settings, media=media)
+    return [
+        create_channel(account.settings, media=media, name=account.channel)
+        for account in settings.mail_accounts()
+    ]
 
 
 def _api(settings: Settings, media: MediaSink, pages: Pages | None) -> Channel:
@@ -139,7 +143,7 @@ def builtin_channels() -> ChannelRegistry:
     return (
         ChannelRegistry()
         .add_many("matrix", _matrix, enabled=lambda settings: bool(settings.matrix_accounts()))
-        .add("email", _email, enabled=lambda settings: settings.email.enabled)
+        .add_many("email", _email, enabled=lambda settings: bool(settings.mail_accounts()))
         .add_serving("api", _api, enabled=lambda settings: settings.api.enabled)
     )
 

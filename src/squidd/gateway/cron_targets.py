@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from squidd.config import Settings
-from squidd.core.models import Destination
+from squidd.core.models import Destination, channel_kind
 from squidd.core.ports import ControlOp
 from squidd.gateway.status import ask, socket_path
 
@@ -47,9 +47,11 @@ def config_check(settings: Settings, target: str, running: Iterable[str] = ()) -
             f"or {_FORMS['email']})"
         )
     channel, address = str(found.channel), found.target
-    if channel in {a.channel for a in settings.matrix_accounts()} - {"matrix"}:
-        if not _has_form("matrix", address):  # an agent's own account
-            raise ValueError(f"target {target!r}: a matrix target looks like {_FORMS['matrix']}")
+    accounts = [*settings.matrix_accounts(), *settings.mail_accounts()]
+    if channel in {a.channel for a in accounts} - {"matrix", "email"}:
+        kind = channel_kind(channel)  # an agent's own account or mailbox
+        if not _has_form(kind, address):
+            raise ValueError(f"target {target!r}: a target of {channel} looks like {_FORMS[kind]}")
         return found
     if channel in running and channel not in _CHANNELS:
         return found

@@ -19,6 +19,9 @@ from squidd.core.ports import Channel, MediaSink
 __all__ = ["EmailChannel", "create_channel"]
 
 
-def create_channel(settings: Settings, *, media: MediaSink | None = None) -> Channel:
-    """The email channel for `settings.email`, keeping its state under the data dir."""
-    return EmailChannel(settings.email, settings.storage.data_dir, media=media)
+def create_channel(
+    settings: Settings, *, media: MediaSink | None = None, name: str = "email"
+) -> Channel:
+    """The email channel for `settings.email`, keeping its state under the data dir of
+    `settings` (an agent's own mailbox: `Settings.mail_accounts`, named `email-<agent>`)."""
+    return EmailChannel(settings.email, settings.storage.data_dir, media=media, name=name)

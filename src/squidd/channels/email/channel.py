@@ -55,9 +55,12 @@ class EmailChannel:
         monotonic: Callable[[], float] = time.monotonic,
         clock: Callable[[], float] = time.time,
         media: MediaSink | None = None,
+        name: str = "email",
     ) -> None:
         """`monotonic` times reconnects; `clock` (wall time) the rate limit, whose counts are
-        on disk and must mean the same to the next process."""
+        on disk and must mean the same to the next process; `name`: `email`, or
+        `email-<agent>` for an agent's own mailbox."""
+        self._name = name
         self._settings = settings
         self._monotonic = monotonic
         self._media = media
@@ -67,12 +70,14 @@ class EmailChannel:
         # UIDs handed to the router by this process and not acknowledged yet.
         delivered: set[int] = set()
         self._acks = Acknowledger(settings, self._tls, state, delivered)
-        self._receiver = Receiver(settings, state, self._acks, delivered, clock=clock, media=media)
+        self._receiver = Receiver(
+            settings, state, self._acks, delivered, clock=clock, media=media, channel=name
+        )
         self._backoff = Backoff(settings.reconnect_initial_delay_s, settings.reconnect_max_delay_s)
 
     @property
     def name(self) -> str:
-        return "email"
+        return self._name
 
     def _warn_about_settings(self) -> None:
         s = self._settings

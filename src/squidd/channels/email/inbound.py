@@ -74,8 +74,10 @@ def make_inbound(
     ack: AckHook,
     on_undeliverable: UndeliverableHook,
     attachments: tuple[Attachment, ...] = (),
+    channel: str = "email",
 ) -> Inbound:
-    """The Inbound of one accepted mail; `body` is None when it was too large to read.
+    """The Inbound of one accepted mail; `body` is None when it was too large to read;
+    `channel`: the channel's name (`email-<agent>` for an agent's own mailbox).
 
     `meta` holds what this channel reads back: the Message-ID and References a reply
     threads on (`thread_of`), and whether the mail was over the size cap (the log)."""
@@ -85,7 +87,7 @@ def make_inbound(
         "oversize": body is None,
     }
     return Inbound(
-        channel=ChannelName("email"),
+        channel=ChannelName(channel),
         source_id=SourceId(headers.message_id),
         session_id=SessionId(headers.from_addr),
         sender=headers.from_addr,

@@ -65,8 +65,10 @@ class Receiver:
         *,
         clock: Callable[[], float] = time.time,
         media: MediaSink | None = None,
+        channel: str = "email",
     ) -> None:
         """`clock` gives wall-clock seconds: the rate limiter's times are kept on disk."""
+        self._channel = channel
         self._settings = settings
         self._media = media
         self._state = state
@@ -199,7 +201,7 @@ class Receiver:
     async def _handle(
         self, folder: ImapFolder, inbox: Inbox, uid: int, *, redelivery: bool
     ) -> None:
-        with structlog.contextvars.bound_contextvars(channel="email", uid=uid):
+        with structlog.contextvars.bound_contextvars(channel=self._channel, uid=uid):
             try:
                 inbound = await self._examine(folder, uid, redelivery=redelivery)
             except (TransientError, PermanentError):
@@ -295,6 +297,7 @@ class Receiver:
             ack=functools.partial(self._acks.ack, folder.uidvalidity, uid),
             on_undeliverable=functools.partial(self._acks.undeliverable, folder.uidvalidity, uid),
             attachments=attachments,
+            channel=self._channel,
         )
 
     async def _keep_attachments(

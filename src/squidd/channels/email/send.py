@@ -38,7 +38,7 @@ async def send_reply(outbound: Outbound, *, settings: EmailSettings, smtp: SmtpS
         raise DeliveryRefusedError("not an email address")
     thread: ThreadContext | None = None
     inbound = outbound.in_reply_to
-    if inbound is not None and inbound.channel == "email":
+    if inbound is not None and inbound.channel == outbound.channel:
         thread = thread_of(inbound)
     files, notes = await _file_parts(outbound.files, settings.max_reply_attachment_bytes)
     text = "\n\n".join([outbound.text.rstrip(), *notes]) if notes else outbound.text

@@ -192,28 +192,39 @@ def _mail_fix(which: str, key: str) -> Any:
 
 
 async def email_checks(settings: Settings) -> list[Check]:
-    cfg = settings.email
-    if not cfg.enabled:
+    """Each mailbox: `[email]`'s ("IMAP login", ...) and each agent's own ("IMAP login
+    (<agent>)", ...)."""
+    accounts = settings.mail_accounts()
+    if not accounts:
         return [Check.skip("email", "the channel is off (email.enabled = false)")]
+    checks: list[Check] = []
+    for account in accounts:
+        mark = "" if account.channel == "email" else f" ({account.agent})"
+        checks += await _mailbox_checks(account.settings, mark)
+    return checks
 
+
+async def _mailbox_checks(settings: Settings, mark: str) -> list[Check]:
+    cfg = settings.email
     found: list[ImapFacts] = []
 
     async def imap() -> Check:
         found.append(await probe_imap(cfg))
         where = f"{cfg.username} at {cfg.imap_host}:{cfg.imap_port}, {cfg.folder}"
-        return Check.ok("IMAP login", f"{where}, UIDVALIDITY {found[0].uidvalidity}")
+        return Check.ok(f"IMAP login{mark}", f"{where}, UIDVALIDITY {found[0].uidvalidity}")
 
     fix = _mail_fix("IMAP", "email.username and email.password (or password_file)")
-    first = await attempt("IMAP login", imap, fix, (*_NET, ConfigError))
+    first = await attempt(f"IMAP login{mark}", imap, fix, (*_NET, ConfigError))
     checks = [first]
+    idle = f"IMAP IDLE{mark}"
     if first.failed:
-        checks.append(Check.skip("IMAP IDLE", "no login"))
+        checks.append(Check.skip(idle, "no login"))
     elif found[0].idle or not cfg.idle:
-        checks.append(Check.ok("IMAP IDLE", "offered" if found[0].idle else "not used"))
+        checks.append(Check.ok(idle, "offered" if found[0].idle else "not used"))
     else:
         checks.append(
             Check.fail(
-                "IMAP IDLE",
+                idle,
                 "the server does not offer IDLE",
                 "set email.idle = false (then squidd polls every email.poll_interval_s)",
             )
@@ -222,10 +233,12 @@ async def email_checks(settings: Settings) -> list[Check]:
     async def smtp() -> Check:
         logged_in = await probe_smtp(cfg)
         how = "logged in" if logged_in else "connected (no login configured)"
-        return Check.ok("SMTP login", f"{how} at {cfg.smtp_host}:{cfg.smtp_port}, no mail sent")
+        where = f"at {cfg.smtp_host}:{cfg.smtp_port}, no mail sent"
+        return Check.ok(f"SMTP login{mark}", f"{how} {where}")
 
     key = "email.smtp_username and email.smtp_password (or the IMAP login)"
-    checks.append(await attempt("SMTP login", smtp, _mail_fix("SMTP", key), (*_NET, ConfigError)))
+    name = f"SMTP login{mark}"
+    checks.append(await attempt(name, smtp, _mail_fix("SMTP", key), (*_NET, ConfigError)))
     return checks
 
 

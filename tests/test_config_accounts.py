@@ -1,6 +1,7 @@
-"""An agent's own Matrix account (`[agents.list.matrix]`): what it takes from `[matrix]`,
-where its files live, what a config may not say, and that what arrives on it is that
-agent's (the routing rule), whatever the message's room or sender."""
+"""An agent's own Matrix account (`[agents.list.matrix]`) and mailbox (`[agents.list.email]`):
+what each takes from `[matrix]` or `[email]`, where its files live, what a config may not
+say, and that what arrives on it is that agent's (the routing rule), whatever the message's
+room or sender."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def test_what_arrives_on_an_agents_account_is_that_agents(tmp_path: Path) -> Non
     assert found == Destination(ChannelName("matrix-planner"), "!dm:example.org")
     with pytest.raises(ValueError, match="has no 'matrix-nobody' channel"):
         config_check(settings, "matrix-nobody:!dm:example.org")
-    with pytest.raises(ValueError, match="a matrix target looks like"):
+    with pytest.raises(ValueError, match="a target of matrix-planner looks like"):
         config_check(settings, "matrix-planner:nothing")
 
 
@@ -172,3 +173,92 @@ def test_a_backup_without_secrets_leaves_out_every_accounts_keys(tmp_path: Path)
     for root in ("", "agents/planner/"):
         for name in ("credentials.json", "store", "identity.json", "recovery-key.txt"):
             assert f"{root}matrix/{name}" in found
+
+
+EMAIL = """
+[email]
+enabled = true
+address = "bot@example.org"
+password = "pw-bot"
+imap_host = "imap.example.org"
+smtp_host = "smtp.example.org"
+smtp_port = 587
+smtp_security = "starttls"
+allowed_senders = ["alice@example.org"]
+trusted_authserv_id = "mx.example.org"
+"""
+MAILBOX = """
+[[agents.list]]
+name = "home"
+[[agents.list]]
+name = "planner"
+[agents.list.email]
+address = "Planner@Example.org"
+password_file = "{secret}"
+"""
+
+
+def test_an_agents_mailbox_takes_the_rest_from_email(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("pw-planner\n")
+    settings = _load(tmp_path, EMAIL + MAILBOX.format(secret=secret))
+    accounts = settings.mail_accounts()
+    assert [(a.channel, a.agent) for a in accounts] == [
+        ("email", "home"),
+        ("email-planner", "planner"),
+    ]
+    email = accounts[1].settings.email
+    assert (email.address, email.username, email.from_name) == (
+        "planner@example.org",
+        "planner@example.org",
+        "planner",
+    )
+    login = email.smtp_login
+    assert login is not None and login[0] == "planner@example.org"
+    assert login[1].get_secret_value() == "pw-planner"
+    assert (email.imap_host, email.smtp_port, email.smtp_security) == (
+        "imap.example.org",
+        587,
+        "starttls",
+    )
+    assert email.allowed_senders == ["alice@example.org"]
+    assert accounts[1].settings.storage.data_dir == tmp_path / "data" / "agents" / "planner"
+    routes = AgentRoutes(settings)
+    assert routes.agent_of(_inbound("email-planner", "alice@example.org")) == "planner"
+    assert routes.agent_of(_inbound("email", "alice@example.org")) == "home"
+    found = config_check(settings, "email-planner:alice@example.org")
+    assert found == Destination(ChannelName("email-planner"), "alice@example.org")
+    with pytest.raises(ValueError, match="a target of email-planner looks like"):
+        config_check(settings, "email-planner:nobody")
+
+
+@pytest.mark.parametrize(
+    ("agents", "said"),
+    [
+        (
+            '[[agents.list]]\nname = "home"\n[agents.list.email]\n'
+            'address = "x@example.org"\npassword = "p"\n',
+            "the first agent's mailbox is the [email] section",
+        ),
+        (
+            '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+            '[agents.list.email]\naddress = "BOT@example.org"\npassword = "p"\n',
+            "is another mailbox's too",
+        ),
+        (
+            '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+            '[agents.list.email]\naddress = "work@example.org"\n',
+            "set password (or password_file)",
+        ),
+        (
+            '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+            '[agents.list.email]\naddress = "work"\npassword = "p"\n',
+            "must be a mail address",
+        ),
+    ],
+)
+def test_what_an_agents_mailbox_may_not_say(tmp_path: Path, agents: str, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, EMAIL + agents)
+    assert said in str(caught.value)
+    assert "pw-bot" not in str(caught.value) and '"p"' not in str(caught.value)
