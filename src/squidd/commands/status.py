@@ -55,9 +55,11 @@ def agent_lines(agents: list[dict[str, Any]] | None, only: str | None = None) ->
             continue
         routes = [*agent.get("rooms", []), *agent.get("addresses", [])]
         default = " (default)" if agent.get("default") else ""
+        accounts = agent.get("accounts", [])
         lines.append(
             f"  {agent.get('name')}{default}: workspace {agent.get('workspace')}"
             + (f"; routes {', '.join(routes)}" if routes else "")
+            + (f"; accounts {', '.join(accounts)}" if accounts else "")
         )
         if only is not None:
             lines.extend(f"  {line}" for line in model_lines(agent.get("model")))

@@ -146,6 +146,16 @@ class Daemon:
         if not self.settings.agents.list:
             return []
         entries = {entry.name: entry for entry in self.settings.agents.list}
+        children = self.supervisor.children
+        accounts: dict[str, list[str]] = {}
+        for account in self.settings.matrix_accounts():
+            who = account.settings.matrix.user_id
+            state = children[account.channel].state if account.channel in children else "off"
+            accounts.setdefault(account.agent, []).append(f"{account.channel} {who} ({state})")
+        for account in self.settings.mail_accounts():
+            who = account.settings.email.address
+            state = children[account.channel].state if account.channel in children else "off"
+            accounts.setdefault(account.agent, []).append(f"{account.channel} {who} ({state})")
         return [
             {
                 "name": name,
@@ -153,6 +163,7 @@ class Daemon:
                 "workspace": str(agent.settings.workspace_dir),
                 "rooms": list(entries[name].rooms),
                 "addresses": list(entries[name].addresses),
+                "accounts": accounts.get(name, []),
                 "model": agent.llm.snapshot(),
             }
             for name, agent in self.runtime.agents.items()

@@ -125,6 +125,9 @@ async def test_two_bot_accounts_two_agents_over_encrypted_dms(
         assert work_bot.user_id in report["Matrix (work) login"]["detail"]
         assert fingerprint(masters["work"]) in report["Matrix (work) cross-signing"]["detail"]
 
+        status = await squidd_cli(config, "status", "--agent", "work")
+        assert f"accounts matrix-work {work_bot.user_id} (connected)" in status.stdout, status
+
         # A restart: the same two identities, the same devices, the conversations go on.
         assert await daemon.stop() == 0
         again = await start_squidd(squidds, config, tmp_path / "squidd-2.log")
