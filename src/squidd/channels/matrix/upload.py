@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -112,13 +112,17 @@ async def _upload(
     """(mxc url, the `file` keys when encrypted); (None, None) when the server says too large."""
     key = AttachmentKey.fresh() if encrypted else None
     passes: list[_Pass] = []
+    bodies: list[AsyncGenerator[bytes, None]] = []
 
-    # Called again by nio after a 429: each call starts from the beginning.
-    def provider(*_: int) -> Path | io.BytesIO | AsyncIterator[bytes]:
-        if key is None:
-            return source if isinstance(source, Path) else io.BytesIO(source)
-        passes.append(_Pass(Encryptor(key)))
-        return _encrypted_chunks(source, size, passes[-1])
+    # Called again by nio after a 429: each call starts from the beginning. A file is read
+    # through a handle of our own, closed below however the upload ended (a body aiohttp
+    # stopped reading would otherwise hold its file open until the collector came by).
+    def provider(*_: int) -> io.BytesIO | AsyncIterator[bytes]:
+        if key is None and isinstance(source, bytes):
+            return io.BytesIO(source)
+        passes.append(_Pass(Encryptor(key) if key is not None else None))
+        bodies.append(_chunks(source, size, passes[-1]))
+        return bodies[-1]
 
     try:
         response, _ = await client.upload(
@@ -128,12 +132,16 @@ async def _upload(
         if passes and passes[-1].shrank:
             raise DeliveryError(f"upload: the file {name} shrank while it was read") from exc
         raise DeliveryError(f"upload: homeserver unreachable ({describe(exc)})") from exc
+    finally:
+        for body in bodies:
+            await body.aclose()
     if isinstance(response, UploadResponse):
         if not passes:
             return str(response.content_uri), None
-        if passes[-1].encryptor.length != size:  # the body was not read to its end
+        if passes[-1].length != size:  # the body was not read to its end
             raise DeliveryError(f"upload: the file {name} was not sent whole")
-        return str(response.content_uri), passes[-1].encryptor.file_info()
+        encryptor = passes[-1].encryptor
+        return str(response.content_uri), encryptor.file_info() if encryptor else None
     if isinstance(response, ErrorResponse) and response.status_code == "M_TOO_LARGE":
         return None, None
     raise DeliveryError(f"upload refused by the homeserver: {describe_response(response)}")
@@ -141,15 +149,23 @@ async def _upload(
 
 @dataclasses.dataclass(slots=True)
 class _Pass:
-    encryptor: Encryptor
+    encryptor: Encryptor | None
+    """None: the file goes as it is (an unencrypted room)."""
     shrank: bool = False
+    length: int = 0
+    """Bytes of the source read so far."""
+
+    def update(self, chunk: bytes) -> bytes:
+        self.length += len(chunk)
+        return chunk if self.encryptor is None else self.encryptor.update(chunk)
 
 
-async def _encrypted_chunks(source: Path | bytes, size: int, run: _Pass) -> AsyncIterator[bytes]:
-    """The first `size` bytes of `source`, encrypted chunk by chunk as the body is sent."""
+async def _chunks(source: Path | bytes, size: int, run: _Pass) -> AsyncGenerator[bytes, None]:
+    """The first `size` bytes of `source`, chunk by chunk (encrypted when `run` encrypts)
+    as the body is sent."""
     if isinstance(source, bytes):
         for start in range(0, len(source), _CHUNK):
-            yield run.encryptor.update(source[start : start + _CHUNK])
+            yield run.update(source[start : start + _CHUNK])
         return
     async with await anyio.open_file(source, "rb") as handle:
         left = size
@@ -159,7 +175,7 @@ async def _encrypted_chunks(source: Path | bytes, size: int, run: _Pass) -> Asyn
                 run.shrank = True
                 raise _Shrank(source.name)
             left -= len(chunk)
-            yield run.encryptor.update(chunk)
+            yield run.update(chunk)
 
 
 class _Shrank(ConnectionError):
