@@ -265,6 +265,7 @@ questions = st.builds(
     state=st.sampled_from(list(QuestionState)),
     by=st.none() | texts,
     asked_by=texts,
+    agent=texts,
 )
 
 always_rules = st.builds(

@@ -76,11 +76,15 @@ class Daemon:
     pipelines: dict[str, Pipeline]
     turns: TurnRunner
     caps: DailyCaps
+    agent_caps: Mapping[str, DailyCaps]
+    """Each agent's caps: the daemon's, and its own when it has a `limits` table."""
     scheduled: ScheduledRuns
     subagents: SubAgents
     mcp: McpHub
     scheduler: CronScheduler | None
-    heartbeat: Heartbeat | None
+    heartbeats: dict[str, Heartbeat]
+    """Each agent's heartbeat that is on, by its child's name (`heartbeat`: the default
+    agent's, `heartbeat:<agent>`: another's)."""
     notifier: Notifier
     handle_signals: bool = True
     backups: ScheduledBackups | None = None
@@ -124,11 +128,19 @@ class Daemon:
                 CronDeliveries(self.settings.storage.data_dir).read_sync
             ),
             "unattended_denied": unattended.snapshot() if unattended else [],
-            "heartbeat": (
-                self.heartbeat.next_beat.isoformat()
-                if self.heartbeat and self.heartbeat.next_beat
-                else None
-            ),
+            "heartbeat": self._next_beats().get("heartbeat"),
+            "heartbeats": self._next_beats(),
+        }
+
+    @property
+    def heartbeat(self) -> Heartbeat | None:
+        """The default agent's heartbeat, when it is on."""
+        return self.heartbeats.get("heartbeat")
+
+    def _next_beats(self) -> dict[str, str | None]:
+        return {
+            name: beat.next_beat.isoformat() if beat.next_beat else None
+            for name, beat in self.heartbeats.items()
         }
 
     async def _model(self) -> dict[str, Any]:
@@ -259,8 +271,8 @@ class Daemon:
                     starting.start_soon(self._start_child, tg, name, self._child(channel))
             if self.scheduler is not None:
                 await tg.start(self.supervisor.supervise, "cron", self.scheduler.run)
-            if self.heartbeat is not None:
-                await tg.start(self.supervisor.supervise, "heartbeat", self.heartbeat.run)
+            for child, beat in self.heartbeats.items():
+                await tg.start(self.supervisor.supervise, child, beat.run)
             if self.backups is not None:
                 await tg.start(self.supervisor.supervise, "backup", self.backups.run)
             if self.anchor is not None:
@@ -277,7 +289,7 @@ class Daemon:
                 channels=sorted(self.channels),
                 cron=self.scheduler is not None,
                 mcp_servers=sorted(self.mcp.servers),
-                heartbeat=self.heartbeat is not None,
+                heartbeats=sorted(self.heartbeats),
             )
             interval = watchdog_interval_s()
             if interval is not None:
