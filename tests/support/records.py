@@ -299,5 +299,7 @@ audit_entries = st.builds(
     duration_ms=ints,
     result_chars=ints,
     error=st.none() | texts,
+    agent=texts,
+    person=texts,
 )
 """One tool call as the audit log records it."""

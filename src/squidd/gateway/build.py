@@ -61,7 +61,7 @@ from squidd.gateway.dashboard_host import DaemonDashboardHost, dashboard_host
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
-from squidd.gateway.scheduled import ScheduledRuns
+from squidd.gateway.scheduled import ScheduledRuns, heartbeat_child
 from squidd.gateway.subagents import Fire
 from squidd.gateway.systemd import Notifier
 from squidd.gateway.terminal import Terminal
@@ -402,7 +402,7 @@ def _heartbeats(
             continue
         default = name == runtime.name
         beat = scheduled.beat_of("" if default else name, agent.settings.workspace_dir, hb.target)
-        beats["heartbeat" if default else f"heartbeat:{name}"] = Heartbeat(
+        beats[heartbeat_child(name, default=default)] = Heartbeat(
             interval=timedelta(minutes=hb.interval_minutes),
             active_hours=parse_active_hours(hb.active_hours),
             timezone=hb.timezone,

@@ -26,8 +26,9 @@ from squidd.config.limits import LimitsSettings
 from squidd.core.heartbeat import HEARTBEAT_SESSION
 from squidd.core.models import ChannelName, Destination, Inbound, InboundKind, SessionId, SourceId
 from squidd.core.usage import Price, UsageRecord, totals
-from squidd.gateway.costs import prices_of
+from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.people import People
+from squidd.gateway.runtime import Runtime
 from squidd.store.usage import UsageLedger
 
 log = structlog.get_logger()
@@ -116,12 +117,16 @@ class DailyCaps:
         """The caps that apply (to `inbound`, or all daemon-wide ones) and today's use: the
         daemon's first, then an agent's own."""
         found = [] if self._outer is None else await self._outer.states(inbound)
-        mine = await self._own_states(inbound)
+        return found + await self.own_states(inbound)
+
+    async def own_states(self, inbound: Inbound | None = None) -> list[CapState]:
+        """These caps' states without the daemon's (an agent's: "... of agent <name>")."""
+        mine = await self._states(inbound)
         if self._agent:
             mine = [replace(state, scope=f"{state.scope} of agent {self._agent}") for state in mine]
-        return found + mine
+        return mine
 
-    async def _own_states(self, inbound: Inbound | None) -> list[CapState]:
+    async def _states(self, inbound: Inbound | None) -> list[CapState]:
         s = self._settings
         if not self.enabled:
             return []
@@ -222,3 +227,17 @@ class DailyCaps:
                 kind=InboundKind.NOTICE,
             )
         )
+
+
+async def agent_figures(runtime: Runtime, caps: DailyCaps | None) -> dict[str, Any]:
+    """Agent `runtime.name`'s figures for `/status` and `squidd status --agent`: its usage
+    today and its own caps (the daemon's are shown as the daemon's); {} with one agent."""
+    settings = runtime.settings
+    if not settings.agents.list:
+        return {}
+    own = [] if caps is None else await caps.own_states()
+    return {
+        "name": runtime.name,
+        "usage_today": await usage_today(settings, runtime.usage, runtime.name),
+        "limits": [state.to_dict() for state in own if state.scope.endswith(runtime.name)],
+    }

@@ -38,11 +38,11 @@ from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
-from squidd.gateway.caps import DailyCaps
+from squidd.gateway.caps import DailyCaps, agent_figures
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime
-from squidd.gateway.scheduled import ScheduledRuns
+from squidd.gateway.scheduled import ScheduledRuns, heartbeat_child
 from squidd.gateway.status import StatusServer, socket_path
 from squidd.gateway.subagents import SubAgents
 from squidd.gateway.systemd import Notifier, watchdog, watchdog_interval_s
@@ -120,7 +120,7 @@ class Daemon:
             "mcp": self.mcp.snapshot(),
             "usage_today": await self.turns.usage_today(),
             "model": await self._model(),
-            "agents": self._agents(),
+            "agents": await self._agents(),
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
@@ -153,11 +153,13 @@ class Daemon:
             "failovers_today": len(today),
         }
 
-    def _agents(self) -> list[dict[str, Any]]:
-        """Each agent (none listed with one agent): its workspace, routes and model."""
+    async def _agents(self) -> list[dict[str, Any]]:
+        """Each agent (none listed with one agent): its workspace, routes and model, its
+        usage today, its own caps and its heartbeat's next beat."""
         if not self.settings.agents.list:
             return []
         entries = {entry.name: entry for entry in self.settings.agents.list}
+        beats = self._next_beats()
         return [
             {
                 "name": name,
@@ -166,6 +168,8 @@ class Daemon:
                 "rooms": list(entries[name].rooms),
                 "addresses": list(entries[name].addresses),
                 "model": agent.llm.snapshot(),
+                **await agent_figures(agent, self.agent_caps.get(name)),
+                "heartbeat": beats.get(heartbeat_child(name, default=name == self.runtime.name)),
             }
             for name, agent in self.runtime.agents.items()
         ]

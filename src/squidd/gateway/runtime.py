@@ -289,7 +289,7 @@ def build_runtime(
         attachments=MediaReader(mine.media, vision=llm.vision, transcriber=shared.transcriber),
         prompt_parts=None if skills is None else skills_index_part(skills),
         recording=shared.recording,
-        auditor=shared.auditor,
+        auditor=shared.auditor.for_agent(name) if settings.agents.list else shared.auditor,
         approvals=approvals,
     )
     return Runtime(

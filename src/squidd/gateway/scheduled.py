@@ -99,6 +99,12 @@ class ScheduledRuns:
         await self._router.submit(inbound)
 
 
+def heartbeat_child(agent: str, *, default: bool) -> str:
+    """The supervised child running agent `agent`'s heartbeat: `heartbeat` for the default
+    agent (as before agents), `heartbeat:<agent>` for another."""
+    return "heartbeat" if default else f"heartbeat:{agent}"
+
+
 @dataclass(frozen=True, slots=True)
 class AgentBeat:
     """One agent's heartbeat: its checklist read, its runs fired into its own session (the
