@@ -265,6 +265,7 @@ questions = st.builds(
     state=st.sampled_from(list(QuestionState)),
     by=st.none() | texts,
     asked_by=texts,
+    agent=texts,
 )
 
 always_rules = st.builds(
@@ -298,5 +299,7 @@ audit_entries = st.builds(
     duration_ms=ints,
     result_chars=ints,
     error=st.none() | texts,
+    agent=texts,
+    person=texts,
 )
 """One tool call as the audit log records it."""

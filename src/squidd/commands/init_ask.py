@@ -22,7 +22,8 @@ import anyio
 from pydantic import SecretStr, ValidationError
 
 from squidd.config.api import DEFAULT_PORT, ApiSettings
-from squidd.config.sections import LLMSettings, check_timezone
+from squidd.config.checks import check_timezone
+from squidd.config.sections import LLMSettings
 from squidd.ops.doctor.trials import Refused, http_url_problem, try_llm, try_models
 
 __all__ = [

@@ -37,7 +37,9 @@ def register(commands: Commands) -> None:
         example="squidd status\nsquidd status --agent work",
     )
     status.add_argument(
-        "--agent", default=None, help="the model and routes of this agent ([[agents.list]])"
+        "--agent",
+        default=None,
+        help="the model, routes, usage, caps and heartbeat of this agent ([[agents.list]])",
     )
 
 
@@ -63,6 +65,25 @@ def agent_lines(agents: list[dict[str, Any]] | None, only: str | None = None) ->
         )
         if only is not None:
             lines.extend(f"  {line}" for line in model_lines(agent.get("model")))
+            lines.extend(_agent_figures(agent))
+    return lines
+
+
+def _agent_figures(agent: dict[str, Any]) -> list[str]:
+    """One agent's usage today, its own caps and its heartbeat (a daemon of this version)."""
+    if "usage_today" not in agent:
+        return []
+    usage = agent.get("usage_today") or {}
+    cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
+    lines = [
+        f"    usage today: {usage.get('total_tokens', 0)} tokens in "
+        f"{usage.get('calls', 0)} calls{cost}"
+    ]
+    for cap in agent.get("limits") or ():
+        mark = "REACHED, its turns refused until midnight" if cap.get("reached") else "ok"
+        lines.append(f"    limit {cap['scope']}: {cap['used']:g} of {cap['cap']:g} - {mark}")
+    beat = agent.get("heartbeat")
+    lines.append(f"    heartbeat: next {beat}" if beat else "    heartbeat: off")
     return lines
 
 

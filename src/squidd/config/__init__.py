@@ -32,9 +32,12 @@ from squidd.config.accounts import (
     account_mail,
     account_matrix,
 )
+from squidd.config.agents import CAP_KEYS, merged
 from squidd.config.api import ApiSettings
 from squidd.config.backup import BackupSettings
+from squidd.config.checks import check_timezone
 from squidd.config.email import EmailSettings
+from squidd.config.heartbeat import HeartbeatSettings
 from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
 from squidd.config.mcp import McpSettings
@@ -44,12 +47,10 @@ from squidd.config.sections import (
     AgentSettings,
     CronSettings,
     GatewaySettings,
-    HeartbeatSettings,
     LLMSettings,
     LoggingSettings,
     PersonSettings,
     StorageSettings,
-    check_timezone,
 )
 from squidd.config.tools import ToolsSettings
 from squidd.errors import ConfigError
@@ -235,7 +236,33 @@ class Settings(BaseSettings):
             if workspace is None and not default:
                 workspace = self.agent_store_dir(name) / "workspace"
         agents = self.agents.model_copy(update={**entry.overrides(), "workspace": workspace})
-        return self.model_copy(update={"agents": agents, "llm": self._chain_of(entry.chain)})
+        tools = self.tools.model_copy(
+            update={
+                "policy": merged(self.tools.policy, entry.tools),
+                "approval": merged(self.tools.approval, entry.approvals),
+            }
+        )
+        return self.model_copy(
+            update={
+                "agents": agents,
+                "llm": self._chain_of(entry.chain),
+                "tools": tools,
+                "limits": merged(self.limits, entry.limits),
+                "heartbeat": merged(self.heartbeat, entry.heartbeat),
+            }
+        )
+
+    def agent_caps(self, name: str) -> LimitsSettings | None:
+        """Agent `name`'s own caps (`[[agents.list]]`'s `limits`), counted over its own
+        usage only: the cap keys it sets, the other `[limits]` keys (timezone, notice,
+        refusal text) merged over the daemon's; None when it sets no cap."""
+        entry = next((e for e in self.agents.list if e.name == name), None)
+        own = None if entry is None else entry.limits
+        if own is None or not own.model_fields_set & set(CAP_KEYS):
+            return None
+        caps = merged(self.limits, own)
+        unset = {key: None for key in CAP_KEYS if key not in own.model_fields_set}
+        return caps.model_copy(update=unset)
 
     def _chain_of(self, chain: list[str]) -> LLMSettings:
         if not chain:

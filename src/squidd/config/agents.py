@@ -14,18 +14,30 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 from squidd.config._base import Section
 from squidd.config.accounts import AgentMail, AgentMatrix
+from squidd.config.heartbeat import HeartbeatSettings
+from squidd.config.limits import LimitsSettings
+from squidd.config.tools import ApprovalSettings, PolicySettings
 
-__all__ = ["AGENT_NAME_RE", "AgentEntry"]
+__all__ = ["AGENT_NAME_RE", "CAP_KEYS", "AgentEntry", "merged"]
 
 AGENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _ROOM_RE = re.compile(r"^![^\s]+$")  # room version 12 ids carry no server name
 _ADDRESS_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
+
+CAP_KEYS = (
+    "daily_tokens",
+    "session_daily_tokens",
+    "daily_cost",
+    "heartbeat_daily_tokens",
+    "cron_daily_tokens",
+)
+"""The `[limits]` keys that are caps: an agent's count only its own usage."""
 
 
 class AgentEntry(Section):
@@ -57,6 +69,17 @@ class AgentEntry(Section):
     max_tool_rounds: int | None = Field(default=None, gt=0, le=200)
     context_budget: float | None = Field(default=None, gt=0)
     memory_max_chars: int | None = Field(default=None, gt=0)
+    tools: PolicySettings | None = None
+    """`[tools.policy]`'s keys (`default_deny`, `rules`) for this agent's turns."""
+    approvals: ApprovalSettings | None = None
+    """`[tools.approval]`'s keys (`tools`, `approvers`, `timeout_s`, `unattended`)."""
+    limits: LimitsSettings | None = Field(
+        default=None, validation_alias=AliasChoices("limits", "caps")
+    )
+    """`[limits]`'s keys (also spelt `caps`): its caps count its own usage only; the
+    daemon's `[limits]` caps still hold for all agents together."""
+    heartbeat: HeartbeatSettings | None = None
+    """`[heartbeat]`'s keys: its own beat, over its workspace's HEARTBEAT.md."""
 
     @field_validator("name")
     @classmethod
@@ -100,3 +123,13 @@ class AgentEntry(Section):
             "memory_max_chars",
         )
         return {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def merged(base: Model, over: BaseModel | None) -> Model:
+    """`base` with the keys `over` was given (key by key; the others stay `base`'s)."""
+    if over is None:
+        return base
+    return base.model_copy(update={key: getattr(over, key) for key in over.model_fields_set})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from squidd.config._base import Section
-from squidd.config.sections import check_target, check_timezone
+from squidd.config.checks import check_target, check_timezone
 
 
 class LimitsSettings(Section):

@@ -1,11 +1,10 @@
 """Core configuration sections: the LLM, the agent and memory, storage, logging, the
-gateway, cron and the heartbeat. Channel and tool sections live beside this file."""
+gateway and cron. Channel, tool and heartbeat sections live beside this file."""
 
 from __future__ import annotations
 
 import builtins
 import os
-import re
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -13,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from squidd.config._base import Endpoint, Section
 from squidd.config.agents import AgentEntry
+from squidd.config.checks import check_timezone
 from squidd.config.providers import (
     ChainEntry,
     ModelPrice,
@@ -20,9 +20,6 @@ from squidd.config.providers import (
     check_http_url,
     split_entry,
 )
-
-# "<channel>:<address>": the channel's name, then an address on it (room id, email address).
-_TARGET_RE = re.compile(r"^[a-z][a-z0-9_-]*:\S")
 
 
 def default_data_dir() -> Path:
@@ -265,40 +262,6 @@ class GatewaySettings(Section):
         return self
 
 
-def check_target(value: str) -> str:
-    if value and not _TARGET_RE.match(value):
-        raise ValueError(
-            "must look like 'matrix:!room:server' or 'email:user@example.org' "
-            "(a channel name, a colon, an address on that channel)"
-        )
-    return value
-
-
-class HeartbeatSettings(Section):
-    enabled: bool = False
-    interval_minutes: int = Field(default=30, gt=0)
-    active_hours: str = "08:00-22:00"
-    timezone: str = "UTC"
-    target: str = ""
-
-    @field_validator("active_hours")
-    @classmethod
-    def _hours(cls, value: str) -> str:
-        if not re.fullmatch(r"([01]\d|2[0-4]):[0-5]\d-([01]\d|2[0-4]):[0-5]\d", value):
-            raise ValueError("must look like 'HH:MM-HH:MM', e.g. '08:00-22:00'")
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _tz(cls, value: str) -> str:
-        return check_timezone(value)
-
-    @field_validator("target")
-    @classmethod
-    def _target(cls, value: str) -> str:
-        return check_target(value)
-
-
 class CronSettings(Section):
     enabled: bool = True
     misfire_grace_s: float = Field(default=300.0, ge=0)
@@ -310,14 +273,3 @@ class CronSettings(Section):
     @classmethod
     def _tz(cls, value: str) -> str:
         return check_timezone(value)
-
-
-def check_timezone(value: str) -> str:
-    """An IANA zone name that this machine knows."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown IANA timezone {value!r}") from None
-    return value

@@ -29,6 +29,7 @@ import hashlib
 import json
 import shlex
 import uuid
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -94,6 +95,9 @@ class Question:
     asked_by: str = ""
     """Who sent the message whose turn asks (their id on the channel); "" when nobody did
     (a cron run): whose approvers may answer (`ApprovalRules.approvers_for`)."""
+    agent: str = ""
+    """The agent whose turn asks ("" before agents, or with one): whose rules decide who
+    may answer (`Approvals.for_agent`)."""
 
     @property
     def waiting(self) -> bool:
@@ -221,22 +225,49 @@ class Approvals:
         askers: Mapping[str, Asker],
         *,
         now: Callable[[], datetime] = utcnow,
+        agent: str = "",
+        parent: Approvals | None = None,
     ) -> None:
         self._rules = rules
         self._store = store
-        self._askers = dict(askers)
         self._now = now
-        self._events: dict[str, anyio.Event] = {}
+        self._agent = agent
+        # An agent's gate (`for_agent`) shares its parent's askers, waits and agents' rules.
+        own: dict[str, Asker] = dict(askers)
+        if parent is None:
+            self._askers: Mapping[str, Asker] = own
+            self._every: dict[str, Asker] = own
+            self._events: dict[str, anyio.Event] = {}
+            self._by_agent: dict[str, ApprovalRules] = {}
+        else:
+            self._askers = ChainMap(own, parent._every)
+            self._every = parent._every
+            self._events = parent._events
+            self._by_agent = parent._by_agent
+        self._by_agent[agent] = rules
+
+    def for_agent(
+        self, agent: str, rules: ApprovalRules, askers: Mapping[str, Asker] | None = None
+    ) -> Approvals:
+        """The gate of agent `agent`: its own rules (which tools ask, who answers, how
+        long) and, for the channels in `askers`, its own askers (cron and heartbeat runs'
+        allowances). The questions, the other askers (also those added later) and the
+        answers are shared with this gate, so an answer taken here reaches a turn of any
+        agent waiting on it, judged by that agent's rules."""
+        return Approvals(rules, self._store, askers or {}, now=self._now, agent=agent, parent=self)
 
     def needs_approval(self, tool: str) -> bool:
         return tool in self._rules.tools
 
     def add_asker(self, channel: str, asker: Asker) -> None:
-        self._askers[channel] = asker
+        """`asker` puts the questions on `channel`, for every agent's gate."""
+        self._every[channel] = asker
 
     def may_answer(self, question: Question, sender: str) -> bool:
-        """Whether `sender` may answer `question` (see `ApprovalRules.may_answer`)."""
-        return self._rules.may_answer(question, sender)
+        """Whether `sender` may answer `question` (see `ApprovalRules.may_answer`), by the
+        rules of the agent whose turn asked."""
+        rules = self._by_agent.get(question.agent, self._rules)
+        return rules.may_answer(question, sender)
 
     def question_id(self, session: str, turn_key: str | None, call: ToolCall) -> str:
         if turn_key is None:
@@ -272,6 +303,7 @@ class Approvals:
             asked_at=asked,
             deadline=asked + timedelta(seconds=self._rules.timeout_s),
             asked_by=asked_from.sender if asked_from is not None else "",
+            agent=self._agent,
         )
         question, created = await self._store.create(fresh)
         deadline = question.deadline

@@ -3,9 +3,10 @@
 Every tool call a turn runs (or is refused to run after asking) becomes one `AuditEntry`:
 when, in which session and channel, which tool, the arguments' hash (`arguments_hash`, the
 same hash an approval binds, core/approvals.py) and a short preview with secrets scrubbed,
-the decision (`Decision`), who decided, how long it ran, how long the result was and the
-error if it failed. `Auditor` builds the entries for the turn steps and hands them to an
-`AuditSink` (store/audit.py keeps them as JSON lines under `<data dir>/audit/`).
+the decision (`Decision`), who decided, how long it ran, how long the result was, the
+error if it failed, and (when known) the agent and the person whose turn it was. `Auditor`
+builds the entries for the turn steps and hands them to an `AuditSink` (store/audit.py
+keeps them as JSON lines under `<data dir>/audit/`).
 
 The chain: each line carries `prev`, the previous line's hash, and `hash`, the SHA-256 of
 `prev` and the line's canonical JSON without `hash` (`seal`). `check_chain` walks lines in
@@ -81,6 +82,11 @@ class AuditEntry:
     duration_ms: int
     result_chars: int
     error: str | None
+    agent: str = ""
+    """The agent whose turn made the call ("" with one agent; records from before agents
+    lack it, and their hashes hold as written)."""
+    person: str = ""
+    """Who asked, when the turn knew (the person's id); "" for runs nobody asked for."""
 
 
 class AuditSink(Protocol):
@@ -154,9 +160,14 @@ class Auditor:
     """Builds the audit entry of each tool call for the turn steps and hands it on; a
     broken sink is logged, never the end of the turn."""
 
-    def __init__(self, sink: AuditSink, scrub: Callable[[str], str]) -> None:
+    def __init__(self, sink: AuditSink, scrub: Callable[[str], str], *, agent: str = "") -> None:
         self._sink = sink
         self._scrub = scrub
+        self._agent = agent
+
+    def for_agent(self, agent: str) -> Auditor:
+        """The auditor of agent `agent`'s turns: the same log, each entry naming it."""
+        return Auditor(self._sink, self._scrub, agent=agent)
 
     async def record(
         self,
@@ -169,6 +180,7 @@ class Auditor:
         seconds: float = 0.0,
         result_chars: int = 0,
         error: str | None = None,
+        person: str | None = None,
     ) -> None:
         entry = AuditEntry(
             time=utcnow().isoformat(timespec="milliseconds"),
@@ -182,6 +194,8 @@ class Auditor:
             duration_ms=int(seconds * 1000),
             result_chars=result_chars,
             error=None if error is None else self._scrub(error)[:PREVIEW_CHARS],
+            agent=self._agent,
+            person=person or "",
         )
         try:
             await self._sink.append(entry)

@@ -322,6 +322,7 @@ class TurnSteps:
             seconds=seconds,
             result_chars=len(result),
             error=error,
+            person=turn.ask.person,
         )
 
     async def retry_overflow(self, turn: Turn) -> bool:

@@ -61,7 +61,7 @@ from squidd.gateway.dashboard_host import DaemonDashboardHost, dashboard_host
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime, build_runtime
-from squidd.gateway.scheduled import ScheduledRuns
+from squidd.gateway.scheduled import ScheduledRuns, heartbeat_child
 from squidd.gateway.subagents import Fire
 from squidd.gateway.systemd import Notifier
 from squidd.gateway.terminal import Terminal
@@ -102,6 +102,8 @@ def build_terminal(
     if asker is not None and runtime.approvals is not None:
         runtime.approvals.add_asker("terminal", asker)
     caps = None if ignore_caps else caps_of(settings, runtime.usage)
+    if caps is not None:
+        caps = caps.for_agent(runtime.name, settings.agent_caps(runtime.name))
     return Terminal(runtime, TurnTools(runtime, mcp=mcp), caps, Conversations(runtime))
 
 
@@ -150,11 +152,8 @@ def build_daemon(
     scheduled = _scheduled(settings, router)
     scheduler, cron = _cron(settings, jobs, scheduled, clock, by_name)
     caps = caps_of(settings, runtime.usage, router.submit)
-    streams = {name: c for name, c in by_name.items() if isinstance(c, StreamsReplies)}
-    timings = TimingsLedger(data_dir, timezone=settings.limits.timezone)
-    turns.update(
-        _turn_runners(runtime, caps, streams, conversations, timings, cron, mcp, scheduled.fire)
-    )
+    agent_caps = {name: caps.for_agent(name, settings.agent_caps(name)) for name in runtime.agents}
+    turns.update(_turn_runners(runtime, agent_caps, by_name, conversations, cron, mcp, scheduled))
     first = turns[runtime.name]
     begun = began_before(runtime.journal, outbox, by_name)
     daemon = Daemon(
@@ -171,11 +170,12 @@ def build_daemon(
         pipelines=_pipelines(by_name, answers, first.conversations, router, begun),
         turns=first,
         caps=caps,
+        agent_caps=agent_caps,
         scheduled=scheduled,
         subagents=first.subagents,
         mcp=mcp,
         scheduler=scheduler,
-        heartbeat=_heartbeat(settings, scheduled, first, clock),
+        heartbeats=_heartbeats(runtime, scheduled, turns, clock),
         notifier=notifier or Notifier(),
         handle_signals=handle_signals,
         backups=_backups(settings),
@@ -189,20 +189,24 @@ def build_daemon(
 
 def _turn_runners(
     runtime: Runtime,
-    caps: DailyCaps,
-    streams: Mapping[str, StreamsReplies],
+    caps: Mapping[str, DailyCaps],
+    channels: Mapping[str, Channel],
     conversations: Conversations,
-    timings: TimingsLedger,
     cron: CronJobs,
     mcp: McpHub,
-    fire: Fire,
+    scheduled: ScheduledRuns,
 ) -> dict[str, TurnRunner]:
-    """Each agent's turn: its runtime and per-call tools, the daemon's caps and streams,
-    the conversations as the agent sees them."""
+    """Each agent's turn: its runtime and per-call tools, its caps (the daemon's and its
+    own), the channels' streams and the turn timings, the conversations as the agent sees
+    them."""
+    data_dir = runtime.settings.storage.data_dir
+    timings = TimingsLedger(data_dir, timezone=runtime.settings.limits.timezone)
+    streams = {name: c for name, c in channels.items() if isinstance(c, StreamsReplies)}
+    fire: Fire = scheduled.fire
     return {
         name: TurnRunner(
             agent,
-            caps,
+            caps[name],
             TurnTools(agent, cron=cron, mcp=mcp, fire=fire),
             streams,
             conversations.for_agent(agent),
@@ -385,18 +389,30 @@ def _backups(settings: Settings) -> ScheduledBackups | None:
     return ScheduledBackups(settings, every_s) if every_s is not None else None
 
 
-def _heartbeat(
-    settings: Settings, scheduled: ScheduledRuns, turns: TurnRunner, clock: Clock
-) -> Heartbeat | None:
-    hb = settings.heartbeat
-    if not hb.enabled:
-        return None
-    return Heartbeat(
-        interval=timedelta(minutes=hb.interval_minutes),
-        active_hours=parse_active_hours(hb.active_hours),
-        timezone=hb.timezone,
-        read_checklist=scheduled.read_checklist,
-        fire=scheduled.fire_heartbeat,
-        clock=clock,
-        activity=lambda: turns.done,
-    )
+def _heartbeats(
+    runtime: Runtime, scheduled: ScheduledRuns, turns: Mapping[str, TurnRunner], clock: Clock
+) -> dict[str, Heartbeat]:
+    """Each agent's heartbeat whose `[heartbeat]` (its own table over the daemon's) is on,
+    by its supervised child's name: `heartbeat` for the default agent, `heartbeat:<name>`
+    for another; each reads its own workspace's HEARTBEAT.md and delivers to its target."""
+    beats: dict[str, Heartbeat] = {}
+    for name, agent in runtime.agents.items():
+        hb = agent.settings.heartbeat
+        if not hb.enabled:
+            continue
+        default = name == runtime.name
+        beat = scheduled.beat_of("" if default else name, agent.settings.workspace_dir, hb.target)
+        beats[heartbeat_child(name, default=default)] = Heartbeat(
+            interval=timedelta(minutes=hb.interval_minutes),
+            active_hours=parse_active_hours(hb.active_hours),
+            timezone=hb.timezone,
+            read_checklist=beat.read_checklist,
+            fire=beat.fire,
+            clock=clock,
+            activity=_done_of(turns[name]),
+        )
+    return beats
+
+
+def _done_of(turns: TurnRunner) -> Callable[[], int]:
+    return lambda: turns.done

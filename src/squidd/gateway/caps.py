@@ -1,20 +1,22 @@
 """Daily caps (`[limits]`): refuse a turn whose scope already used its budget today.
 
 Scopes: the whole daemon (tokens, money), the turn's session (tokens), the heartbeat and
-cron (tokens each), and a person of `[[people]]` (their turns' tokens and money). A turn
+cron (tokens each), a person of `[[people]]` (their turns' tokens and money), and an
+agent of `[[agents.list]]` with a `limits` table (its own usage only; the daemon's caps
+still hold, `DailyCaps.for_agent`). A turn
 is refused when what its scope used today (local day of
 `limits.timezone`, from the usage ledger) is at or over the cap; the turn's own cost is
 not predicted. A refused turn gets `limits.refusal_text` without a model call (the
 heartbeat gets its quiet reply, so nothing is sent every beat). The owner is told once per
 day on `limits.notify_target`: the notice goes through the router like any reply, as the
-run `limits@<day>` of the pseudo-channel "limits", whose handled id keeps it to one a day
-across restarts too.
+run `limits@<day>` (an agent's: `limits:<agent>@<day>`) of the pseudo-channel "limits",
+whose handled id keeps it to one a day across restarts too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -24,8 +26,9 @@ from squidd.config.limits import LimitsSettings
 from squidd.core.heartbeat import HEARTBEAT_SESSION
 from squidd.core.models import ChannelName, Destination, Inbound, InboundKind, SessionId, SourceId
 from squidd.core.usage import Price, UsageRecord, totals
-from squidd.gateway.costs import prices_of
+from squidd.gateway.costs import prices_of, usage_today
 from squidd.gateway.people import People
+from squidd.gateway.runtime import Runtime
 from squidd.store.usage import UsageLedger
 
 log = structlog.get_logger()
@@ -74,13 +77,27 @@ class DailyCaps:
         *,
         submit: Callable[[Inbound], Awaitable[None]] | None = None,
         people: People | None = None,
+        agent: str = "",
+        outer: DailyCaps | None = None,
     ) -> None:
         self._settings = settings
         self._ledger = ledger
         self._prices = prices
         self._submit = submit
         self._people = people
+        self._agent = agent
+        self._outer = outer
         self._notified: str | None = None
+
+    def for_agent(self, agent: str, limits: LimitsSettings | None) -> DailyCaps:
+        """Agent `agent`'s caps: `limits` (config's `Settings.agent_caps`) over the agent's
+        own usage, and these (the daemon's, the people's) still holding; these alone
+        when it has none of its own."""
+        if limits is None:
+            return self
+        return DailyCaps(
+            limits, self._ledger, self._prices, submit=self._submit, agent=agent, outer=self
+        )
 
     @property
     def enabled(self) -> bool:
@@ -92,14 +109,30 @@ class DailyCaps:
             s.heartbeat_daily_tokens,
             s.cron_daily_tokens,
         )
-        return any(cap is not None for cap in caps) or bool(self._people and self._people.caps)
+        people = bool(self._people and self._people.caps)
+        outer = self._outer is not None and self._outer.enabled
+        return any(cap is not None for cap in caps) or people or outer
 
     async def states(self, inbound: Inbound | None = None) -> list[CapState]:
-        """The caps that apply (to `inbound`, or all daemon-wide ones) and today's use."""
+        """The caps that apply (to `inbound`, or all daemon-wide ones) and today's use: the
+        daemon's first, then an agent's own."""
+        found = [] if self._outer is None else await self._outer.states(inbound)
+        return found + await self.own_states(inbound)
+
+    async def own_states(self, inbound: Inbound | None = None) -> list[CapState]:
+        """These caps' states without the daemon's (an agent's: "... of agent <name>")."""
+        mine = await self._states(inbound)
+        if self._agent:
+            mine = [replace(state, scope=f"{state.scope} of agent {self._agent}") for state in mine]
+        return mine
+
+    async def _states(self, inbound: Inbound | None) -> list[CapState]:
         s = self._settings
         if not self.enabled:
             return []
         records = await self._ledger.today_records()
+        if self._agent:
+            records = [r for r in records if r.agent == self._agent]
         found: list[CapState] = []
         if s.daily_tokens is not None:
             found.append(CapState("daily_tokens", _tokens(records), s.daily_tokens))
@@ -144,7 +177,12 @@ class DailyCaps:
         return found
 
     async def refusal(self, inbound: Inbound) -> str | None:
-        """The fixed reply when `inbound`'s scope is over its cap today, else None."""
+        """The fixed reply when `inbound`'s scope is over its cap today, else None (the
+        daemon's caps asked first: their notice is the daemon's)."""
+        if self._outer is not None:
+            refused = await self._outer.refusal(inbound)
+            if refused is not None:
+                return refused
         reached = [state for state in await self.states(inbound) if state.reached]
         if not reached:
             return None
@@ -153,6 +191,7 @@ class DailyCaps:
             "turn_refused_daily_cap",
             session=inbound.session_id,
             channel=inbound.channel,
+            agent=self._agent,
             scope=first.scope,
             used=first.used,
             cap=first.cap,
@@ -175,10 +214,12 @@ class DailyCaps:
             f"on {day}; turns in that scope get a fixed reply until midnight "
             f"({self._settings.timezone}). `squidd usage` shows where it went."
         )
+        # One notice a day per agent with caps of its own (the handled id keeps it so).
+        source = f"limits@{day}" if not self._agent else f"limits:{self._agent}@{day}"
         await self._submit(
             Inbound(
                 channel=ChannelName(NOTICE_CHANNEL),
-                source_id=SourceId(f"limits@{day}"),
+                source_id=SourceId(source),
                 session_id=SessionId(NOTICE_CHANNEL),
                 sender="",
                 text=text,
@@ -186,3 +227,17 @@ class DailyCaps:
                 kind=InboundKind.NOTICE,
             )
         )
+
+
+async def agent_figures(runtime: Runtime, caps: DailyCaps | None) -> dict[str, Any]:
+    """Agent `runtime.name`'s figures for `/status` and `squidd status --agent`: its usage
+    today and its own caps (the daemon's are shown as the daemon's); {} with one agent."""
+    settings = runtime.settings
+    if not settings.agents.list:
+        return {}
+    own = [] if caps is None else await caps.own_states()
+    return {
+        "name": runtime.name,
+        "usage_today": await usage_today(settings, runtime.usage, runtime.name),
+        "limits": [state.to_dict() for state in own if state.scope.endswith(runtime.name)],
+    }

@@ -61,8 +61,14 @@ def table_price(model: str) -> Price | None:
         return None
 
 
-async def usage_today(settings: Settings, ledger: UsageLedger) -> dict[str, Any]:
-    """Today's totals (local day) as `squidd status` shows them."""
+async def usage_today(
+    settings: Settings, ledger: UsageLedger, agent: str | None = None
+) -> dict[str, Any]:
+    """Today's totals (local day) as `squidd status` shows them; with `agent`, that agent's
+    calls only (a call filed under no agent is the default agent's)."""
     records = await ledger.today_records()
+    if agent is not None:
+        default = settings.default_agent
+        records = [r for r in records if (r.agent or default) == agent]
     prices = prices_of(settings, {record.model for record in records})
     return {"day": ledger.today(), **totals(records, prices).to_dict()}

@@ -38,11 +38,11 @@ from squidd.core.supervisor import ChildFn, ChildHealth, Supervisor
 from squidd.errors import EXIT_OK
 from squidd.gateway.audit_anchor import AuditAnchor
 from squidd.gateway.backups import ScheduledBackups
-from squidd.gateway.caps import DailyCaps
+from squidd.gateway.caps import DailyCaps, agent_figures
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
 from squidd.gateway.runtime import Runtime
-from squidd.gateway.scheduled import ScheduledRuns
+from squidd.gateway.scheduled import ScheduledRuns, heartbeat_child
 from squidd.gateway.status import StatusServer, socket_path
 from squidd.gateway.subagents import SubAgents
 from squidd.gateway.systemd import Notifier, watchdog, watchdog_interval_s
@@ -76,11 +76,15 @@ class Daemon:
     pipelines: dict[str, Pipeline]
     turns: TurnRunner
     caps: DailyCaps
+    agent_caps: Mapping[str, DailyCaps]
+    """Each agent's caps: the daemon's, and its own when it has a `limits` table."""
     scheduled: ScheduledRuns
     subagents: SubAgents
     mcp: McpHub
     scheduler: CronScheduler | None
-    heartbeat: Heartbeat | None
+    heartbeats: dict[str, Heartbeat]
+    """Each agent's heartbeat that is on, by its child's name (`heartbeat`: the default
+    agent's, `heartbeat:<agent>`: another's)."""
     notifier: Notifier
     handle_signals: bool = True
     backups: ScheduledBackups | None = None
@@ -116,7 +120,7 @@ class Daemon:
             "mcp": self.mcp.snapshot(),
             "usage_today": await self.turns.usage_today(),
             "model": await self._model(),
-            "agents": self._agents(),
+            "agents": await self._agents(),
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
@@ -124,11 +128,19 @@ class Daemon:
                 CronDeliveries(self.settings.storage.data_dir).read_sync
             ),
             "unattended_denied": unattended.snapshot() if unattended else [],
-            "heartbeat": (
-                self.heartbeat.next_beat.isoformat()
-                if self.heartbeat and self.heartbeat.next_beat
-                else None
-            ),
+            "heartbeat": self._next_beats().get("heartbeat"),
+            "heartbeats": self._next_beats(),
+        }
+
+    @property
+    def heartbeat(self) -> Heartbeat | None:
+        """The default agent's heartbeat, when it is on."""
+        return self.heartbeats.get("heartbeat")
+
+    def _next_beats(self) -> dict[str, str | None]:
+        return {
+            name: beat.next_beat.isoformat() if beat.next_beat else None
+            for name, beat in self.heartbeats.items()
         }
 
     async def _model(self) -> dict[str, Any]:
@@ -141,8 +153,9 @@ class Daemon:
             "failovers_today": len(today),
         }
 
-    def _agents(self) -> list[dict[str, Any]]:
-        """Each agent (none listed with one agent): its workspace, routes and model."""
+    async def _agents(self) -> list[dict[str, Any]]:
+        """Each agent (none listed with one agent): its workspace, routes and model, its
+        usage today, its own caps and its heartbeat's next beat."""
         if not self.settings.agents.list:
             return []
         entries = {entry.name: entry for entry in self.settings.agents.list}
@@ -156,6 +169,7 @@ class Daemon:
             who = account.settings.email.address
             state = children[account.channel].state if account.channel in children else "off"
             accounts.setdefault(account.agent, []).append(f"{account.channel} {who} ({state})")
+        beats = self._next_beats()
         return [
             {
                 "name": name,
@@ -165,6 +179,8 @@ class Daemon:
                 "addresses": list(entries[name].addresses),
                 "accounts": accounts.get(name, []),
                 "model": agent.llm.snapshot(),
+                **await agent_figures(agent, self.agent_caps.get(name)),
+                "heartbeat": beats.get(heartbeat_child(name, default=name == self.runtime.name)),
             }
             for name, agent in self.runtime.agents.items()
         ]
@@ -270,8 +286,8 @@ class Daemon:
                     starting.start_soon(self._start_child, tg, name, self._child(channel))
             if self.scheduler is not None:
                 await tg.start(self.supervisor.supervise, "cron", self.scheduler.run)
-            if self.heartbeat is not None:
-                await tg.start(self.supervisor.supervise, "heartbeat", self.heartbeat.run)
+            for child, beat in self.heartbeats.items():
+                await tg.start(self.supervisor.supervise, child, beat.run)
             if self.backups is not None:
                 await tg.start(self.supervisor.supervise, "backup", self.backups.run)
             if self.anchor is not None:
@@ -288,7 +304,7 @@ class Daemon:
                 channels=sorted(self.channels),
                 cron=self.scheduler is not None,
                 mcp_servers=sorted(self.mcp.servers),
-                heartbeat=self.heartbeat is not None,
+                heartbeats=sorted(self.heartbeats),
             )
             interval = watchdog_interval_s()
             if interval is not None:

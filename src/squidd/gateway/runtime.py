@@ -271,6 +271,7 @@ def build_runtime(
     skills = build_skills(mine)
     registry = build_registry(mine, store, skills, results=shared.results, media=shared.media)
     prompt = build_prompt(mine)
+    approvals, unattended, policy = _agent_gate(settings, name, mine, shared)
     services = TurnServices(
         memory=memory,
         registry=registry,
@@ -281,15 +282,15 @@ def build_runtime(
             max_turn_seconds=mine.agents.max_turn_seconds,
         ),
         on_demand=mine.tools.on_demand,
-        policy=shared.policy,
+        policy=policy,
         usage=sink,
         results=shared.results,
         max_result_chars=mine.tools.max_result_chars,
         attachments=MediaReader(mine.media, vision=llm.vision, transcriber=shared.transcriber),
         prompt_parts=None if skills is None else skills_index_part(skills),
         recording=shared.recording,
-        auditor=shared.auditor,
-        approvals=shared.approvals,
+        auditor=shared.auditor.for_agent(name) if settings.agents.list else shared.auditor,
+        approvals=approvals,
     )
     return Runtime(
         settings=mine,
@@ -302,10 +303,10 @@ def build_runtime(
         usage=usage,
         media=shared.media,
         results=shared.results,
-        policy=shared.policy,
+        policy=policy,
         journal=shared.journal,
-        approvals=shared.approvals,
-        unattended=shared.unattended,
+        approvals=approvals,
+        unattended=unattended,
         name=name,
         shared=shared,
         others=others,
@@ -315,22 +316,43 @@ def build_runtime(
 def _approvals(settings: Settings) -> tuple[Approvals, UnattendedAsker]:
     """The approval gate; cron and heartbeat runs have no one to ask: their questions are
     answered by the returned asker (allowed per job by the settings, else denied)."""
-    approval = settings.tools.approval
-    unattended = UnattendedAsker(approval.unattended)
-    people = People(settings)
+    unattended = UnattendedAsker(settings.tools.approval.unattended)
     approvals = Approvals(
-        ApprovalRules(
-            tools=tuple(approval.tools),
-            approvers=frozenset(approval.approvers),
-            timeout_s=approval.timeout_s,
-            approvers_for={
-                p.name: frozenset(people.person(a) for a in p.approvers)
-                for p in settings.people
-                if p.approvers
-            },
-            person_of=people.person,
-        ),
+        approval_rules(settings),
         QuestionFiles(settings.storage.data_dir),
         dict.fromkeys(UNATTENDED_CHANNELS, unattended),
     )
     return approvals, unattended
+
+
+def approval_rules(settings: Settings) -> ApprovalRules:
+    """`[tools.approval]` (as an agent sees it, for an agent's settings) as the gate's rules."""
+    approval = settings.tools.approval
+    people = People(settings)
+    return ApprovalRules(
+        tools=tuple(approval.tools),
+        approvers=frozenset(approval.approvers),
+        timeout_s=approval.timeout_s,
+        approvers_for={
+            p.name: frozenset(people.person(a) for a in p.approvers)
+            for p in settings.people
+            if p.approvers
+        },
+        person_of=people.person,
+    )
+
+
+def _agent_gate(
+    settings: Settings, name: str, mine: Settings, shared: Shared
+) -> tuple[Approvals, UnattendedAsker, ToolPolicy]:
+    """Agent `name`'s approval gate, unattended asker and tool policy: its own when it has
+    `[[agents.list]]` entries (each over the daemon's sections), else the daemon's."""
+    if not settings.agents.list:
+        return shared.approvals, shared.unattended, shared.policy
+    unattended = shared.unattended
+    if mine.tools.approval.unattended != settings.tools.approval.unattended:
+        unattended = UnattendedAsker(mine.tools.approval.unattended)
+    askers = dict.fromkeys(UNATTENDED_CHANNELS, unattended)
+    approvals = shared.approvals.for_agent(name, approval_rules(mine), askers)
+    policy = SubAgentPolicy(build_policy(mine), tuple(mine.tools.spawn.denied_tools))
+    return approvals, unattended, policy

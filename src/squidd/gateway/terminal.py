@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from squidd.core.approvals import Approvals
-from squidd.gateway.caps import DailyCaps
+from squidd.gateway.caps import DailyCaps, agent_figures
 from squidd.gateway.conversations import Conversations
 from squidd.gateway.costs import usage_today
 from squidd.gateway.runtime import Runtime
@@ -29,6 +29,10 @@ class Terminal:
     async def usage_today(self) -> dict[str, Any]:
         """For the chat commands (`/usage`, `/status`), as the daemon counts it."""
         return await usage_today(self.runtime.settings, self.runtime.usage)
+
+    async def agent_figures(self) -> dict[str, Any]:
+        """For `/status`: the agent talked to, its usage today and own caps."""
+        return await agent_figures(self.runtime, self.caps)
 
     def approvals(self) -> Approvals | None:
         """For `/approvals`: the terminal asks its questions in place, none wait."""

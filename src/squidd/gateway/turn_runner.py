@@ -35,7 +35,7 @@ from squidd.core.models import (
 from squidd.core.ports import StreamsReplies
 from squidd.core.reply_files import Reply, ReplyFiles
 from squidd.core.turns import OnEvent, now_iso
-from squidd.gateway.caps import DailyCaps
+from squidd.gateway.caps import DailyCaps, agent_figures
 from squidd.gateway.chat_commands import ChatCommands
 from squidd.gateway.conversations import STOPPED, Conversations
 from squidd.gateway.costs import usage_today
@@ -87,6 +87,10 @@ class TurnRunner:
 
     async def usage_today(self) -> dict[str, Any]:
         return await usage_today(self._runtime.settings, self._runtime.usage)
+
+    async def agent_figures(self) -> dict[str, Any]:
+        """This agent's name, usage today and own caps; {} with one agent."""
+        return await agent_figures(self._runtime, self._caps)
 
     def approvals(self) -> Approvals | None:
         return self._runtime.approvals

@@ -49,8 +49,10 @@ class Head:
 HEAD: Codec[Head] = Codec(Head)
 """head.json: the lines, the last line's hash and the log's size they stand for."""
 
-ENTRY: Codec[AuditEntry] = Codec(AuditEntry)
-"""One call's fields in the log, in the order they are sealed (core/audit.py `seal`)."""
+ENTRY: Codec[AuditEntry] = Codec(AuditEntry, omit_defaults=True)
+"""One call's fields in the log, in the order they are sealed (core/audit.py `seal`); an
+empty agent or person is left out, so a daemon of one agent writes the lines it always
+wrote."""
 
 
 def _head_of(raw: str) -> Head | None:

@@ -25,6 +25,10 @@ class CommandHost(Protocol):
 
     async def usage_today(self) -> Mapping[str, Any]: ...
 
+    async def agent_figures(self) -> Mapping[str, Any]:
+        """The agent answering: its name, usage today and own caps; {} with one agent."""
+        ...
+
     def approvals(self) -> Approvals | None: ...
 
     def model_state(self) -> Mapping[str, Any]:

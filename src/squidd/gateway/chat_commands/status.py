@@ -1,4 +1,5 @@
-"""`/status`: this conversation's session and model, whether a turn runs, today's usage."""
+"""`/status`: this conversation's session and model, whether a turn runs, today's usage;
+with several agents, the answering agent's own usage and caps."""
 
 from __future__ import annotations
 
@@ -17,8 +18,24 @@ async def _run(call: CommandCall) -> str:
     return (
         f"Session: {session} ({running}). Model: {model}. "
         f"Today: {today.get('total_tokens', 0)} tokens in {today.get('calls', 0)} model calls."
+        + _agent(await call.host.agent_figures())
         + _providers(call.host.model_state())
     )
+
+
+def _agent(figures: Mapping[str, Any]) -> str:
+    """The agent answering, its own usage today and its own caps (several agents only)."""
+    if not figures:
+        return ""
+    usage = figures.get("usage_today") or {}
+    text = (
+        f" Agent: {figures['name']}, {usage.get('total_tokens', 0)} tokens in "
+        f"{usage.get('calls', 0)} model calls today."
+    )
+    for cap in figures.get("limits") or ():
+        mark = " (reached)" if cap.get("reached") else ""
+        text += f" Cap {cap['scope']}: {cap['used']:g} of {cap['cap']:g}{mark}."
+    return text
 
 
 def _providers(state: Mapping[str, Any]) -> str:
