@@ -43,6 +43,7 @@ from squidd.config.sections import (
     StorageSettings,
     check_timezone,
 )
+from squidd.config.speech import SpeechSettings
 from squidd.config.tools import ToolsSettings
 from squidd.errors import ConfigError
 
@@ -83,6 +84,7 @@ class Settings(BaseSettings):
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
+    speech: SpeechSettings = Field(default_factory=SpeechSettings)
     backup: BackupSettings = Field(default_factory=BackupSettings)
     people: list[PersonSettings] = Field(default_factory=list)
     """The people who share the assistant, each with all their ids (`[[people]]`)."""

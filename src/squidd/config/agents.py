@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from squidd.config._base import Section
+from squidd.config.speech import ReplyMode
 
 __all__ = ["AGENT_NAME_RE", "AgentEntry"]
 
@@ -50,6 +51,8 @@ class AgentEntry(Section):
     max_tool_rounds: int | None = Field(default=None, gt=0, le=200)
     context_budget: float | None = Field(default=None, gt=0)
     memory_max_chars: int | None = Field(default=None, gt=0)
+    voice_reply: ReplyMode | None = None
+    """When its answers are also spoken (`[speech] reply`'s values); unset: `[speech]`'s."""
 
     @field_validator("name")
     @classmethod
