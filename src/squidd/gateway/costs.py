@@ -35,6 +35,10 @@ def prices_of(settings: Settings, models: Iterable[str] = ()) -> dict[str, Price
         # its model has the name of a hosted one in the price table.
         if entry.provider.kind in LOCAL_KINDS and entry.prices is None:
             prices.setdefault(entry.label, Price())
+    speech = settings.speech
+    if speech.price_per_1m_chars is not None:
+        # Speech's records count characters as their prompt: priced per million of them.
+        prices[f"speech/{speech.model}"] = Price(input=speech.price_per_1m_chars)
     for model in models:
         if model not in prices and (known := table_price(model)) is not None:
             prices[model] = known
