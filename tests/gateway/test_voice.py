@@ -13,6 +13,7 @@ import pytest
 import soundfile
 from structlog.testing import capture_logs
 
+from squidd.commands.status import speech_lines
 from squidd.config import Settings
 from squidd.config.speech import SpeechSettings
 from squidd.core.models import (
@@ -253,3 +254,15 @@ async def test_a_failure_is_counted_and_never_raised(
     assert health["failed"] == 1 and health["spoken"] == 0
     assert reason in health["last_failure"]["reason"]  # type: ignore[index]
     assert not (tmp_path / "media").exists()  # nothing kept of a failed note
+
+
+def test_status_shows_the_speech_and_its_last_failure() -> None:
+    assert speech_lines({"enabled": False}) == []
+    assert speech_lines(
+        {
+            "enabled": True,
+            "spoken": 4,
+            "failed": 1,
+            "last_failure": {"at": "2026-01-02T03:04:05+00:00", "reason": "answered 503"},
+        }
+    ) == ["speech: 4 spoken, 1 failed; last failure at 2026-01-02T03:04:05+00:00: answered 503"]
