@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from squidd.errors import SpeechError
-from squidd.media.voice import WAVEFORM_POINTS, read_ogg_opus, spoken_parts, spoken_text
+from squidd.media.voice import WAVEFORM_POINTS, _ogg_crc, read_ogg_opus, spoken_parts, spoken_text
 from tests.support.media_files import wav_tone
 from tests.support.speech_server import ogg_opus_tone
 
@@ -102,3 +102,19 @@ def test_parts_fit_and_keep_every_word(text: str, limit: int) -> None:
     parts = spoken_parts(text, limit)
     assert all(0 < len(p) <= limit for p in parts)
     assert "".join("".join(parts).split()) == "".join(spoken_text(text).split())
+
+
+def _bitwise_ogg_crc(data: bytes) -> int:
+    """Ogg's CRC-32 as RFC 3533 describes it, one bit at a time (the reference)."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else crc << 1
+            crc &= 0xFFFFFFFF
+    return crc
+
+
+@given(st.binary(max_size=300))
+def test_the_page_checksum_is_ogg_crc32(data: bytes) -> None:
+    assert _ogg_crc(data) == _bitwise_ogg_crc(data)
