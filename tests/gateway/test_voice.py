@@ -31,8 +31,10 @@ from squidd.core.models import (
     Usage,
 )
 from squidd.core.usage import totals
+from squidd.gateway.caps import caps_of
 from squidd.gateway.costs import prices_of
-from squidd.gateway.voice import Summarize, VoiceReplies, summarizer
+from squidd.gateway.runtime import build_shared
+from squidd.gateway.voice import Summarize, VoiceReplies, summarizer, voice_replies
 from squidd.llm.speech import SpeechClient
 from squidd.store.media import MediaStore
 from squidd.store.usage import UsageLedger
@@ -266,3 +268,33 @@ def test_status_shows_the_speech_and_its_last_failure() -> None:
             "last_failure": {"at": "2026-01-02T03:04:05+00:00", "reason": "answered 503"},
         }
     ) == ["speech: 4 spoken, 1 failed; last failure at 2026-01-02T03:04:05+00:00: answered 503"]
+
+
+async def test_each_agent_gets_its_own_mode_and_none_without_an_endpoint(
+    tmp_path: Path, speech: SpeechServer
+) -> None:
+    def settings_with(speech_section: dict[str, object]) -> Settings:
+        return Settings(
+            storage={"data_dir": str(tmp_path / "data")},  # type: ignore[arg-type]
+            agents={"list": [{"name": "main"}, {"name": "radio", "voice_reply": "always"}]},  # type: ignore[arg-type]
+            speech=speech_section,  # type: ignore[arg-type]
+        )
+
+    settings = settings_with({"base_url": speech.base_url})
+    shared = build_shared(settings)
+    caps = caps_of(settings, shared.usage)
+    try:
+        main = voice_replies(settings, "main", shared, Scripted("x"), caps)
+        radio = voice_replies(settings, "radio", shared, Scripted("x"), caps)
+        assert main is not None and radio is not None
+        assert not main.wanted(matrix(voice=False)) and main.wanted(matrix())
+        assert radio.wanted(matrix(voice=False))
+        [note] = await radio.notes(matrix(voice=False), "On air.", None)
+    finally:
+        assert shared.speech is not None
+        await shared.speech.aclose()
+    [record] = await shared.usage.today_records()
+    assert (record.agent, record.purpose, record.prompt_tokens) == ("radio", "speech", 7)
+    assert note.kind == "voice"
+    off = settings_with({})
+    assert voice_replies(off, "main", build_shared(off), Scripted("x"), caps) is None
