@@ -15,11 +15,10 @@ import pytest
 import soundfile
 
 from squidd.gateway.status import SOCKET_NAME, ask
-from tests.channels.matrix.test_media import send_file
-from tests.channels.matrix.test_send_file import downloaded
 from tests.support.daemon import DaemonProcess
 from tests.support.matrix import Human, Seen
 from tests.support.matrix_daemon import MatrixScene, user_texts
+from tests.support.matrix_files import downloaded, send_file
 from tests.support.speech_server import SpeechServer, ogg_opus_tone
 from tests.support.transcription_server import TranscriptionServer
 
