@@ -420,6 +420,24 @@ def measure_journal(quick: bool) -> list[Row]:
     ]
 
 
+def measure_voice(quick: bool) -> list[Row]:
+    """Voice replies: a 60 s Ogg/Opus note checked and measured, a long answer split."""
+    from bench import bench_voice
+
+    result = bench_voice.figures(3 if quick else 30)
+    read = result["read_ms"]
+    return [
+        Row(
+            "voice: read a 60 s Ogg/Opus note (CRCs, duration, waveform)",
+            read,
+            "ms",
+            "<= 50",
+            read <= 50,
+        ),
+        Row("voice: split 20,000 characters into parts", result["split_ms"], "ms", "-", None),
+    ]
+
+
 def measure_search(quick: bool) -> list[Row]:
     """search_history in one 100,000-message session: index build and the slowest query."""
     from bench import bench_search_history as sh
@@ -547,6 +565,7 @@ ENTRIES: list[Entry] = [
     Entry("MCP", measure_mcp),
     Entry("search", measure_search),
     Entry("journal", measure_journal),
+    Entry("voice", measure_voice),
     Entry("media", measure_media),
     Entry("stream", measure_stream),
     Entry("dashboard", measure_dashboard),

@@ -17,7 +17,8 @@ by type, never by matching strings. Messages never carry secrets.
     ├── LLMError                        the model could not answer (after retries, fallbacks)
     ├── StorageError                    a file of the data dir could not be read or written
     ├── ToolError                       shown to the model as the tool's result
-    └── TranscriptionError              a voice note could not be transcribed
+    ├── TranscriptionError              a voice note could not be transcribed
+    └── SpeechError                     an answer could not be spoken (the text still goes)
 
 Each adapter maps its libraries' exceptions through one table with a test that every
 exception class the library defines is in it: `llm/errors.py` (openai, httpx2),
@@ -107,6 +108,11 @@ class ToolError(SquiddError):
 
 class TranscriptionError(SquiddError):
     """A voice note could not be transcribed (no endpoint, endpoint down, refused)."""
+
+
+class SpeechError(SquiddError):
+    """An answer could not be spoken: the speech endpoint is down, refused, timed out, or
+    answered with something that is not Ogg/Opus. The written answer goes all the same."""
 
 
 EXIT_OK = 0

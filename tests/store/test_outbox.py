@@ -11,6 +11,7 @@ import anyio.to_thread
 import pytest
 
 from squidd.core.models import PendingReply, SessionId
+from squidd.core.reply_files import FileRef
 from squidd.errors import StorageError
 from squidd.store.outbox import OutboxDir
 
@@ -165,3 +166,21 @@ async def test_a_message_without_an_entry_costs_no_file_operation(
     await outbox.remove("c", "1")
     assert await outbox.get("c", "1") is None
     assert await outbox.count() == 1
+
+
+async def test_a_voice_note_of_a_reply_round_trips_whole(tmp_path: Path) -> None:
+    voice = FileRef(
+        path=str(tmp_path / "media" / "a.ogg"),
+        kind="voice",
+        mime="audio/ogg",
+        size=2048,
+        sha256="ab" * 32,
+        name="answer.ogg",
+        duration_ms=2750,
+        waveform=(0, 512, 1024, 7),
+    )
+    reply = PendingReply("matrix", "!r:x", "spoken", SessionId("matrix:!r"), "", (voice,))
+    outbox = OutboxDir(tmp_path)
+    await outbox.put("matrix", "$ev2:x", reply)
+    assert await outbox.get("matrix", "$ev2:x") == reply
+    assert await OutboxDir(tmp_path).get("matrix", "$ev2:x") == reply

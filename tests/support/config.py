@@ -8,6 +8,7 @@ section or override them, section by section.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,17 @@ def provider(name: str, llm: Any, **keys: Any) -> dict[str, Any]:
     return {"name": name, "kind": "openai", "base_url": llm.base_url, **keys}
 
 
+def _key(key: str) -> str:
+    """A bare TOML key as it is; any other (a Matrix room id) quoted."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
+
+
 def _value(value: Any) -> str:
     if isinstance(value, Path):
         value = str(value)
     if isinstance(value, Mapping):  # an inline table: `{ channel = "terminal", ... }`
-        return "{ " + ", ".join(f"{key} = {_value(item)}" for key, item in value.items()) + " }"
+        pairs = (f"{_key(key)} = {_value(item)}" for key, item in value.items())
+        return "{ " + ", ".join(pairs) + " }"
     if isinstance(value, list | tuple) and any(isinstance(item, Mapping) for item in value):
         return "[" + ", ".join(_value(item) for item in value) + "]"
     if isinstance(value, list | tuple):

@@ -164,6 +164,7 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
         f"{data.get('outbox', 0)} replies waiting for delivery"
     )
     lines.extend(model_lines(data.get("model")))
+    lines.extend(speech_lines(data.get("speech")))
     lines.extend(_journal_lines(data.get("journal"), now))
     lines.extend(parked_lines(data.get("parked")))
     lines.extend(_subagent_lines(data.get("subagents")))
@@ -197,6 +198,17 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
     heartbeat = data.get("heartbeat")
     lines.append(f"heartbeat: next {heartbeat}" if heartbeat else "heartbeat: off")
     return "\n".join(lines)
+
+
+def speech_lines(speech: dict[str, Any] | None) -> list[str]:
+    """Voice replies: answers spoken since start, failures and the last one's reason."""
+    if not speech or not speech.get("enabled"):
+        return []
+    line = f"speech: {speech.get('spoken', 0)} spoken, {speech.get('failed', 0)} failed"
+    last = speech.get("last_failure")
+    if last:
+        line += f"; last failure at {last.get('at')}: {last.get('reason')}"
+    return [line]
 
 
 def parked_lines(parked: dict[str, Any] | None) -> list[str]:

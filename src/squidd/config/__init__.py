@@ -52,6 +52,7 @@ from squidd.config.sections import (
     PersonSettings,
     StorageSettings,
 )
+from squidd.config.speech import SpeechSettings
 from squidd.config.tools import ToolsSettings
 from squidd.errors import ConfigError
 
@@ -92,6 +93,7 @@ class Settings(BaseSettings):
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
+    speech: SpeechSettings = Field(default_factory=SpeechSettings)
     backup: BackupSettings = Field(default_factory=BackupSettings)
     people: list[PersonSettings] = Field(default_factory=list)
     """The people who share the assistant, each with all their ids (`[[people]]`)."""

@@ -22,6 +22,7 @@ from squidd.config._base import Section
 from squidd.config.accounts import AgentMail, AgentMatrix
 from squidd.config.heartbeat import HeartbeatSettings
 from squidd.config.limits import LimitsSettings
+from squidd.config.speech import ReplyMode
 from squidd.config.tools import ApprovalSettings, PolicySettings
 
 __all__ = ["AGENT_NAME_RE", "CAP_KEYS", "AgentEntry", "merged"]
@@ -80,6 +81,8 @@ class AgentEntry(Section):
     daemon's `[limits]` caps still hold for all agents together."""
     heartbeat: HeartbeatSettings | None = None
     """`[heartbeat]`'s keys: its own beat, over its workspace's HEARTBEAT.md."""
+    voice_reply: ReplyMode | None = None
+    """When its answers are also spoken (`[speech] reply`'s values); unset: `[speech]`'s."""
 
     @field_validator("name")
     @classmethod

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-FileKind = Literal["image", "file"]
+FileKind = Literal["image", "file", "voice"]
+"""`voice`: a spoken answer (Ogg/Opus), which Matrix shows as a voice note."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,7 @@ class FileRef:
     """A file to send: where it is (absolute, checked by the tool), what it is, its name.
 
     `sha256` and `size` are what the tool saw; a channel sends the file as it is then.
+    A voice note carries what its event claims: its length and a waveform (0..1024).
     """
 
     path: str
@@ -27,6 +29,8 @@ class FileRef:
     size: int
     sha256: str
     name: str
+    duration_ms: int = 0
+    waveform: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ further tool step, a consolidation, a meta-consolidation, a heartbeat or cron ru
 ledger (`squidd.store.usage`) keeps them per local day; this module only adds them up and
 prices them, so `squidd usage`, `squidd status` and the daily caps agree on one arithmetic.
 Prices are per million tokens; cached prompt tokens use the cached price when one is set.
+A spoken answer (`purpose = "speech"`, provider `speech`) counts its characters as its
+prompt tokens: its price is per million characters, and the token caps count them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from typing import Any, Literal, Protocol
 from squidd.core.models import Usage
 
 Purpose = Literal[
-    "turn", "tool_step", "consolidation", "meta_consolidation", "heartbeat", "cron", "sub_agent"
+    "turn",
+    "tool_step",
+    "consolidation",
+    "meta_consolidation",
+    "heartbeat",
+    "cron",
+    "sub_agent",
+    "speech",
+    "speech_summary",
 ]
 PURPOSES: tuple[str, ...] = (
     "turn",
@@ -26,6 +36,8 @@ PURPOSES: tuple[str, ...] = (
     "heartbeat",
     "cron",
     "sub_agent",
+    "speech",
+    "speech_summary",
 )
 GroupBy = Literal["session", "model", "purpose", "day", "provider", "agent", "person"]
 

@@ -67,6 +67,7 @@ from squidd.gateway.systemd import Notifier
 from squidd.gateway.terminal import Terminal
 from squidd.gateway.turn_runner import TurnRunner
 from squidd.gateway.turn_tools import TurnTools
+from squidd.gateway.voice import voice_replies
 from squidd.store.attempts import AttemptsDir
 from squidd.store.audit import AuditFile
 from squidd.store.cron_deliveries import CronDeliveries
@@ -211,6 +212,7 @@ def _turn_runners(
             streams,
             conversations.for_agent(agent),
             timings,
+            voice_replies(agent.settings, name, agent.shared, agent.llm, caps[name]),
         )
         for name, agent in runtime.agents.items()
     }

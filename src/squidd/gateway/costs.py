@@ -35,6 +35,10 @@ def prices_of(settings: Settings, models: Iterable[str] = ()) -> dict[str, Price
         # its model has the name of a hosted one in the price table.
         if entry.provider.kind in LOCAL_KINDS and entry.prices is None:
             prices.setdefault(entry.label, Price())
+    # Speech's records count characters as their prompt: priced per million of them, and at
+    # nothing known unless configured (never by a token price of a model of the same name).
+    speech = settings.speech
+    prices[f"speech/{speech.model}"] = Price(input=speech.price_per_1m_chars or 0.0)
     for model in models:
         if model not in prices and (known := table_price(model)) is not None:
             prices[model] = known

@@ -121,6 +121,7 @@ class Daemon:
             "usage_today": await self.turns.usage_today(),
             "model": await self._model(),
             "agents": await self._agents(),
+            "speech": self._speech(),
             "limits": [state.to_dict() for state in await self.caps.states()],
             "subagents": self.subagents.snapshot(),
             "cron": self.scheduler.next_runs() if self.scheduler else None,
@@ -152,6 +153,13 @@ class Daemon:
             "failovers": [dataclasses.asdict(f) for f in today[-20:]],
             "failovers_today": len(today),
         }
+
+    def _speech(self) -> dict[str, Any]:
+        """Voice replies: on or off, answers spoken, failures and the last one's reason."""
+        shared = self.runtime.shared
+        if shared is None or shared.speech is None:
+            return {"enabled": False}
+        return shared.speech.health.snapshot()
 
     async def _agents(self) -> list[dict[str, Any]]:
         """Each agent (none listed with one agent): its workspace, routes and model, its

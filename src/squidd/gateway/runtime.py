@@ -29,6 +29,7 @@ from squidd.gateway.people import People, memory_scope
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
 from squidd.llm.breaker import ProviderState, build_providers, close_providers
 from squidd.llm.chain import ProviderChain
+from squidd.llm.speech import SpeechClient
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.log import SecretRedactor
 from squidd.media.reader import MediaReader
@@ -106,6 +107,8 @@ class Runtime:
             await close_providers(self.shared.providers)
             if self.shared.transcriber is not None:
                 await self.shared.transcriber.aclose()
+            if self.shared.speech is not None:
+                await self.shared.speech.aclose()
 
 
 def skills_index_part(catalog: SkillCatalog) -> Callable[[], Awaitable[Sequence[str]]]:
@@ -196,7 +199,8 @@ def build_policy(settings: Settings) -> ToolPolicy | None:
 @dataclass(frozen=True, slots=True)
 class Shared:
     """What every agent of the daemon shares: the usage ledger, the media store and saved
-    tool results, the turn journal, the audit log, the approval gate, the transcriber."""
+    tool results, the turn journal, the audit log, the approval gate, the transcriber, the
+    speech endpoint and its health."""
 
     usage: UsageLedger
     media: MediaStore
@@ -210,6 +214,8 @@ class Shared:
     policy: ToolPolicy
     providers: dict[str, ProviderState]
     """The model providers every agent's chain asks (one breaker and key set each)."""
+    speech: SpeechClient | None = None
+    """The speech endpoint's client (`[speech]`), None when nothing is spoken."""
 
 
 def build_shared(settings: Settings, http_client: httpx2.AsyncClient | None = None) -> Shared:
@@ -234,6 +240,11 @@ def build_shared(settings: Settings, http_client: httpx2.AsyncClient | None = No
         # Sub-agents' turns (channel "subagent:<root channel>") get the narrowed policy.
         policy=SubAgentPolicy(build_policy(settings), tuple(settings.tools.spawn.denied_tools)),
         providers=build_providers(settings.llm, http_client),
+        speech=(
+            SpeechClient(settings.speech, max_bytes=settings.media.max_send_bytes)
+            if settings.speech.enabled
+            else None
+        ),
     )
 
 

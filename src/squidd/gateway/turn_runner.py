@@ -8,7 +8,8 @@ the conversation's current session (`/new` moves it), with the model the person 
 answered with `STOPPED`; its user message, the steps its journal shows and that note enter
 the history. It also counts the turns the heartbeat sees as activity (every turn but the
 heartbeat's own), and records how long each answered turn took, and its time to first
-token where the answer streams (store/timings.py, for the dashboard).
+token where the answer streams (store/timings.py, for the dashboard). An answer that is to be
+heard gets its voice notes (gateway/voice.py) after the turn, on the same reply.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from squidd.gateway.people import People
 from squidd.gateway.runtime import Runtime
 from squidd.gateway.subagents import SubAgents
 from squidd.gateway.turn_tools import TurnScope, TurnTools
+from squidd.gateway.voice import VoiceReplies
 from squidd.store.timings import TimingsLedger
 
 PURPOSES = {InboundKind.CRON: "cron", InboundKind.HEARTBEAT: "heartbeat"}
@@ -74,8 +76,10 @@ class TurnRunner:
         streams: Mapping[str, StreamsReplies] | None = None,
         conversations: Conversations | None = None,
         timings: TimingsLedger | None = None,
+        voice: VoiceReplies | None = None,
     ) -> None:
         self._runtime = runtime
+        self._voice = voice
         self._timings = timings
         self._streams = dict(streams or {})
         self._caps = caps
@@ -149,7 +153,12 @@ class TurnRunner:
             return STOPPED
         if self._timings is not None:
             await self._timings.record(turn.session_id, *clock.took(time.monotonic()))
-        return Reply(text, files.files if files is not None else ())
+        if files is None:
+            return Reply(text)
+        if self._voice is None:
+            return Reply(text, files.files)
+        # The spoken answer follows what the turn attached (a failure: no voice note).
+        return Reply(text, files.files + await self._voice.notes(turn, text, speaker.person))
 
     def _partials(self, inbound: Inbound, clock: _Clock) -> OnEvent | None:
         """The answer's text as it streams, for a channel that shows it (Matrix edits); the

@@ -5,59 +5,26 @@ image part / extracted text; a caption is the text; an oversize file is only nam
 from __future__ import annotations
 
 import hashlib
-import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from nio import UploadResponse
 
 from squidd.config.media import MediaSettings, TranscriptionSettings
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.media.reader import MediaReader
 from squidd.store.media import MediaStore
 from tests.servers.synapse.server import User
-from tests.support.matrix import Human, wait_until
+from tests.support.matrix import wait_until
 from tests.support.matrix_channel import AliceAllowed, run_channel
+from tests.support.matrix_files import send_file
 from tests.support.media_files import jpeg_with_exif, pdf_with_text, wav_tone
 from tests.support.transcription_server import TranscriptionServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
 MakeHuman = Callable[..., Any]
-
-
-async def send_file(
-    human: Human,
-    room: str,
-    data: bytes,
-    *,
-    msgtype: str,
-    name: str,
-    mime: str,
-    encrypted: bool,
-    body: str | None = None,
-) -> str:
-    response, keys = await human.client.upload(
-        io.BytesIO(data),
-        content_type=mime,
-        filename=name,
-        encrypt=encrypted,
-        filesize=len(data),
-    )
-    assert isinstance(response, UploadResponse), response
-    content: dict[str, Any] = {
-        "msgtype": msgtype,
-        "body": body or name,
-        "filename": name,
-        "info": {"mimetype": mime, "size": len(data)},
-    }
-    if encrypted:
-        content["file"] = {**(keys or {}), "url": response.content_uri}
-    else:
-        content["url"] = response.content_uri
-    return await human.send_event(room, "m.room.message", content)
 
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])

@@ -15,7 +15,6 @@ import pytest
 
 from squidd.store.media import MediaStore
 from tests.channels.matrix.media_gate import MediaGate
-from tests.channels.matrix.test_media import send_file
 from tests.servers.synapse.server import SynapseServer, User
 from tests.support.config import write_daemon_config
 from tests.support.daemon import DaemonProcess
@@ -23,6 +22,7 @@ from tests.support.fake_llm import FakeLLM
 from tests.support.matrix import bot_settings, wait_until
 from tests.support.matrix_channel import run_channel
 from tests.support.matrix_daemon import MatrixSquidd
+from tests.support.matrix_files import send_file
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 

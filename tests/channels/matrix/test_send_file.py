@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nio import DownloadError
-from nio.crypto.attachments import decrypt_attachment
 
 from squidd.channels.matrix.upload import upload_limit
 from squidd.core.models import Inbound, Outbound
@@ -25,6 +23,7 @@ from tests.support.fake_llm import Reply
 from tests.support.matrix import Human, Seen, wait_until
 from tests.support.matrix_channel import AliceAllowed, run_channel
 from tests.support.matrix_daemon import MatrixScene, matrix_daemon_config
+from tests.support.matrix_files import downloaded
 from tests.support.media_files import jpeg_with_exif, pdf_with_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
@@ -53,19 +52,6 @@ def reply(message: Inbound, text: str, *files: FileRef) -> Outbound:
         in_reply_to=message,
         files=files,
     )
-
-
-async def downloaded(human: Human, seen: Seen) -> bytes:
-    content = seen.content
-    file = content.get("file")
-    url = file["url"] if file else content["url"]
-    response = await human.client.download(mxc=url)
-    assert not isinstance(response, DownloadError), response
-    body: bytes = response.body
-    if file:
-        key, digest = file["key"]["k"], file["hashes"]["sha256"]
-        return bytes(decrypt_attachment(body, key, digest, file["iv"]))
-    return body
 
 
 def media_events(human: Human, bot: User, room: str) -> list[Seen]:

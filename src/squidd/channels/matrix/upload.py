@@ -1,4 +1,5 @@
-"""The files of a reply as Matrix media events: uploaded, then `m.image` / `m.file`.
+"""The files of a reply as Matrix media events: uploaded, then `m.image` / `m.file`, or
+`m.audio` as a voice note for a spoken answer (`voice_fields`).
 
 In a plain room each file is streamed from disk to the homeserver (nio reads it in
 chunks); in an encrypted room it is streamed too, each chunk AES-CTR encrypted and hashed
@@ -97,7 +98,33 @@ async def file_content(
         content["file"] = {**secret, "url": url}
     else:
         content["url"] = url
+    if ref.kind == "voice":
+        content.update(voice_fields(ref, content))
     return content, ""
+
+
+def voice_fields(ref: FileRef, content: dict[str, Any]) -> dict[str, Any]:
+    """What makes an uploaded Ogg/Opus file a voice note (Element's form): `m.audio` with
+    its duration (ms), MSC1767's audio (duration, waveform), file and text fallbacks, and
+    MSC3245's voice marker."""
+    info = {**content["info"], "duration": ref.duration_ms}
+    location = {"file": content["file"]} if "file" in content else {"url": content["url"]}
+    return {
+        "msgtype": "m.audio",
+        "info": info,
+        "org.matrix.msc1767.text": content["body"],
+        "org.matrix.msc1767.file": {
+            **location,
+            "name": ref.name,
+            "mimetype": ref.mime,
+            "size": info["size"],
+        },
+        "org.matrix.msc1767.audio": {
+            "duration": ref.duration_ms,
+            "waveform": list(ref.waveform),
+        },
+        "org.matrix.msc3245.voice": {},
+    }
 
 
 async def _upload(
