@@ -52,13 +52,13 @@ class _Meta:
 
 
 @dataclass(frozen=True, slots=True)
-class _Line:
+class MessageLine:
     offset: int
     end: int
     message: Message
 
 
-def _iter_messages(path: Path, start: int = 0) -> Iterator[_Line]:
+def iter_messages(path: Path, start: int = 0) -> Iterator[MessageLine]:
     """Messages of a JSONL file from byte `start` on; damaged lines are skipped and logged."""
     try:
         handle = path.open("rb")
@@ -86,7 +86,7 @@ def _iter_messages(path: Path, start: int = 0) -> Iterator[_Line]:
                     reason="torn last line" if torn else f"{type(exc).__name__}",
                 )
                 continue
-            yield _Line(line_offset, end, message)
+            yield MessageLine(line_offset, end, message)
 
 
 def _read_memory_text(path: Path) -> str:
@@ -205,7 +205,7 @@ class JsonlStore:
         count, start = 0, 0
         if self._offset_valid(path, meta.offset) and meta.cursor <= index:
             count, start = meta.cursor, meta.offset
-        for line in _iter_messages(path, start):
+        for line in iter_messages(path, start):
             if count == index:
                 return line.offset
             count += 1
@@ -221,7 +221,7 @@ class JsonlStore:
             start = self._locate(path, _Meta(0, 0), meta.cursor)
         elif meta.cursor == 0:
             start = 0
-        messages = [line.message for line in _iter_messages(path, start)]
+        messages = [line.message for line in iter_messages(path, start)]
         return HistoryWindow(cursor=meta.cursor, messages=messages)
 
     async def load_window(self, session_id: SessionId) -> HistoryWindow:

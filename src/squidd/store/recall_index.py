@@ -1,0 +1,404 @@
+"""The vector half of recall: one index per agent beside its keyword index, derived data.
+
+Under `<agent data dir>/index/recall/` (0700, files 0600):
+
+    history.f32     float32 rows of unit length, one per indexed message, appended
+    history.q8      the same rows quantised (store/vectors.py), appended with them
+    history.jsonl   one `Chunk` per row, same order: session, message number, date, person
+    docs.jsonl      the summaries' paragraphs and the MEMORY.md entries, each with its
+                    vector, rewritten whole (atomically) when one of them changed
+    state.json      the embeddings model and dimension, the rows committed and the
+                    chunk file's committed length, and each history file's cursor
+
+A batch is appended to the three history files (fsync) and only then does `state.json`
+(atomic) move the row count and the cursors. A crash between the two leaves rows past the
+committed count: they are cut off when the index is opened, and the cursors, not moved,
+give the same messages to the next batch. So nothing is stored twice and nothing skipped
+(tests/faults/test_recall_kill.py). A file shorter than the state says, or a state of
+another model, starts the index afresh: it is rebuilt from the JSONL, the summaries and
+MEMORY.md (`squidd memory reindex` does the same on demand). Backups leave it out.
+
+One index serves the agent's every person: a search carries its scope (the sessions the
+speaker spoke in, whose MEMORY.md) and rows outside it are masked before ranking, so no row
+of another person's conversation is ever a candidate. All calls block; the owner runs them
+in a worker thread, one at a time (`RecallIndex.lock`).
+"""
+
+from __future__ import annotations
+
+import array
+import base64
+import hashlib
+import heapq
+import json
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from pydantic import TypeAdapter
+
+from squidd.fs import atomic_write_text, make_private_dir, open_private, write_all
+from squidd.store.jsonl import JsonlStore, iter_messages
+from squidd.store.vectors import PackedVectors, exact_scores, quantise, unit
+
+__all__ = ["Chunk", "Pending", "RecallIndex", "RecallScope", "doc_key"]
+
+log = structlog.get_logger()
+
+MAX_CHUNK_CHARS = 2000
+_STATE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One piece of memory that is embedded: a message, a summary paragraph or a MEMORY.md
+    entry, with where it came from."""
+
+    source: Literal["history", "summary", "memory"]
+    session: str
+    """The session id (history, summary); "" for MEMORY.md."""
+    index: int
+    """The message's number in its session, or the paragraph's / entry's number."""
+    text: str
+    ts: str | None = None
+    person: str | None = None
+    """Who said it (history), whose MEMORY.md it is (memory; None: the shared one)."""
+    role: str = ""
+
+
+CHUNK: TypeAdapter[Chunk] = TypeAdapter(Chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallScope:
+    """What one search may see: `sessions` (None: all) and the MEMORY.md of `memory_of`
+    (None: the shared one)."""
+
+    sessions: frozenset[str] | None = None
+    memory_of: str | None = None
+
+    def admits(self, chunk: Chunk) -> bool:
+        if chunk.source == "memory":
+            return chunk.person == self.memory_of
+        return self.sessions is None or chunk.session in self.sessions
+
+
+@dataclass(frozen=True, slots=True)
+class _Cursor:
+    inode: int
+    offset: int
+    count: int
+
+
+@dataclass
+class Pending:
+    """Messages not embedded yet and where each file's cursor goes once they are."""
+
+    chunks: list[Chunk] = field(default_factory=list)
+    cursors: dict[str, _Cursor] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _State:
+    model: str = ""
+    dim: int = 0
+    rows: int = 0
+    chunk_bytes: int = 0
+    files: dict[str, _Cursor] = field(default_factory=dict)
+
+
+_STATE: TypeAdapter[_State] = TypeAdapter(_State)
+
+
+def doc_key(chunk: Chunk) -> str:
+    return hashlib.sha256(CHUNK.dump_json(chunk)).hexdigest()
+
+
+class RecallIndex:
+    """The agent's vector index (see the module)."""
+
+    def __init__(self, store: JsonlStore) -> None:
+        self._store = store
+        self.root = store.data_dir / "index" / "recall"
+        self.lock = threading.Lock()
+        self._state = _State()
+        self._packed: PackedVectors | None = None
+        self._offsets: list[int] = []  # each row's line start in history.jsonl
+        self._sessions: list[str] = []  # each row's session
+        self._docs: list[tuple[Chunk, list[float]]] = []
+        self._loaded = False
+
+    # --- files ------------------------------------------------------------------------------
+    def _path(self, name: str) -> Path:
+        return self.root / name
+
+    def _save_state(self) -> None:
+        data = {"version": _STATE_VERSION, **_STATE.dump_python(self._state, mode="json")}
+        atomic_write_text(self._path("state.json"), json.dumps(data))
+
+    def _read_state(self) -> _State | None:
+        try:
+            raw = self._path("state.json").read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            data = json.loads(raw)
+            if data.pop("version", None) != _STATE_VERSION:
+                return None
+            return _STATE.validate_python(data)
+        except ValueError:
+            log.warning("recall_state_unreadable", effect="index rebuilt")
+            return None
+
+    def open(self, model: str) -> None:
+        """Load the index for `model`; anything inconsistent, or of another model, is
+        dropped and rebuilt by the indexer from the sources."""
+        make_private_dir(self.root)
+        state = self._read_state()
+        if state is None or state.model != model or not self._load(state):
+            if state is not None and state.model != model:
+                log.info("recall_model_changed", old=state.model, new=model, effect="reindex")
+            self.reset(model)
+        self._loaded = True
+
+    def reset(self, model: str) -> None:
+        """Empty the index (files included) for `model`."""
+        make_private_dir(self.root)
+        for name in ("history.f32", "history.q8", "history.jsonl", "docs.jsonl"):
+            self._path(name).unlink(missing_ok=True)
+        self._state = _State(model=model)
+        self._packed, self._offsets, self._sessions, self._docs = None, [], [], []
+        self._save_state()
+
+    def _load(self, state: _State) -> bool:
+        dim, rows = state.dim, state.rows
+        f32, q8, chunks = (self._path(n) for n in ("history.f32", "history.q8", "history.jsonl"))
+        sizes = [p.stat().st_size if p.exists() else 0 for p in (f32, q8, chunks)]
+        if sizes[0] < 4 * dim * rows or sizes[1] < dim * rows or sizes[2] < state.chunk_bytes:
+            log.warning("recall_index_short", effect="index rebuilt")
+            return False
+        # Rows past the committed count were written by a batch cut short: not committed.
+        for path, keep in ((f32, 4 * dim * rows), (q8, dim * rows), (chunks, state.chunk_bytes)):
+            if path.exists() and path.stat().st_size > keep:
+                os.truncate(path, keep)
+        offsets, sessions = [], []
+        with chunks.open("rb") as handle:
+            start = 0
+            for line in handle:
+                offsets.append(start)
+                sessions.append(str(json.loads(line)["session"]))
+                start += len(line)
+        if len(offsets) != rows:
+            return False
+        self._state, self._offsets, self._sessions = state, offsets, sessions
+        if dim:
+            self._packed = PackedVectors(dim)
+            self._packed.extend(q8.read_bytes())
+        self._docs = list(self._read_docs())
+        return True
+
+    def _read_docs(self) -> Iterator[tuple[Chunk, list[float]]]:
+        try:
+            raw = self._path("docs.jsonl").read_bytes()
+        except FileNotFoundError:
+            return
+        for line in raw.splitlines():
+            data = json.loads(line)
+            vector = _floats(base64.b64decode(data.pop("vector")))
+            yield CHUNK.validate_python(data), vector
+
+    # --- what is not indexed yet ------------------------------------------------------------
+    @property
+    def model(self) -> str:
+        return self._state.model
+
+    @property
+    def rows(self) -> int:
+        return self._state.rows
+
+    def pending(self, limit: int) -> Pending:
+        """Up to `limit` messages past the cursors, oldest file first."""
+        found = Pending()
+        for path, session in self._store.session_files().items():
+            if len(found.chunks) >= limit:
+                break
+            key = path.name
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            cursor = self._state.files.get(key) or _Cursor(stat.st_ino, 0, 0)
+            if cursor.inode != stat.st_ino or stat.st_size < cursor.offset:
+                log.warning("recall_history_replaced", file=key, effect="indexed again")
+                cursor = _Cursor(stat.st_ino, 0, 0)
+            if stat.st_size == cursor.offset:
+                continue
+            offset, count = cursor.offset, cursor.count
+            whole = _ends_line(path, stat.st_size)
+            for line in iter_messages(path, cursor.offset):
+                if len(found.chunks) >= limit or line.end > stat.st_size:
+                    break
+                if line.end == stat.st_size and not whole:
+                    break  # a line still being written: the next pass takes it
+                message = line.message
+                if message.role in ("user", "assistant") and (message.content or "").strip():
+                    text = (message.content or "").strip()[:MAX_CHUNK_CHARS]
+                    found.chunks.append(
+                        Chunk("history", session, count, text, message.ts, message.by, message.role)
+                    )
+                offset, count = line.end, count + 1
+            found.cursors[key] = _Cursor(stat.st_ino, offset, count)
+        return found
+
+    def commit(self, pending: Pending, vectors: Sequence[Sequence[float]]) -> None:
+        """Append `pending`'s chunks with their vectors, then move the cursors (see the
+        module for the order and why)."""
+        if len(vectors) != len(pending.chunks):
+            raise ValueError("one vector per chunk")
+        units = [unit(v) for v in vectors]
+        if units:
+            self._check_dim(len(units[0]))
+        lines = b"".join(CHUNK.dump_json(c) + b"\n" for c in pending.chunks)
+        floats = b"".join(_f32(u) for u in units)
+        quantised = b"".join(quantise(u) for u in units)
+        for name, data in (("history.f32", floats), ("history.q8", quantised)):
+            _append(self._path(name), data)
+        _append(self._path("history.jsonl"), lines)
+        start = self._state.chunk_bytes
+        for chunk in pending.chunks:
+            self._offsets.append(start)
+            self._sessions.append(chunk.session)
+            start += len(CHUNK.dump_json(chunk)) + 1
+        if self._packed is not None:
+            self._packed.extend(quantised)
+        self._state = replace(
+            self._state,
+            rows=self._state.rows + len(units),
+            chunk_bytes=start,
+            files={**self._state.files, **pending.cursors},
+        )
+        self._save_state()
+
+    def _check_dim(self, dim: int) -> None:
+        if self._state.dim == 0:
+            self._state = replace(self._state, dim=dim)
+            self._packed = PackedVectors(dim)
+        elif dim != self._state.dim:
+            raise ValueError(f"embeddings changed length ({self._state.dim} → {dim})")
+
+    # --- summaries and MEMORY.md ------------------------------------------------------------
+    def wanted_docs(self) -> list[Chunk]:
+        """Every summary paragraph and MEMORY.md entry as it is now."""
+        store = self._store
+        docs: list[Chunk] = []
+        for _path, session in store.session_files().items():
+            text = _read(store.summary_path(session))
+            for i, para in enumerate(_paragraphs(text)):
+                docs.append(Chunk("summary", session, i, para, role="summary"))
+        people = store.global_memory_path.parent / "people"
+        owners: list[tuple[str | None, Path]] = [(None, store.global_memory_path)]
+        owners += [(p.name, p / "MEMORY.md") for p in sorted(people.glob("*")) if p.is_dir()]
+        for person, path in owners:
+            for i, entry in enumerate(_paragraphs(_read(path))):
+                docs.append(Chunk("memory", "", i, entry, person=person, role="memory"))
+        return docs
+
+    def docs_to_embed(self, wanted: list[Chunk]) -> list[Chunk] | None:
+        """The wanted docs without a vector yet; None when the docs are as they were."""
+        have = {doc_key(c) for c, _ in self._docs}
+        if {doc_key(c) for c in wanted} == have:
+            return None
+        return [c for c in wanted if doc_key(c) not in have]
+
+    def replace_docs(self, wanted: list[Chunk], fresh: dict[str, list[float]]) -> None:
+        """The docs become `wanted`; vectors from `fresh` (by doc key) or kept ones."""
+        known = {doc_key(c): v for c, v in self._docs} | {k: unit(v) for k, v in fresh.items()}
+        docs = [(c, known[doc_key(c)]) for c in wanted if doc_key(c) in known]
+        if docs:
+            self._check_dim(len(docs[0][1]))
+        lines = []
+        for chunk, vector in docs:
+            data: dict[str, Any] = CHUNK.dump_python(chunk, mode="json")
+            data["vector"] = base64.b64encode(_f32(vector)).decode()
+            lines.append(json.dumps(data, ensure_ascii=False))
+        atomic_write_text(self._path("docs.jsonl"), "".join(f"{line}\n" for line in lines))
+        self._docs = docs
+
+    # --- search -----------------------------------------------------------------------------
+    def search(
+        self, query: Sequence[float], scope: RecallScope, k: int
+    ) -> list[tuple[Chunk, float]]:
+        """The `k` chunks in `scope` nearest to `query` (cosine), best first."""
+        q = unit(query)
+        if self._state.dim and len(q) != self._state.dim:
+            return []
+        found: list[tuple[Chunk, float]] = []
+        for chunk, vector in self._docs:
+            if scope.admits(chunk):
+                found.append((chunk, sum(a * b for a, b in zip(q, vector, strict=True))))
+        if self._packed is not None and self._state.rows:
+            allowed = None
+            if scope.sessions is not None:
+                allowed = bytes(1 if s in scope.sessions else 0 for s in self._sessions)
+            rows = self._packed.candidates(q, max(8 * k, 200), allowed)
+            scores = exact_scores(self._path("history.f32"), self._state.dim, q, rows)
+            best = heapq.nlargest(k, zip(rows, scores, strict=True), key=lambda p: p[1])
+            found += [(self._chunk(row), score) for row, score in best]
+        found.sort(key=lambda pair: pair[1], reverse=True)
+        return found[:k]
+
+    def _chunk(self, row: int) -> Chunk:
+        with self._path("history.jsonl").open("rb") as handle:
+            handle.seek(self._offsets[row])
+            return CHUNK.validate_json(handle.readline())
+
+
+def _ends_line(path: Path, size: int) -> bool:
+    """The file's first `size` bytes end with a whole line."""
+    if size == 0:
+        return True
+    with path.open("rb") as handle:
+        handle.seek(size - 1)
+        return handle.read(1) == b"\n"
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _f32(vector: Sequence[float]) -> bytes:
+    return array.array("f", vector).tobytes()
+
+
+def _floats(raw: bytes) -> list[float]:
+    values = array.array("f")
+    values.frombytes(raw)
+    return list(values)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _paragraphs(text: str) -> list[str]:
+    """Entries of a summary or MEMORY.md: its paragraphs and list items."""
+    parts: list[str] = []
+    for para in text.split("\n\n"):
+        items = [line for line in para.splitlines() if line.lstrip().startswith(("- ", "* "))]
+        if items and len(items) == len([x for x in para.splitlines() if x.strip()]):
+            parts.extend(item.strip()[2:].strip() for item in items)
+        elif para.strip():
+            parts.append(para.strip()[:MAX_CHUNK_CHARS])
+    return [p for p in parts if p]
