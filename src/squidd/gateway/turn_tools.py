@@ -119,9 +119,10 @@ class TurnTools:
         return [SearchAllHistoryTool(search, limit=settings.tools.search_history_limit)]
 
     def _recall(self, speaker: Speaker) -> list[Tool]:
-        """`recall` where the speaker's scope allows one (gateway/recall.py)."""
+        """`recall` with an embeddings model, where the speaker's scope allows one
+        (gateway/recall.py); without one, search_all_history is the keyword search."""
         recall = self._runtime.recall
-        if recall is None or not recall.available(speaker.memory_of):
+        if recall is None or recall.index is None or not recall.available(speaker.memory_of):
             return []
         person, tokens = speaker.memory_of, self._runtime.settings.memory.recall.tool_tokens
 

@@ -287,10 +287,14 @@ class JsonlStore:
         """Every session's history file and its session id (the file name when unknown)."""
         files: dict[Path, str] = {}
         for path in sorted(self._sessions.glob("*.jsonl")):
-            meta = read_bytes_or_empty(path.with_suffix(".meta.json"))
             name = path.stem
-            with contextlib.suppress(ValueError, TypeError, KeyError):
-                name = str(json.loads(meta)["session_id"]) if meta else name
+            # The cursor's file names the session, else the people's (both may be missing).
+            for suffix in (".meta.json", ".people.json"):
+                raw = read_bytes_or_empty(path.with_suffix(suffix))
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    name = str(json.loads(raw)["session_id"]) if raw else name
+                if name != path.stem:
+                    break
             files[path] = name
         return files
 

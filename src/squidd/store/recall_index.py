@@ -41,7 +41,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import TypeAdapter
 
-from squidd.fs import atomic_write_text, make_private_dir, open_private, write_all
+from squidd.fs import atomic_write_text, make_private_dir, open_private, safe_name, write_all
 from squidd.store.jsonl import JsonlStore, iter_messages
 from squidd.store.vectors import PackedVectors, exact_scores, quantise, unit
 
@@ -66,7 +66,8 @@ class Chunk:
     text: str
     ts: str | None = None
     person: str | None = None
-    """Who said it (history), whose MEMORY.md it is (memory; None: the shared one)."""
+    """Who said it (history); whose MEMORY.md it is (memory: the `safe_name` of the person,
+    as its folder is named; None: the shared one)."""
     role: str = ""
 
 
@@ -82,8 +83,8 @@ class RecallScope:
     memory_of: str | None = None
 
     def admits(self, chunk: Chunk) -> bool:
-        if chunk.source == "memory":
-            return chunk.person == self.memory_of
+        if chunk.source == "memory":  # a person's MEMORY.md is known by its folder's name
+            return chunk.person == (None if self.memory_of is None else safe_name(self.memory_of))
         return self.sessions is None or chunk.session in self.sessions
 
 
@@ -348,6 +349,7 @@ class RecallIndex:
             scores = exact_scores(self._path("history.f32"), self._state.dim, q, rows)
             best = heapq.nlargest(k, zip(rows, scores, strict=True), key=lambda p: p[1])
             found += [(self._chunk(row), score) for row, score in best]
+        found = [(chunk, score) for chunk, score in found if score > 0]  # unrelated: none
         found.sort(key=lambda pair: pair[1], reverse=True)
         return found[:k]
 

@@ -97,7 +97,8 @@ class PackedVectors:
         return self._masks[key]
 
     def candidates(self, query: Sequence[float], limit: int, allowed: bytes | None) -> list[int]:
-        """The rows with the best quantised scores (at most about `limit`), in no order."""
+        """The `limit` rows with the best quantised scores (ties at the last place: the
+        first ones), in no order; rows masked out by `allowed` never."""
         self._pack()
         count = self.count
         if count == 0:
@@ -115,7 +116,10 @@ class PackedVectors:
         scores.frombytes(total.to_bytes(_SLOT * count, "little"))
         best = heapq.nlargest(limit, scores)
         floor = max(best[-1], 1) if best else 1
-        return list(itertools.compress(range(count), map(floor.__le__, scores)))[: limit * 2]
+        # Every row above the floor, then as many of the rows at it as fit (ties).
+        above = list(itertools.compress(range(count), map(floor.__lt__, scores)))
+        at = itertools.compress(range(count), map(floor.__eq__, scores))
+        return above + list(itertools.islice(at, max(0, limit - len(above))))
 
 
 def exact_scores(path: Path, dim: int, query: Sequence[float], rows: Sequence[int]) -> list[float]:
