@@ -60,6 +60,7 @@ from squidd.gateway.daemon import Daemon
 from squidd.gateway.dashboard_host import DaemonDashboardHost, dashboard_host
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
+from squidd.gateway.recall_ops import recall_ops
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.scheduled import ScheduledRuns
 from squidd.gateway.subagents import Fire
@@ -180,7 +181,7 @@ def build_daemon(
         handle_signals=handle_signals,
         backups=_backups(settings),
         anchor=_anchor(settings, by_name),
-        ops=cron_ops(cron, scheduler),
+        ops=cron_ops(cron, scheduler) | recall_ops(runtime.recalls),
     )
     if dashboard is not None:
         pages.append(dashboard(dashboard_host(daemon, cron)))

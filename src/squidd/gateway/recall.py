@@ -126,13 +126,21 @@ class Recall:
             fresh |= {doc_key(c): v for c, v in zip(part, vectors, strict=True)}
         await self._in_thread(index.replace_docs, wanted, fresh)
 
-    async def reindex(self) -> int:
-        """Drop the vectors and embed everything again (`squidd memory reindex`)."""
+    async def reset(self) -> bool:
+        """Drop the vectors (the indexer's next pass embeds everything again); False
+        without an embeddings model."""
         if self.index is None or self._embedder is None:
-            return 0
+            return False
         async with self._lock:
             await self._in_thread(self.index.reset, self._embedder.model)
             self._opened = True
+        log.info("recall_index_reset", model=self._embedder.model)
+        return True
+
+    async def reindex(self) -> int:
+        """Drop the vectors and embed everything again now (`squidd memory reindex`)."""
+        if not await self.reset():
+            return 0
         return await self.catch_up()
 
     async def _in_thread(self, fn: Callable[..., _T], *args: Any) -> _T:

@@ -89,6 +89,11 @@ class Runtime:
         """Every agent's runtime by name, this one first."""
         return {self.name: self, **self.others}
 
+    @property
+    def recalls(self) -> dict[str, Recall | None]:
+        """Every agent's recall by name."""
+        return {name: runtime.recall for name, runtime in self.agents.items()}
+
     async def learn_windows(self) -> None:
         """Ask local model servers what context they serve; the prompt budget follows the
         smallest window of the chain (llm/chain.py). The other agents' chains too."""

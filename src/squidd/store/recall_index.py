@@ -129,7 +129,8 @@ class RecallIndex:
         self._state = _State()
         self._packed: PackedVectors | None = None
         self._offsets: list[int] = []  # each row's line start in history.jsonl
-        self._sessions: list[str] = []  # each row's session
+        self._row_session = array.array("I")  # each row's session, by number
+        self._session_number: dict[str, int] = {}
         self._docs: list[tuple[Chunk, list[float]]] = []
         self._loaded = False
 
@@ -172,7 +173,8 @@ class RecallIndex:
         for name in ("history.f32", "history.q8", "history.jsonl", "docs.jsonl"):
             self._path(name).unlink(missing_ok=True)
         self._state = _State(model=model)
-        self._packed, self._offsets, self._sessions, self._docs = None, [], [], []
+        self._packed, self._offsets, self._docs = None, [], []
+        self._row_session, self._session_number = array.array("I"), {}
         self._save_state()
 
     def _load(self, state: _State) -> bool:
@@ -186,16 +188,17 @@ class RecallIndex:
         for path, keep in ((f32, 4 * dim * rows), (q8, dim * rows), (chunks, state.chunk_bytes)):
             if path.exists() and path.stat().st_size > keep:
                 os.truncate(path, keep)
-        offsets, sessions = [], []
+        offsets: list[int] = []
+        self._row_session, self._session_number = array.array("I"), {}
         with chunks.open("rb") as handle:
             start = 0
             for line in handle:
                 offsets.append(start)
-                sessions.append(str(json.loads(line)["session"]))
+                self._add_row_session(str(json.loads(line)["session"]))
                 start += len(line)
         if len(offsets) != rows:
             return False
-        self._state, self._offsets, self._sessions = state, offsets, sessions
+        self._state, self._offsets = state, offsets
         if dim:
             self._packed = PackedVectors(dim)
             self._packed.extend(q8.read_bytes())
@@ -272,7 +275,7 @@ class RecallIndex:
         start = self._state.chunk_bytes
         for chunk in pending.chunks:
             self._offsets.append(start)
-            self._sessions.append(chunk.session)
+            self._add_row_session(chunk.session)
             start += len(CHUNK.dump_json(chunk)) + 1
         if self._packed is not None:
             self._packed.extend(quantised)
@@ -283,6 +286,20 @@ class RecallIndex:
             files={**self._state.files, **pending.cursors},
         )
         self._save_state()
+
+    def _add_row_session(self, session: str) -> None:
+        number = self._session_number.setdefault(session, len(self._session_number))
+        self._row_session.append(number)
+
+    def _allowed(self, sessions: frozenset[str]) -> bytes:
+        """One byte per row: 1 when its session is in `sessions` (a C loop over rows)."""
+        by_number = sorted(self._session_number.items(), key=lambda item: item[1])
+        flags = bytes(1 if name in sessions else 0 for name, _ in by_number)
+        if len(flags) <= 256:
+            return self._row_session.tobytes()[:: self._row_session.itemsize].translate(
+                flags.ljust(256, b"\0")
+            )
+        return bytes(map(flags.__getitem__, self._row_session))
 
     def _check_dim(self, dim: int) -> None:
         if self._state.dim == 0:
@@ -343,8 +360,8 @@ class RecallIndex:
                 found.append((chunk, sum(a * b for a, b in zip(q, vector, strict=True))))
         if self._packed is not None and self._state.rows:
             allowed = None
-            if scope.sessions is not None:
-                allowed = bytes(1 if s in scope.sessions else 0 for s in self._sessions)
+            if scope.sessions is not None and not scope.sessions >= self._session_number.keys():
+                allowed = self._allowed(scope.sessions)
             rows = self._packed.candidates(q, max(8 * k, 200), allowed)
             scores = exact_scores(self._path("history.f32"), self._state.dim, q, rows)
             best = heapq.nlargest(k, zip(rows, scores, strict=True), key=lambda p: p[1])

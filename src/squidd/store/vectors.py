@@ -114,12 +114,29 @@ class PackedVectors:
             total &= self._mask(allowed)
         scores = array.array("I")
         scores.frombytes(total.to_bytes(_SLOT * count, "little"))
+        quick = _above_sampled_floor(scores, limit)
+        if quick is not None:
+            return quick
         best = heapq.nlargest(limit, scores)
         floor = max(best[-1], 1) if best else 1
         # Every row above the floor, then as many of the rows at it as fit (ties).
         above = list(itertools.compress(range(count), map(floor.__lt__, scores)))
         at = itertools.compress(range(count), map(floor.__eq__, scores))
         return above + list(itertools.islice(at, max(0, limit - len(above))))
+
+
+def _above_sampled_floor(scores: array.array[int], limit: int) -> list[int] | None:
+    """The best `limit` rows found through a floor taken from every 16th score (a C loop
+    over the rows instead of a heap over all of them); None when the floor let through
+    too few rows or too many (ties), and the caller takes the full way."""
+    sample = scores[::16]
+    if len(sample) < 4 * limit // 16 + 8:
+        return None
+    floor = max(heapq.nlargest(max(1, limit // 16), sample)[-1], 1)
+    rows = list(itertools.compress(range(len(scores)), map(floor.__le__, scores)))
+    if not limit <= len(rows) <= 16 * limit:
+        return None
+    return heapq.nlargest(limit, rows, key=scores.__getitem__)
 
 
 def exact_scores(path: Path, dim: int, query: Sequence[float], rows: Sequence[int]) -> list[float]:
@@ -131,7 +148,7 @@ def exact_scores(path: Path, dim: int, query: Sequence[float], rows: Sequence[in
         for row in rows:
             values = array.array("f")
             values.frombytes(os.pread(fd, size, row * size))
-            scores.append(math.fsum(map(float.__mul__, query, values)))
+            scores.append(sum(map(float.__mul__, query, values)))
     finally:
         os.close(fd)
     return scores
