@@ -36,42 +36,28 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 from pydantic import TypeAdapter
 
 from squidd.fs import atomic_write_text, make_private_dir, open_private, safe_name, write_all
-from squidd.store.jsonl import JsonlStore, iter_messages
+from squidd.store.jsonl import JsonlStore
+from squidd.store.recall_sources import (
+    CHUNK,
+    Chunk,
+    Cursor,
+    Pending,
+    pending_messages,
+    wanted_docs,
+)
 from squidd.store.vectors import PackedVectors, exact_scores, quantise, unit
 
 __all__ = ["Chunk", "Pending", "RecallIndex", "RecallScope", "doc_key"]
 
 log = structlog.get_logger()
 
-MAX_CHUNK_CHARS = 2000
 _STATE_VERSION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One piece of memory that is embedded: a message, a summary paragraph or a MEMORY.md
-    entry, with where it came from."""
-
-    source: Literal["history", "summary", "memory"]
-    session: str
-    """The session id (history, summary); "" for MEMORY.md."""
-    index: int
-    """The message's number in its session, or the paragraph's / entry's number."""
-    text: str
-    ts: str | None = None
-    person: str | None = None
-    """Who said it (history); whose MEMORY.md it is (memory: the `safe_name` of the person,
-    as its folder is named; None: the shared one)."""
-    role: str = ""
-
-
-CHUNK: TypeAdapter[Chunk] = TypeAdapter(Chunk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,28 +74,13 @@ class RecallScope:
         return self.sessions is None or chunk.session in self.sessions
 
 
-@dataclass(frozen=True, slots=True)
-class _Cursor:
-    inode: int
-    offset: int
-    count: int
-
-
-@dataclass
-class Pending:
-    """Messages not embedded yet and where each file's cursor goes once they are."""
-
-    chunks: list[Chunk] = field(default_factory=list)
-    cursors: dict[str, _Cursor] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class _State:
     model: str = ""
     dim: int = 0
     rows: int = 0
     chunk_bytes: int = 0
-    files: dict[str, _Cursor] = field(default_factory=dict)
+    files: dict[str, Cursor] = field(default_factory=dict)
 
 
 _STATE: TypeAdapter[_State] = TypeAdapter(_State)
@@ -225,38 +196,8 @@ class RecallIndex:
         return self._state.rows
 
     def pending(self, limit: int) -> Pending:
-        """Up to `limit` messages past the cursors, oldest file first."""
-        found = Pending()
-        for path, session in self._store.session_files().items():
-            if len(found.chunks) >= limit:
-                break
-            key = path.name
-            try:
-                stat = path.stat()
-            except FileNotFoundError:
-                continue
-            cursor = self._state.files.get(key) or _Cursor(stat.st_ino, 0, 0)
-            if cursor.inode != stat.st_ino or stat.st_size < cursor.offset:
-                log.warning("recall_history_replaced", file=key, effect="indexed again")
-                cursor = _Cursor(stat.st_ino, 0, 0)
-            if stat.st_size == cursor.offset:
-                continue
-            offset, count = cursor.offset, cursor.count
-            whole = _ends_line(path, stat.st_size)
-            for line in iter_messages(path, cursor.offset):
-                if len(found.chunks) >= limit or line.end > stat.st_size:
-                    break
-                if line.end == stat.st_size and not whole:
-                    break  # a line still being written: the next pass takes it
-                message = line.message
-                if message.role in ("user", "assistant") and (message.content or "").strip():
-                    text = (message.content or "").strip()[:MAX_CHUNK_CHARS]
-                    found.chunks.append(
-                        Chunk("history", session, count, text, message.ts, message.by, message.role)
-                    )
-                offset, count = line.end, count + 1
-            found.cursors[key] = _Cursor(stat.st_ino, offset, count)
-        return found
+        """Up to `limit` messages past the cursors (store/recall_sources.py)."""
+        return pending_messages(self._store, self._state.files, limit)
 
     def commit(self, pending: Pending, vectors: Sequence[Sequence[float]]) -> None:
         """Append `pending`'s chunks with their vectors, then move the cursors (see the
@@ -310,20 +251,7 @@ class RecallIndex:
 
     # --- summaries and MEMORY.md ------------------------------------------------------------
     def wanted_docs(self) -> list[Chunk]:
-        """Every summary paragraph and MEMORY.md entry as it is now."""
-        store = self._store
-        docs: list[Chunk] = []
-        for _path, session in store.session_files().items():
-            text = _read(store.summary_path(session))
-            for i, para in enumerate(_paragraphs(text)):
-                docs.append(Chunk("summary", session, i, para, role="summary"))
-        people = store.global_memory_path.parent / "people"
-        owners: list[tuple[str | None, Path]] = [(None, store.global_memory_path)]
-        owners += [(p.name, p / "MEMORY.md") for p in sorted(people.glob("*")) if p.is_dir()]
-        for person, path in owners:
-            for i, entry in enumerate(_paragraphs(_read(path))):
-                docs.append(Chunk("memory", "", i, entry, person=person, role="memory"))
-        return docs
+        return wanted_docs(self._store)
 
     def docs_to_embed(self, wanted: list[Chunk]) -> list[Chunk] | None:
         """The wanted docs without a vector yet; None when the docs are as they were."""
@@ -376,15 +304,6 @@ class RecallIndex:
             return CHUNK.validate_json(handle.readline())
 
 
-def _ends_line(path: Path, size: int) -> bool:
-    """The file's first `size` bytes end with a whole line."""
-    if size == 0:
-        return True
-    with path.open("rb") as handle:
-        handle.seek(size - 1)
-        return handle.read(1) == b"\n"
-
-
 def _append(path: Path, data: bytes) -> None:
     fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
@@ -402,22 +321,3 @@ def _floats(raw: bytes) -> list[float]:
     values = array.array("f")
     values.frombytes(raw)
     return list(values)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def _paragraphs(text: str) -> list[str]:
-    """Entries of a summary or MEMORY.md: its paragraphs and list items."""
-    parts: list[str] = []
-    for para in text.split("\n\n"):
-        items = [line for line in para.splitlines() if line.lstrip().startswith(("- ", "* "))]
-        if items and len(items) == len([x for x in para.splitlines() if x.strip()]):
-            parts.extend(item.strip()[2:].strip() for item in items)
-        elif para.strip():
-            parts.append(para.strip()[:MAX_CHUNK_CHARS])
-    return [p for p in parts if p]
