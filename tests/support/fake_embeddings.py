@@ -4,7 +4,8 @@ Vectors are deterministic: a bag of concepts. The synonyms in `CONCEPTS` share o
 dimension ("car" and "automobile" land in the same one); every other word is hashed into
 the remaining dimensions; a text's vector counts them. The server
 records every input it embedded and answers the statuses queued in `fail_next` (one per
-request) before it answers again; `hold` (a threading.Event not set) keeps requests waiting.
+request) before it answers again. With `pause_at = n`, the n-th request (and every later one)
+waits: `paused` is set when one waits, and they go on once `release` is set.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ class EmbeddingsServer:
     fail_next: list[int] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     requests: int = 0
-    hold: threading.Event | None = None
+    pause_at: int | None = None
+    paused: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __enter__(self) -> EmbeddingsServer:
@@ -70,8 +73,11 @@ class EmbeddingsServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if outer.hold is not None:
-                    outer.hold.wait(60)
+                with outer._lock:
+                    number = outer.requests + 1
+                if outer.pause_at is not None and number >= outer.pause_at:
+                    outer.paused.set()
+                    outer.release.wait(120)  # a bound for a broken run only
                 status, payload = outer.answer(self.path, body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
@@ -107,8 +113,7 @@ class EmbeddingsServer:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def __exit__(self, *exc: object) -> None:
-        if self.hold is not None:
-            self.hold.set()
+        self.release.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
