@@ -68,6 +68,7 @@ class Recall:
         self.index = RecallIndex(store) if embedder is not None else None
         self._lock = anyio.Lock()  # one catch-up at a time (the loop, a test, a reindex)
         self._opened = False
+        self._scopes: dict[str, tuple[int, RecallScope]] = {}  # by person ("" for all)
 
     # --- indexing ---------------------------------------------------------------------------
     async def _open(self) -> None:
@@ -168,25 +169,42 @@ class Recall:
         return await anyio.to_thread.run_sync(self.scope_for, memory_of)
 
     def scope_for(self, memory_of: str | None) -> RecallScope | None:
-        """What a turn of `memory_of`'s may recall (see the module); None: nothing."""
-        if self._scope == "shared":
-            return RecallScope(None, None)
-        if memory_of is None:
+        """What a turn of `memory_of`'s may recall (see the module); None: nothing. The
+        list of sessions is kept until the sessions folder changes (a new session, a new
+        person in one), so a search does not read every people file."""
+        if self._scope == "person" and memory_of is None:
             return None
-        names = frozenset(self._store.sessions_of(memory_of).values())
-        return RecallScope(names, memory_of)
+        person = memory_of if self._scope == "person" else None
+        version = self._store.sessions_version()
+        cached = self._scopes.get(person or "")
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        if person is None:
+            scope = RecallScope(None, None, self._store.session_files())
+        else:
+            files = self._store.sessions_of(person)
+            scope = RecallScope(frozenset(files.values()), person, files)
+        self._scopes[person or ""] = (version, scope)
+        return scope
 
     async def search(self, query: str, scope: RecallScope, limit: int) -> list[Snippet]:
-        """Keyword and vector hits within `scope`, fused, best first."""
-        person = scope.memory_of if scope.sessions is not None else None
-        hits = await self._store.search_all_sessions(query, limit=limit, person=person)
-        keyword = [
-            Snippet("history", h.session or "", h.index, h.snippet, h.ts, h.role) for h in hits
-        ]
-        if scope.sessions is not None:
-            keyword = [s for s in keyword if s.session in scope.sessions]
-        vector = await self._vector_search(query, scope, limit)
-        return fuse([vector, keyword])
+        """Keyword and vector hits within `scope`, fused, best first; both asked at once."""
+        found: dict[str, list[Snippet]] = {}
+
+        async def keyword() -> None:
+            store = self._store
+            hits = await anyio.to_thread.run_sync(store.search_files, scope.files, query, limit)
+            found["keyword"] = [
+                Snippet("history", h.session or "", h.index, h.snippet, h.ts, h.role) for h in hits
+            ]
+
+        async def vector() -> None:
+            found["vector"] = await self._vector_search(query, scope, limit)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keyword)
+            tg.start_soon(vector)
+        return fuse([found["vector"], found["keyword"]])
 
     async def _vector_search(self, query: str, scope: RecallScope, limit: int) -> list[Snippet]:
         if self.index is None or self._embedder is None:

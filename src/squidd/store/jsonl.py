@@ -306,8 +306,20 @@ class JsonlStore:
             if person in self._read_people(path.with_suffix(".people.json"))
         }
 
+    def sessions_version(self) -> int:
+        """Changes whenever a session file appears, goes or is replaced (a people or cursor
+        file rewritten): the sessions folder's modification time."""
+        try:
+            return self._sessions.stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0
+
     def _search_all_sync(self, query: str, limit: int, person: str | None) -> list[HistoryHit]:
         files = self.session_files() if person is None else self.sessions_of(person)
+        return self.search_files(files, query, limit)
+
+    def search_files(self, files: dict[Path, str], query: str, limit: int) -> list[HistoryHit]:
+        """The newest keyword matches in `files` (path → session id); blocking."""
         try:
             return self.history_index.search(files, query, limit, one_session=False)
         except (OSError, sqlite3.Error) as exc:

@@ -67,6 +67,8 @@ class RecallScope:
 
     sessions: frozenset[str] | None = None
     memory_of: str | None = None
+    files: dict[Path, str] = field(default_factory=dict, compare=False)
+    """The history files in scope (path → session id), for the keyword index."""
 
     def admits(self, chunk: Chunk) -> bool:
         if chunk.source == "memory":  # a person's MEMORY.md is known by its folder's name

@@ -14,8 +14,8 @@ the file, and the best `k` of those are the answer. The quantised score differs 
 exact one by well under one percent of the scale, so the exact top `k` is found among a few
 hundred candidates (the bench checks it against a full exact scan).
 
-Memory: 1 byte (the quantised row) + 4 bytes (the packed columns) per dimension per vector
-in memory, the float32 rows on disk: 100,000 vectors of 384 dimensions are 192 MB. Past that
+Memory: 1 byte (the quantised row) + 3 or 4 bytes (the packed columns) per dimension per
+vector in memory, the float32 rows on disk: 100,000 vectors of 384 dimensions are 192 MB. Past that
 a vector extension or numpy is the better tool (docs/architecture.md).
 """
 
@@ -31,8 +31,13 @@ from pathlib import Path
 
 __all__ = ["PackedVectors", "quantise", "unit"]
 
-_SLOT = 4  # bytes per row in a packed column
-_BIAS = 1 << 31
+_MAX_PRODUCT = 127 * 255  # the largest |q_d * v_d|
+
+
+def slot_bytes(dim: int) -> int:
+    """Bytes per row in a packed column: 3 while a score's range fits in 22 bits (up to 129
+    dimensions), else 4: fewer bytes are proportionally less work for every search."""
+    return 3 if _MAX_PRODUCT * dim < 1 << 22 else 4
 
 
 def unit(vector: Sequence[float]) -> list[float]:
@@ -52,10 +57,14 @@ class PackedVectors:
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
+        self._slot = slot_bytes(dim)
+        # Unmasked slots lie within bias ± 127*255*dim: far from 0 and from the top bit.
+        self._bias_value = 1 << (8 * self._slot - 2)
         self._rows = bytearray()  # quantised, row after row
         self._columns: list[int] = [0] * dim
         self._packed = 0  # rows already in `_columns`
         self._bias = 0
+        self._ones = 0  # 1 in every slot
         self._masks: dict[tuple[int, bytes], int] = {}
 
     @property
@@ -77,12 +86,14 @@ class PackedVectors:
         if start == count:
             return
         fresh = self._rows[start * dim :]
-        slots = bytearray(_SLOT * (count - start))
-        shift = 8 * _SLOT * start
+        width = self._slot
+        slots = bytearray(width * (count - start))
+        shift = 8 * width * start
         for d in range(dim):
-            slots[0::_SLOT] = fresh[d::dim]
+            slots[0::width] = fresh[d::dim]
             self._columns[d] |= int.from_bytes(slots, "little") << shift
-        self._bias = int.from_bytes(_BIAS.to_bytes(_SLOT, "little") * count, "little")
+        self._ones = int.from_bytes((1).to_bytes(width, "little") * count, "little")
+        self._bias = self._bias_value * self._ones
         self._packed = count
 
     def _mask(self, allowed: bytes) -> int:
@@ -90,9 +101,9 @@ class PackedVectors:
         key = (self.count, allowed)
         if key not in self._masks:
             flags = allowed.replace(b"\x01", b"\xff")
-            slots = bytearray(_SLOT * len(flags))
-            for offset in range(_SLOT):
-                slots[offset::_SLOT] = flags
+            slots = bytearray(self._slot * len(flags))
+            for offset in range(self._slot):
+                slots[offset :: self._slot] = flags
             self._masks = {key: int.from_bytes(slots, "little")}  # the latest scope only
         return self._masks[key]
 
@@ -112,9 +123,8 @@ class PackedVectors:
         total = plus + self._bias - minus
         if allowed is not None:
             total &= self._mask(allowed)
-        scores = array.array("I")
-        scores.frombytes(total.to_bytes(_SLOT * count, "little"))
-        quick = _above_sampled_floor(scores, limit)
+        scores = self._scores(total, count)
+        quick = self._above_sampled_floor(total, scores, limit)
         if quick is not None:
             return quick
         best = heapq.nlargest(limit, scores)
@@ -124,19 +134,39 @@ class PackedVectors:
         at = itertools.compress(range(count), map(floor.__eq__, scores))
         return above + list(itertools.islice(at, max(0, limit - len(above))))
 
+    def _scores(self, total: int, count: int) -> array.array[int]:
+        """Each slot of `total` as an unsigned int."""
+        raw = total.to_bytes(self._slot * count, "little")
+        if self._slot == 3:
+            wide = bytearray(4 * count)
+            for offset in range(3):
+                wide[offset::4] = raw[offset::3]
+            raw = bytes(wide)
+        scores = array.array("I")
+        scores.frombytes(raw)
+        return scores
 
-def _above_sampled_floor(scores: array.array[int], limit: int) -> list[int] | None:
-    """The best `limit` rows found through a floor taken from every 16th score (a C loop
-    over the rows instead of a heap over all of them); None when the floor let through
-    too few rows or too many (ties), and the caller takes the full way."""
-    sample = scores[::16]
-    if len(sample) < 4 * limit // 16 + 8:
-        return None
-    floor = max(heapq.nlargest(max(1, limit // 16), sample)[-1], 1)
-    rows = list(itertools.compress(range(len(scores)), map(floor.__le__, scores)))
-    if not limit <= len(rows) <= 16 * limit:
-        return None
-    return heapq.nlargest(limit, rows, key=scores.__getitem__)
+    def _above_sampled_floor(
+        self, total: int, scores: array.array[int], limit: int
+    ) -> list[int] | None:
+        """The best `limit` rows found through a floor taken from every 16th score; the
+        rows at or above it are read off bit 31 of `total + (2**31 - floor)` in each slot
+        (no Python loop over the rows). None when the floor let through too few rows or
+        too many (ties), and the caller takes the full way."""
+        sample = scores[::16]
+        if len(sample) < 4 * limit // 16 + 8:
+            return None
+        floor = heapq.nlargest(max(1, limit // 16), sample)[-1]
+        if floor < self._bias_value // 2:  # masked rows (0) reached the sample's best
+            return None
+        top = 8 * self._slot - 1  # the slot's top bit: set where score + (2**top - floor) ≥ 2**top
+        flags = (((total + ((1 << top) - floor) * self._ones) >> top) & self._ones).to_bytes(
+            self._slot * len(scores), "little"
+        )
+        rows = list(itertools.compress(range(len(scores)), flags[:: self._slot]))
+        if not limit <= len(rows) <= 16 * limit:
+            return None
+        return heapq.nlargest(limit, rows, key=scores.__getitem__)
 
 
 def exact_scores(path: Path, dim: int, query: Sequence[float], rows: Sequence[int]) -> list[float]:
