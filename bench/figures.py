@@ -510,6 +510,45 @@ def measure_media(quick: bool) -> list[Row]:
     ]
 
 
+def measure_recall(quick: bool) -> list[Row]:
+    """Hybrid recall at 100,000 messages (bench_recall.py, its own process: RSS is per
+    process): indexing against a scripted embeddings server, recall p95, RSS growth."""
+    import re
+    import subprocess
+    import sys
+
+    from bench import bench_recall as br
+
+    messages = 5_000 if quick else 100_000
+    script = Path(__file__).with_name("bench_recall.py")
+    done = subprocess.run(  # noqa: S603 - our own interpreter and script, fixed arguments
+        [sys.executable, str(script), "--messages", str(messages)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    def figure(label: str) -> float:
+        found = re.search(rf"^{label}:\s+([-\d.]+)", done.stdout, re.MULTILINE)
+        if found is None:
+            raise RuntimeError(f"bench_recall.py gave no {label!r}: {done.stdout}{done.stderr}")
+        return float(found.group(1))
+
+    p95 = figure("recall p95")
+    return [
+        Row(f"recall: indexing {messages:,} messages", figure("indexing"), "s", "-", None),
+        Row(
+            f"recall p95 at {messages:,} messages",
+            p95,
+            "ms",
+            f"<= {br.P95_TARGET_MS:.0f}",
+            p95 <= br.P95_TARGET_MS,
+        ),
+        Row("recall: vector index p95", figure("vector search p95"), "ms", "-", None),
+        Row("recall: RSS growth", figure("rss growth"), "MiB", "-", None),
+    ]
+
+
 def measure_stream(quick: bool) -> list[Row]:
     """Matrix streaming by edits at the default pacing (bench_stream.py), against Synapse's
     default rc_message (0.2 events/s after a burst of 10)."""
@@ -564,6 +603,7 @@ ENTRIES: list[Entry] = [
     Entry("P7", measure_p7),
     Entry("MCP", measure_mcp),
     Entry("search", measure_search),
+    Entry("recall", measure_recall),
     Entry("journal", measure_journal),
     Entry("voice", measure_voice),
     Entry("media", measure_media),

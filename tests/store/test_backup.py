@@ -33,6 +33,10 @@ def make_data_dir(root: Path) -> Path:
         "audit/calls.jsonl": '{"n":1}\n',
         "audit/head.json": '{"lines": 1}',
         "index/history.sqlite": "a cache",
+        "index/recall/history.f32": "derived vectors",
+        "agents/planner/sessions/s.jsonl": '{"role":"user","content":"plan"}\n',
+        "agents/planner/index/recall/state.json": "{}",
+        "agents/planner/index/history.sqlite": "a cache",
         "backups/old.tar.gz": "an older backup",
         "matrix/sync.json": '{"next_batch": "s1"}',
         "matrix/credentials.json": '{"access_token": "secret"}',
@@ -64,6 +68,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 KEPT = {
     "sessions/email-a.jsonl",
+    "agents/planner/sessions/s.jsonl",
     "sessions/email-a.meta.json",
     "workspace/MEMORY.md",
     "gateway/handled.jsonl",

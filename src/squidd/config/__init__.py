@@ -42,6 +42,7 @@ from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
 from squidd.config.mcp import McpSettings
 from squidd.config.media import MediaSettings, TranscriptionSettings
+from squidd.config.memory import MemorySettings
 from squidd.config.providers import split_entry
 from squidd.config.sections import (
     AgentSettings,
@@ -95,6 +96,7 @@ class Settings(BaseSettings):
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
     speech: SpeechSettings = Field(default_factory=SpeechSettings)
     backup: BackupSettings = Field(default_factory=BackupSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     people: list[PersonSettings] = Field(default_factory=list)
     """The people who share the assistant, each with all their ids (`[[people]]`)."""
 
@@ -145,6 +147,17 @@ class Settings(BaseSettings):
                         f"agents.list ({entry.name}): chain entry {text!r} names no provider "
                         f"(known: {', '.join(sorted(providers))})"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _embeddings_provider(self) -> Settings:
+        entry = self.memory.recall.embeddings
+        providers = {p.name for p in self.llm.resolved_providers()}
+        if entry and split_entry(entry)[0] not in providers:
+            raise ValueError(
+                f"memory.recall.embeddings {entry!r} names no provider "
+                f"(known: {', '.join(sorted(providers))})"
+            )
         return self
 
     @model_validator(mode="after")

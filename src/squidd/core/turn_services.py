@@ -57,3 +57,6 @@ class TurnServices:
     """The journal turns with a `turn_id` record in and resume from (core/journal.py)."""
     auditor: Auditor | None = None
     approvals: Approvals | None = None
+    recall_note: Callable[[str, str | None, str], Awaitable[str]] | None = None
+    """The automatic recall step: (session, whose memory, the message) → a note put before
+    the message in this turn's request only (never stored), "" for none."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -194,6 +194,7 @@ class TurnSteps:
             full_text = "\n\n".join(t for t in (ask.user_message, read.text) if t)
             turn.asked = Message(role="user", content=full_text, images=read.images)
             turn.context[-1] = turn.asked
+        await self._recall_note(turn)
         turn.messages.append(
             Message(
                 role="user",
@@ -209,6 +210,14 @@ class TurnSteps:
             turn.key, turn.replay = resumed.key, resumed.replay
             turn.reply = resumed.reply if resumed.reply is not None else turn.reply
         return turn
+
+    async def _recall_note(self, turn: Turn) -> None:
+        """Recalled snippets before the message, after the stable prefix; never stored."""
+        note_of, ask = self._services.recall_note, turn.ask
+        if note_of and (note := await note_of(ask.session, ask.memory_of, ask.user_message)):
+            asked = turn.context[-1]
+            turn.asked = replace(asked, content=f"{note}\n\n{asked.content or ''}")
+            turn.context[-1] = turn.asked
 
     async def round(self, turn: Turn) -> None:
         """One request, the model's answer, and the tool calls it asks for. An answer

@@ -7,10 +7,9 @@ tools (`gateway.turn_tools`), the caps, scheduled runs, cron scheduler, heartbea
 and the enabled channels (from a `gateway.channels.ChannelRegistry`), and hands them to
 `Daemon`, which only serves; with `dashboard`, the dashboard's routes over the daemon's
 `DaemonDashboardHost` are given to the API channel (through its factory, so its constructor).
-The cron service (core/cron_service.py) is built here once, for the agent's cron tools,
-the dashboard and the status socket's `cron.*` requests. `build_terminal` is the same for
-`squidd chat`: the runtime, the per-turn tools and the daily caps, no daemon. Construction
-does no I/O; the daemon loads and sweeps when it serves.
+The cron service is built once, for the cron tools, the dashboard and the status socket's
+`cron.*` (and recall's `memory.*`) requests. `build_terminal` does the same for `squidd chat`
+with no daemon. Construction does no I/O; the daemon loads and sweeps when it serves.
 """
 
 from __future__ import annotations
@@ -60,6 +59,7 @@ from squidd.gateway.daemon import Daemon
 from squidd.gateway.dashboard_host import DaemonDashboardHost, dashboard_host
 from squidd.gateway.parked import ParkedRetries
 from squidd.gateway.pipeline import Pipeline
+from squidd.gateway.recall_ops import recall_ops
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.scheduled import ScheduledRuns, heartbeat_child
 from squidd.gateway.subagents import Fire
@@ -181,7 +181,7 @@ def build_daemon(
         handle_signals=handle_signals,
         backups=_backups(settings),
         anchor=_anchor(settings, by_name),
-        ops=cron_ops(cron, scheduler),
+        ops=cron_ops(cron, scheduler) | recall_ops(runtime.recalls),
     )
     if dashboard is not None:
         pages.append(dashboard(dashboard_host(daemon, cron)))

@@ -300,6 +300,10 @@ class Daemon:
                 await tg.start(self.supervisor.supervise, "backup", self.backups.run)
             if self.anchor is not None:
                 await tg.start(self.supervisor.supervise, "audit_anchor", self.anchor.run)
+            for agent, runtime in self.runtime.agents.items():  # embeds in the background
+                if runtime.recall is not None and runtime.recall.index is not None:
+                    child = f"recall:{agent}" if self.settings.agents.list else "recall"
+                    await tg.start(self.supervisor.supervise, child, runtime.recall.run)
             # Not awaited: a server that is slow to start (or never does) must not hold up
             # readiness; its tools join turns once it is connected.
             for name, server in self.mcp.servers.items():

@@ -26,9 +26,11 @@ from squidd.core.tools import ToolRegistry
 from squidd.core.turn_services import TurnLimits, TurnServices
 from squidd.core.usage import AgentUsage
 from squidd.gateway.people import People, memory_scope
+from squidd.gateway.recall import Recall
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
 from squidd.llm.breaker import ProviderState, build_providers, close_providers
 from squidd.llm.chain import ProviderChain
+from squidd.llm.embeddings import embeddings_client
 from squidd.llm.speech import SpeechClient
 from squidd.llm.transcription import WhisperTranscriber
 from squidd.log import SecretRedactor
@@ -80,11 +82,18 @@ class Runtime:
     """What it shares with the daemon's other agents; closed by the default agent's."""
     others: dict[str, Runtime] = field(default_factory=dict)
     """The default agent's: the daemon's other agents, built with it over `shared`."""
+    recall: Recall | None = None
+    """Hybrid recall over this agent's memory (gateway/recall.py)."""
 
     @property
     def agents(self) -> dict[str, Runtime]:
         """Every agent's runtime by name, this one first."""
         return {self.name: self, **self.others}
+
+    @property
+    def recalls(self) -> dict[str, Recall | None]:
+        """Every agent's recall by name."""
+        return {name: runtime.recall for name, runtime in self.agents.items()}
 
     async def learn_windows(self) -> None:
         """Ask local model servers what context they serve; the prompt budget follows the
@@ -103,12 +112,22 @@ class Runtime:
                 await closer()
         for other in self.others.values():
             await other.aclose(shared=False)
+        if self.recall is not None:
+            await self.recall.aclose()
         if shared and self.shared is not None:
             await close_providers(self.shared.providers)
             if self.shared.transcriber is not None:
                 await self.shared.transcriber.aclose()
             if self.shared.speech is not None:
                 await self.shared.speech.aclose()
+
+
+def build_recall(
+    settings: Settings, store: JsonlStore, http_client: httpx2.AsyncClient | None = None
+) -> Recall:
+    """An agent's recall over its store, with its embeddings model when one is set."""
+    embedder = embeddings_client(settings, http_client)
+    return Recall(store, settings.memory.recall, scope=memory_scope(settings), embedder=embedder)
 
 
 def skills_index_part(catalog: SkillCatalog) -> Callable[[], Awaitable[Sequence[str]]]:
@@ -279,6 +298,7 @@ def build_runtime(
         consolidation_threshold=mine.agents.consolidation_threshold,
         keep_recent_ratio=mine.agents.keep_recent_ratio,
     )
+    recall = build_recall(mine, store, http_client)
     skills = build_skills(mine)
     registry = build_registry(mine, store, skills, results=shared.results, media=shared.media)
     prompt = build_prompt(mine)
@@ -302,6 +322,7 @@ def build_runtime(
         recording=shared.recording,
         auditor=shared.auditor.for_agent(name) if settings.agents.list else shared.auditor,
         approvals=approvals,
+        recall_note=recall.note,
     )
     return Runtime(
         settings=mine,
@@ -321,6 +342,7 @@ def build_runtime(
         name=name,
         shared=shared,
         others=others,
+        recall=recall,
     )
 
 

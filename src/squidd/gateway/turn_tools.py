@@ -34,6 +34,7 @@ from squidd.store.cron_jobs import JobsFile
 from squidd.tools.cron import CronToolContext, cron_tools
 from squidd.tools.mcp import McpHub
 from squidd.tools.memory_write import MemoryWriteTool
+from squidd.tools.recall import RecallTool
 from squidd.tools.search_history import SearchAllHistoryTool, SearchHistoryTool
 from squidd.tools.send_file import SendFileTool
 
@@ -117,6 +118,19 @@ class TurnTools:
 
         return [SearchAllHistoryTool(search, limit=settings.tools.search_history_limit)]
 
+    def _recall(self, speaker: Speaker) -> list[Tool]:
+        """`recall` with an embeddings model, where the speaker's scope allows one
+        (gateway/recall.py); without one, search_all_history is the keyword search."""
+        recall = self._runtime.recall
+        if recall is None or recall.index is None or not recall.available(speaker.memory_of):
+            return []
+        person, tokens = speaker.memory_of, self._runtime.settings.memory.recall.tool_tokens
+
+        async def search(query: str) -> list[str]:
+            return await recall.recall(query, person, tokens)
+
+        return [RecallTool(search)]
+
     def for_turn(self, scope: TurnScope) -> list[Tool]:
         """Every per-call tool of one turn, built anew (see the module docstring)."""
         runtime = self._runtime
@@ -133,7 +147,12 @@ class TurnTools:
             max_chars=settings.agents.memory_max_chars,
             person=scope.speaker.memory_of,
         )
-        tools: list[Tool] = [memory, search, *self._search_all(scope.speaker)]
+        tools: list[Tool] = [
+            memory,
+            search,
+            *self._search_all(scope.speaker),
+            *self._recall(scope.speaker),
+        ]
         if settings.cron.enabled:
             context = CronToolContext(
                 self._cron, scope.session, default_target=scope.reply_to, agent=self._agent

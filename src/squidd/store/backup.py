@@ -13,7 +13,8 @@ audit head is copied under its log's lock, so the two agree. The turn journals a
 without a lock (the daemon is their one writer); a copy may end in a torn line, which their
 reader cuts off, as it does after a crash. Files replaced by rename
 (`fs.atomic_write_*`) are read whole through the open file. SQLite files are copied through
-SQLite's backup API. Left out: the history index (a cache rebuilt from the histories), the
+SQLite's backup API. Left out: the indexes, every agent's (the keyword index and the recall
+vectors: derived data, rebuilt from the histories, summaries and MEMORY.md), the
 backups folder, temporary files, sockets and symlinks, and, unless `secrets` is asked for,
 the Matrix credentials, the cross-signing keys and the crypto store.
 
@@ -128,6 +129,8 @@ class Source:
 def _skipped(rel: PurePosixPath, secret_files: tuple[str, ...]) -> bool:
     if rel.parts[0] in SKIPPED or rel.name.endswith((".tmp", PARTIAL)):
         return True
+    if rel.parts[0] == "agents" and len(rel.parts) > 2 and rel.parts[2] in SKIPPED:
+        return True  # another agent's indexes, as the default agent's
     if str(rel) in LOCKED_WITH:
         return True  # copied with the file whose lock guards it
     return any(rel == PurePosixPath(s) or str(rel).startswith(f"{s}/") for s in secret_files)

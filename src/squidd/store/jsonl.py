@@ -52,13 +52,13 @@ class _Meta:
 
 
 @dataclass(frozen=True, slots=True)
-class _Line:
+class MessageLine:
     offset: int
     end: int
     message: Message
 
 
-def _iter_messages(path: Path, start: int = 0) -> Iterator[_Line]:
+def iter_messages(path: Path, start: int = 0) -> Iterator[MessageLine]:
     """Messages of a JSONL file from byte `start` on; damaged lines are skipped and logged."""
     try:
         handle = path.open("rb")
@@ -86,7 +86,7 @@ def _iter_messages(path: Path, start: int = 0) -> Iterator[_Line]:
                     reason="torn last line" if torn else f"{type(exc).__name__}",
                 )
                 continue
-            yield _Line(line_offset, end, message)
+            yield MessageLine(line_offset, end, message)
 
 
 def _read_memory_text(path: Path) -> str:
@@ -205,7 +205,7 @@ class JsonlStore:
         count, start = 0, 0
         if self._offset_valid(path, meta.offset) and meta.cursor <= index:
             count, start = meta.cursor, meta.offset
-        for line in _iter_messages(path, start):
+        for line in iter_messages(path, start):
             if count == index:
                 return line.offset
             count += 1
@@ -221,7 +221,7 @@ class JsonlStore:
             start = self._locate(path, _Meta(0, 0), meta.cursor)
         elif meta.cursor == 0:
             start = 0
-        messages = [line.message for line in _iter_messages(path, start)]
+        messages = [line.message for line in iter_messages(path, start)]
         return HistoryWindow(cursor=meta.cursor, messages=messages)
 
     async def load_window(self, session_id: SessionId) -> HistoryWindow:
@@ -287,10 +287,14 @@ class JsonlStore:
         """Every session's history file and its session id (the file name when unknown)."""
         files: dict[Path, str] = {}
         for path in sorted(self._sessions.glob("*.jsonl")):
-            meta = read_bytes_or_empty(path.with_suffix(".meta.json"))
             name = path.stem
-            with contextlib.suppress(ValueError, TypeError, KeyError):
-                name = str(json.loads(meta)["session_id"]) if meta else name
+            # The cursor's file names the session, else the people's (both may be missing).
+            for suffix in (".meta.json", ".people.json"):
+                raw = read_bytes_or_empty(path.with_suffix(suffix))
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    name = str(json.loads(raw)["session_id"]) if raw else name
+                if name != path.stem:
+                    break
             files[path] = name
         return files
 
@@ -302,8 +306,20 @@ class JsonlStore:
             if person in self._read_people(path.with_suffix(".people.json"))
         }
 
+    def sessions_version(self) -> int:
+        """Changes whenever a session file appears, goes or is replaced (a people or cursor
+        file rewritten): the sessions folder's modification time."""
+        try:
+            return self._sessions.stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0
+
     def _search_all_sync(self, query: str, limit: int, person: str | None) -> list[HistoryHit]:
         files = self.session_files() if person is None else self.sessions_of(person)
+        return self.search_files(files, query, limit)
+
+    def search_files(self, files: dict[Path, str], query: str, limit: int) -> list[HistoryHit]:
+        """The newest keyword matches in `files` (path → session id); blocking."""
         try:
             return self.history_index.search(files, query, limit, one_session=False)
         except (OSError, sqlite3.Error) as exc:

@@ -63,6 +63,7 @@ FILE_TOOLS = ("read_file", "write_file", "edit_file", "list_dir")
 SESSION_TOOLS = (
     "memory_write",
     "search_history",
+    "recall",
     "cron_add",
     "cron_list",
     "cron_remove",
