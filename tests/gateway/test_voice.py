@@ -298,3 +298,27 @@ async def test_each_agent_gets_its_own_mode_and_none_without_an_endpoint(
     assert note.kind == "voice"
     off = settings_with({})
     assert voice_replies(off, "main", build_shared(off), Scripted("x"), caps) is None
+
+
+async def test_speech_counts_in_the_daily_cost_cap(tmp_path: Path, speech: SpeechServer) -> None:
+    settings = Settings(
+        storage={"data_dir": str(tmp_path / "data")},  # type: ignore[arg-type]
+        limits={"daily_cost": 0.001},  # type: ignore[arg-type]
+        speech={"base_url": speech.base_url, "reply": "always", "price_per_1m_chars": 15.0},  # type: ignore[arg-type]
+    )
+    shared = build_shared(settings)
+    caps = caps_of(settings, shared.usage)
+    voice = voice_replies(settings, "main", shared, Scripted("x"), caps)
+    assert voice is not None
+    answer = "A hundred characters of answer, spoken aloud at fifteen a million: " + "x" * 33
+    assert len(answer) == 100
+    try:
+        assert len(await voice.notes(matrix(), answer, None)) == 1  # under the cap: spoken
+        [state] = await caps.states(matrix())
+        assert state.scope == "daily_cost" and state.used == pytest.approx(100 * 15 / 1e6)
+        assert await voice.notes(matrix(), answer, None) == ()  # the speech reached it
+    finally:
+        assert shared.speech is not None
+        await shared.speech.aclose()
+    assert len(speech.heard) == 1
+    assert "daily_cost" in shared.speech.health.snapshot()["last_failure"]["reason"]  # type: ignore[index]
