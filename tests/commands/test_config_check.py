@@ -95,3 +95,26 @@ def test_config_check_names_the_tool_result_retention_key(tmp_path: Path) -> Non
     )
     assert result.returncode == 2
     assert "tools.result_retention_days" in result.stderr
+
+
+def test_config_check_shows_what_each_agent_sets_for_itself(tmp_path: Path) -> None:
+    config = write(
+        tmp_path,
+        "[heartbeat]\ninterval_minutes = 45\n"
+        "[[agents.list]]\nname = 'home'\n"
+        "[agents.list.tools]\ndefault_deny = ['shell', 'web_fetch']\n"
+        "[[agents.list]]\nname = 'work'\n"
+        "[agents.list.approvals]\ntools = ['write_file']\n"
+        "[agents.list.caps]\ndaily_tokens = 5000\n"
+        "[agents.list.heartbeat]\nenabled = true\ntarget = 'matrix:!w:example.org'\n",
+    )
+    result = config_check(config)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(
+        "home: tools matrix:" in line and "(refused: web_fetch)" in line for line in lines
+    ), result.stdout
+    assert "  agent:     work: asks before: write_file" in lines
+    assert "  agent:     work: own caps: daily_tokens 5000 (and the daemon's)" in lines
+    assert "  agent:     work: heartbeat on -> matrix:!w:example.org" in lines
+    assert "  heartbeat: off" in lines  # the daemon's own section is unchanged

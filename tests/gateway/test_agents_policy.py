@@ -186,3 +186,37 @@ def test_the_tables_merge_key_by_key_and_a_bad_key_names_its_path(tmp_path: Path
     config.write_text("[[agents.list]]\nname = 'work'\n[agents.list.limits]\ndaily_tokens = -1\n")
     with pytest.raises(ConfigError, match=r"agents\.list\.0\.limits\.daily_tokens"):
         load_settings(config)
+
+
+async def test_unattended_allowances_are_each_agents_own(tmp_path: Path) -> None:
+    """Both heartbeats call the shell, which both agents ask for; only work's allows it
+    for its heartbeat runs: work's runs, home's is denied and `squidd status` says so."""
+    beat = {"enabled": True, "interval_minutes": 60, "active_hours": "00:00-24:00"}
+    with FakeLLM(responder=_shell) as llm:
+        settings = _two_agents(
+            tmp_path,
+            llm,
+            home={"heartbeat": {**beat, "target": "memory:home-owner"}},
+            work={
+                "heartbeat": {**beat, "target": "memory:work-owner"},
+                "approvals": {"unattended": {"heartbeat": ["shell"]}},
+            },
+        )
+        tools = settings.tools.model_copy(
+            update={"approval": settings.tools.approval.model_copy(update={"tools": ["shell"]})}
+        )
+        settings = settings.model_copy(update={"tools": tools})
+        for name in ("home", "work"):
+            (tmp_path / f"{name}-ws" / "HEARTBEAT.md").write_text("- [ ] run it\n")
+        channel = MemoryChannel("memory")
+        clock = FakeClock()
+        async with running_daemon(settings, [channel], clock=clock) as daemon:
+            clock.advance(60 * 60)
+            await channel.wait_for(2)
+            denied = (await daemon.snapshot())["unattended_denied"]
+    said = dict((s.target, s.text) for s in channel.sent)
+    assert said["work-owner"].startswith("tool said: ") and "Error" not in said["work-owner"]
+    assert said["home-owner"].startswith("tool said: Error: not run")
+    assert runs(tmp_path / "work-ws" / "ran.txt") == 1
+    assert runs(tmp_path / "home-ws" / "ran.txt") == 0
+    assert [(d["session"], d["tools"]) for d in denied] == [("heartbeat", ["shell"])]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from squidd.commands import Commands, Start
 from squidd.config import Settings, find_config_file
+from squidd.config.agents import CAP_KEYS
 from squidd.gateway.people import memory_scope
 
 
@@ -57,8 +58,33 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
     print(f"  memory:    {memory_scope(settings)} (people: {people})")
     print(f"  heartbeat: {'on' if settings.heartbeat.enabled else 'off'}")
     _print_tool_policy(settings)
+    _print_agents_own(settings)
     _print_matrix_identity(settings)
     return 0
+
+
+def _print_agents_own(settings: Settings) -> None:
+    """What each agent sets over the daemon's tool policy, approvals, caps and heartbeat."""
+    from squidd.config.tools import CHANNEL_NAMES
+    from squidd.tools.policy import describe_policy
+
+    for entry in settings.agents.list:
+        mine = settings.for_agent(entry.name)
+        head = f"  {'agent:':<10} {entry.name}:"
+        if entry.tools is not None:
+            for line in describe_policy(mine.tools, CHANNEL_NAMES)[: len(CHANNEL_NAMES)]:
+                print(f"{head} tools {line}")
+        if entry.approvals is not None:
+            asks = ", ".join(mine.tools.approval.tools) or "nothing"
+            print(f"{head} asks before: {asks}")
+        caps = settings.agent_caps(entry.name)
+        if caps is not None:
+            own = [f"{key} {getattr(caps, key):g}" for key in CAP_KEYS if getattr(caps, key)]
+            print(f"{head} own caps: {', '.join(own)} (and the daemon's)")
+        if entry.heartbeat is not None:
+            beat = mine.heartbeat
+            where = f" -> {beat.target or '(history only)'}" if beat.enabled else ""
+            print(f"{head} heartbeat {'on' if beat.enabled else 'off'}{where}")
 
 
 def _print_providers(settings: Settings) -> None:

@@ -104,7 +104,8 @@ class Daemon:
             {**health.to_dict(), "kind": self._kind(name), **self._details(name)}
             for name, health in self.supervisor.children.items()
         ]
-        unattended = self.runtime.unattended
+        # An agent with its own `unattended` allowances has its own asker (runtime.py).
+        askers = {id(a.unattended): a.unattended for a in self.runtime.agents.values()}
         return {
             "version": __version__,
             "pid": os.getpid(),
@@ -128,7 +129,9 @@ class Daemon:
             "cron_deliveries": await anyio.to_thread.run_sync(
                 CronDeliveries(self.settings.storage.data_dir).read_sync
             ),
-            "unattended_denied": unattended.snapshot() if unattended else [],
+            "unattended_denied": [
+                denied for asker in askers.values() if asker for denied in asker.snapshot()
+            ],
             "heartbeat": self._next_beats().get("heartbeat"),
             "heartbeats": self._next_beats(),
         }

@@ -231,6 +231,8 @@ class Shared:
     unattended: UnattendedAsker
     transcriber: WhisperTranscriber | None
     policy: ToolPolicy
+    """The daemon's tool policy; with `[[agents.list]]` each agent builds its own over it
+    (`_agent_gate`), as it does its approval gate over `approvals`."""
     providers: dict[str, ProviderState]
     """The model providers every agent's chain asks (one breaker and key set each)."""
     speech: SpeechClient | None = None
