@@ -1,9 +1,11 @@
 """Privacy between the people who share one assistant (memory per person), checked with a
 canary over every request the scripted model received.
 
-Alice asks the assistant to remember a canary in her direct chat. Bob's turns (his direct
-chat, his search across his history), the group room's turns (Alice's and Bob's), a cron
-run and Bob's sub-agent never see it; Alice's next private turn does. Each person's memory
+Alice asks the assistant ("home", the default agent) to remember a canary in her direct
+chat. Bob's turns (his direct chat, his search across his history, his recall), the group
+room's turns (Alice's and Bob's), Bob's sub-agent and every turn of the second agent
+("work", Alice's own included: agents are apart) never see it; Alice's next private turn
+with home does. Each person's memory
 is their own file; the shared MEMORY.md is what the group room reads and writes.
 """
 
@@ -16,6 +18,8 @@ from typing import Any
 import pytest
 
 from squidd.fs import safe_name
+from tests.support.config import provider
+from tests.support.fake_embeddings import EmbeddingsServer
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.gateway import make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
@@ -40,12 +44,12 @@ def _model(request: dict[str, Any]) -> Reply:
     tag, _, said = _last_user(request).partition("] ")
     if said.startswith("remember "):
         return Reply(tool_calls=[("memory_write", {"content": said.removeprefix("remember ")})])
-    if said.startswith("search "):
-        tool = "search_all_history"
-        names = [t["function"]["name"] for t in request.get("tools", [])]
-        if tool not in names:
-            return Reply(content=f"no {tool} here")
-        return Reply(tool_calls=[(tool, {"query": said.removeprefix("search ")})])
+    for word, tool in (("search ", "search_all_history"), ("recall ", "recall")):
+        if said.startswith(word):
+            names = [t["function"]["name"] for t in request.get("tools", [])]
+            if tool not in names:
+                return Reply(content=f"no {tool} here")
+            return Reply(tool_calls=[(tool, {"query": said.removeprefix(word)})])
     if said.startswith("spawn "):
         task = f"{tag}] {said.removeprefix('spawn ')}"
         return Reply(tool_calls=[("spawn", {"task": task, "wait": True})])
@@ -60,11 +64,16 @@ def _tag(request: dict[str, Any]) -> str:
 
 async def test_a_canary_alice_asked_to_remember_reaches_no_one_else(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with FakeLLM(responder=_model) as llm:
+    with FakeLLM(responder=_model) as llm, EmbeddingsServer() as emb:
         settings = make_settings(
             data,
             llm.base_url,
-            agents={"memory_scope": "person"},
+            llm={
+                "providers": [provider("A", llm), {"name": "emb", "base_url": emb.base_url}],
+                "chain": ["A/model-a"],
+            },
+            memory={"recall": {"embeddings": f"emb/{emb.model}", "every_s": 0.05}},
+            agents={"memory_scope": "person", "list": [{"name": "home"}, {"name": "work"}]},
             tools={"search_history_across_sessions": True},
             people=[
                 {"name": "alice", "ids": ["@alice:example.org", "alice@example.org"]},
@@ -77,11 +86,16 @@ async def test_a_canary_alice_asked_to_remember_reaches_no_one_else(tmp_path: Pa
             ("what do you know about me?", "dm-alice", "alice@example.org", False),
             ("hello, what do you know?", "dm-bob", "@bob:example.org", False),
             (f"search {QUERY}", "dm-bob", "@bob:example.org", False),
+            (f"recall {QUERY}", "dm-bob", "@bob:example.org", False),
             ("spawn summarise what you know", "dm-bob", "@bob:example.org", False),
             ("remember the family cat is Olaf", "room", "@bob:example.org", True),
             ("what do we know?", "room", "@alice:example.org", True),
             (f"search {QUERY}", "room", "@alice:example.org", True),
             (f"search {QUERY}", "dm-alice", "@alice:example.org", False),
+            ("what do you know about me?", "work-alice", "@alice:example.org", False),
+            (f"search {QUERY}", "work-alice", "@alice:example.org", False),
+            (f"recall {QUERY}", "work-alice", "@alice:example.org", False),
+            (f"recall {QUERY}", "work-bob", "@bob:example.org", False),
         ]
         async with running_daemon(settings, [channel]):
             for number, (text, session, sender, group) in enumerate(steps, 1):
@@ -91,15 +105,27 @@ async def test_a_canary_alice_asked_to_remember_reaches_no_one_else(tmp_path: Pa
                     source_id=f"m{number}",
                     sender=sender,
                     group=group,
+                    agent="work" if session.startswith("work-") else "",
                 )
                 await channel.wait_for(number, what="acked")
     with_canary = [r for r in llm.chat_requests if CANARY in json.dumps(r)]
     # Only Alice's private conversation ever carried it: her memory, her search's result.
     assert with_canary and {_tag(r) for r in with_canary} == {"[dm-alice]"}
     by_tag = {_tag(r) for r in llm.chat_requests}
-    assert {"[dm-bob]", "[room]", "[dm-alice]"} <= by_tag  # every conversation was asked
+    assert {"[dm-bob]", "[room]", "[dm-alice]", "[work-alice]", "[work-bob]"} <= by_tag
+    # Recall ran where asked (Bob's, and both people's with work) and found nothing of hers.
+    recalled = [
+        r
+        for r in llm.chat_requests
+        if r["messages"][-1]["role"] == "tool" and "recall" in _last_user(r)
+    ]
+    assert {_tag(r) for r in recalled} == {"[dm-bob]", "[work-alice]", "[work-bob]"}
     # Alice's second private turn (from her email id: the same person) read her memory.
-    [again] = [r for r in llm.chat_requests if _last_user(r).endswith("about me?")]
+    [again] = [
+        r
+        for r in llm.chat_requests
+        if _last_user(r).endswith("about me?") and _tag(r) == "[dm-alice]"
+    ]
     assert CANARY in again["messages"][0]["content"]
     # Bob's search was offered and ran over his conversations only; the room got none.
     bob_search = [
