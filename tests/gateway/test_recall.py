@@ -5,11 +5,14 @@ within its budget and leaves the prompt prefix byte-identical between turns."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from anyio import wait_all_tasks_blocked
 
 from squidd.config import Settings
 from squidd.core.models import Message, SessionId
@@ -202,3 +205,48 @@ def test_an_embeddings_model_of_no_provider_is_refused(tmp_path: Path) -> None:
                 "memory": {"recall": {"embeddings": "nowhere/model"}},
             }
         )
+
+
+async def test_a_search_and_the_indexer_at_start_open_the_index_once(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    """At start the indexer and a turn's first search both find the index unopened: one
+    opens it, the other waits (two loads at once would build one row→session table out of
+    both, and the mask that keeps another person's rows out of a search from it)."""
+    config = settings_for(tmp_path, embeddings)
+    first = build_runtime(config)
+    try:
+        await plant(first)
+        assert first.recall is not None
+        await first.recall.catch_up()
+    finally:
+        await first.aclose()
+    runtime = build_runtime(config)
+    try:
+        recall, index = runtime.recall, runtime.recall.index if runtime.recall else None
+        assert recall is not None and index is not None
+        real_open, release, opens = index.open, threading.Event(), []
+
+        def open_held(model: str) -> None:
+            opens.append(model)
+            if len(opens) == 1:
+                release.wait()  # the first load is held until the other task is parked
+            real_open(model)
+
+        index.open = open_held  # type: ignore[method-assign]
+        found: list[str] = []
+
+        async def search() -> None:
+            found.extend(await recall.recall(QUERY, ALICE, 2000))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(search)
+            tg.start_soon(recall.catch_up)
+            await wait_all_tasks_blocked()
+            release.set()
+        assert len(opens) == 1, opens
+        assert len(index._row_session) == index.rows  # the mask's row→session table
+        assert found and "allergic to peanuts" in found[0]
+        assert not any("CANARY" in line for line in found), found
+    finally:
+        await runtime.aclose()

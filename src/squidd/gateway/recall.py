@@ -67,14 +67,20 @@ class Recall:
         self._backoff = backoff
         self.index = RecallIndex(store) if embedder is not None else None
         self._lock = anyio.Lock()  # one catch-up at a time (the loop, a test, a reindex)
+        # One load at a time: the indexer and a turn's first search both find it unopened
+        # at start, and two loads at once would build one row→session table out of both.
+        self._open_lock = anyio.Lock()
         self._opened = False
         self._scopes: dict[str, tuple[int, RecallScope]] = {}  # by person ("" for all)
 
     # --- indexing ---------------------------------------------------------------------------
     async def _open(self) -> None:
-        if not self._opened and self.index is not None and self._embedder is not None:
-            await anyio.to_thread.run_sync(self.index.open, self._embedder.model)
-            self._opened = True
+        if self._opened or self.index is None or self._embedder is None:
+            return
+        async with self._open_lock:
+            if not self._opened:
+                await self._in_thread(self.index.open, self._embedder.model)
+                self._opened = True
 
     async def run(
         self, health: ChildHealth, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
