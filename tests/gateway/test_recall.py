@@ -250,3 +250,29 @@ async def test_a_search_and_the_indexer_at_start_open_the_index_once(
         assert not any("CANARY" in line for line in found), found
     finally:
         await runtime.aclose()
+
+
+async def test_a_torn_last_line_does_not_keep_the_indexer_busy(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    """A crash mid-append leaves a torn last line until the session's next message (maybe
+    never): the indexer takes the whole lines before it and is done, rather than passing
+    over the same cursor again and again without end."""
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        recall = runtime.recall
+        assert recall is not None and recall.index is not None
+        session = SessionId("mail:alice")
+        await runtime.store.append_messages(session, [said("whole line", ALICE)])
+        assert await recall.catch_up() == 1
+        [path] = [p for p, s in runtime.store.session_files().items() if s == session]
+        with path.open("ab") as handle:
+            handle.write(b'{"role": "user", "content": "torn mid-wri')
+        pending = recall.index.pending(10)
+        assert pending.chunks == [] and pending.cursors == {}  # nothing new: nothing to do
+        assert await recall.catch_up() == 0
+        await runtime.store.append_messages(session, [said("after the crash", ALICE)])
+        assert await recall.catch_up() == 1
+        assert recall.index.rows == 2
+    finally:
+        await runtime.aclose()
