@@ -17,6 +17,7 @@ from anyio import wait_all_tasks_blocked
 from squidd.config import Settings
 from squidd.core.models import Message, SessionId
 from squidd.gateway.people import Speaker
+from squidd.gateway.recall_ops import REINDEX, recall_ops
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.turn_tools import TurnScope, TurnTools
 from tests.support.fake_embeddings import EmbeddingsServer
@@ -274,5 +275,44 @@ async def test_a_torn_last_line_does_not_keep_the_indexer_busy(
         await runtime.store.append_messages(session, [said("after the crash", ALICE)])
         assert await recall.catch_up() == 1
         assert recall.index.rows == 2
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_reindex_asked_during_a_long_catch_up_is_answered_between_batches(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    """`squidd memory reindex` while the indexer embeds a long history (a new model, a
+    first start): the daemon empties the index after the batch in flight, not after the
+    whole catch-up (the command waits for its answer only so long), and the catch-up goes
+    on from the start."""
+    runtime = build_runtime(settings_for(tmp_path, embeddings, batch=10))
+    try:
+        recall = runtime.recall
+        assert recall is not None and recall.index is not None
+        said_here = [said(f"line {i}", ALICE) for i in range(30)]
+        await runtime.store.append_messages(SessionId("mail:alice"), said_here)
+        order: list[str] = []
+        embeddings.pause_at = 2  # the second batch waits: the first is in the index
+
+        async def catch_up() -> None:
+            await recall.catch_up()
+            order.append("caught up")
+
+        async def reindex() -> None:
+            answer = await recall_ops(runtime.recalls)[REINDEX]({"agent": "main"})
+            assert answer == {"agents": ["main"], "by": "daemon"}, answer
+            order.append("reindexed")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(catch_up)
+            await anyio.to_thread.run_sync(embeddings.paused.wait)
+            tg.start_soon(reindex)
+            await wait_all_tasks_blocked()
+            embeddings.pause_at = None
+            embeddings.release.set()
+        assert order == ["reindexed", "caught up"]
+        assert recall.index.rows == 30  # every line once, after the reset
+        assert await recall.catch_up() == 0
     finally:
         await runtime.aclose()
