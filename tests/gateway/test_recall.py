@@ -5,8 +5,10 @@ within its budget and leaves the prompt prefix byte-identical between turns."""
 
 from __future__ import annotations
 
+import functools
+import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,11 @@ from anyio import wait_all_tasks_blocked
 from squidd.config import Settings
 from squidd.core.models import Message, SessionId
 from squidd.gateway.people import Speaker
-from squidd.gateway.recall_ops import REINDEX, recall_ops
+from squidd.gateway.recall_ops import REINDEX, recall_ops, reindex
 from squidd.gateway.runtime import Runtime, build_runtime
+from squidd.gateway.status import StatusServer, socket_path
 from squidd.gateway.turn_tools import TurnScope, TurnTools
+from squidd.store.jsonl import JsonlStore
 from tests.support.fake_embeddings import EmbeddingsServer
 from tests.support.fake_llm import FakeLLM
 
@@ -316,3 +320,34 @@ async def test_a_reindex_asked_during_a_long_catch_up_is_answered_between_batche
         assert await recall.catch_up() == 0
     finally:
         await runtime.aclose()
+
+
+async def test_a_daemon_slow_to_answer_a_reindex_is_not_raced_by_the_command(
+    embeddings: EmbeddingsServer,
+) -> None:
+    """`squidd memory reindex` whose daemon does not answer in time: the command says so,
+    and never rebuilds the index itself beside the daemon that has it open (only with no
+    daemon listening does the command rebuild)."""
+    with tempfile.TemporaryDirectory(prefix="sq-", dir="/tmp") as tmp:  # a short socket path
+        config = settings_for(Path(tmp), embeddings)
+        store = JsonlStore(config.storage.data_dir)
+        await store.append_messages(SessionId("mail:alice"), [said("a fact", ALICE)])
+        answered = anyio.Event()
+
+        async def busy(request: Mapping[str, Any]) -> dict[str, Any]:
+            await answered.wait()
+            return {"agents": ["main"], "by": "daemon"}
+
+        async def snapshot() -> dict[str, Any]:
+            return {}
+
+        server = StatusServer(socket_path(config), snapshot, {REINDEX: busy})
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            answer = await anyio.to_thread.run_sync(
+                functools.partial(reindex, config, None, timeout_s=0.5)
+            )
+            answered.set()
+            tg.cancel_scope.cancel()
+        assert "did not answer" in answer.get("error", ""), answer
+        assert not (config.storage.data_dir / "index" / "recall").exists()
