@@ -71,6 +71,26 @@ def test_auto_chooses_per_person_for_more_than_one(
     assert memory_scope(settings(tmp_path, **sections)) == scope
 
 
+@pytest.mark.parametrize("kind", ["matrix", "email"])
+def test_auto_counts_the_people_of_an_agents_own_account(tmp_path: Path, kind: str) -> None:
+    """`[matrix]` (or `[email]`) off, only an agent's own account runs, with `[matrix]`'s
+    allowlist (a whole homeserver, a whole domain): its conversations are many people's,
+    so each person's memory stays their own."""
+    if kind == "matrix":
+        template = {**MATRIX, "enabled": False, "allowed_servers": ["example.org"]}
+        own = {"user_id": "@work:example.org", "password": "not-a-real-password"}
+    else:
+        template = {**EMAIL, "enabled": False, "allowed_domains": ["example.org"]}
+        own = {"address": "work@example.org", "password": "not-a-real-password"}
+    config = settings(
+        tmp_path,
+        **{kind: template},
+        agents={"list": [{"name": "home"}, {"name": "work", kind: own}]},
+    )
+    assert memory_scope(config.for_agent("work")) == "person"
+    assert memory_scope(config) == "person"
+
+
 def test_speakers_of_each_kind_of_turn(tmp_path: Path) -> None:
     people = People(
         settings(

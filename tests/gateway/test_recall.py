@@ -5,17 +5,25 @@ within its budget and leaves the prompt prefix byte-identical between turns."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from anyio import wait_all_tasks_blocked
 
 from squidd.config import Settings
 from squidd.core.models import Message, SessionId
 from squidd.gateway.people import Speaker
+from squidd.gateway.recall_ops import REINDEX, recall_ops, reindex
 from squidd.gateway.runtime import Runtime, build_runtime
+from squidd.gateway.status import StatusServer, socket_path
 from squidd.gateway.turn_tools import TurnScope, TurnTools
+from squidd.store.jsonl import JsonlStore
 from tests.support.fake_embeddings import EmbeddingsServer
 from tests.support.fake_llm import FakeLLM
 
@@ -202,3 +210,144 @@ def test_an_embeddings_model_of_no_provider_is_refused(tmp_path: Path) -> None:
                 "memory": {"recall": {"embeddings": "nowhere/model"}},
             }
         )
+
+
+async def test_a_search_and_the_indexer_at_start_open_the_index_once(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    """At start the indexer and a turn's first search both find the index unopened: one
+    opens it, the other waits (two loads at once would build one row→session table out of
+    both, and the mask that keeps another person's rows out of a search from it)."""
+    config = settings_for(tmp_path, embeddings)
+    first = build_runtime(config)
+    try:
+        await plant(first)
+        assert first.recall is not None
+        await first.recall.catch_up()
+    finally:
+        await first.aclose()
+    runtime = build_runtime(config)
+    try:
+        recall, index = runtime.recall, runtime.recall.index if runtime.recall else None
+        assert recall is not None and index is not None
+        real_open, release, opens = index.open, threading.Event(), []
+
+        def open_held(model: str) -> None:
+            opens.append(model)
+            if len(opens) == 1:
+                release.wait()  # the first load is held until the other task is parked
+            real_open(model)
+
+        index.open = open_held  # type: ignore[method-assign]
+        found: list[str] = []
+
+        async def search() -> None:
+            found.extend(await recall.recall(QUERY, ALICE, 2000))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(search)
+            tg.start_soon(recall.catch_up)
+            await wait_all_tasks_blocked()
+            release.set()
+        assert len(opens) == 1, opens
+        assert len(index._row_session) == index.rows  # the mask's row→session table
+        assert found and "allergic to peanuts" in found[0]
+        assert not any("CANARY" in line for line in found), found
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_torn_last_line_does_not_keep_the_indexer_busy(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    """A crash mid-append leaves a torn last line until the session's next message (maybe
+    never): the indexer takes the whole lines before it and is done, rather than passing
+    over the same cursor again and again without end."""
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        recall = runtime.recall
+        assert recall is not None and recall.index is not None
+        session = SessionId("mail:alice")
+        await runtime.store.append_messages(session, [said("whole line", ALICE)])
+        assert await recall.catch_up() == 1
+        [path] = [p for p, s in runtime.store.session_files().items() if s == session]
+        with path.open("ab") as handle:
+            handle.write(b'{"role": "user", "content": "torn mid-wri')
+        pending = recall.index.pending(10)
+        assert pending.chunks == [] and pending.cursors == {}  # nothing new: nothing to do
+        assert await recall.catch_up() == 0
+        await runtime.store.append_messages(session, [said("after the crash", ALICE)])
+        assert await recall.catch_up() == 1
+        assert recall.index.rows == 2
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_reindex_asked_during_a_long_catch_up_is_answered_between_batches(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    """`squidd memory reindex` while the indexer embeds a long history (a new model, a
+    first start): the daemon empties the index after the batch in flight, not after the
+    whole catch-up (the command waits for its answer only so long), and the catch-up goes
+    on from the start."""
+    runtime = build_runtime(settings_for(tmp_path, embeddings, batch=10))
+    try:
+        recall = runtime.recall
+        assert recall is not None and recall.index is not None
+        said_here = [said(f"line {i}", ALICE) for i in range(30)]
+        await runtime.store.append_messages(SessionId("mail:alice"), said_here)
+        order: list[str] = []
+        embeddings.pause_at = 2  # the second batch waits: the first is in the index
+
+        async def catch_up() -> None:
+            await recall.catch_up()
+            order.append("caught up")
+
+        async def reindex() -> None:
+            answer = await recall_ops(runtime.recalls)[REINDEX]({"agent": "main"})
+            assert answer == {"agents": ["main"], "by": "daemon"}, answer
+            order.append("reindexed")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(catch_up)
+            await anyio.to_thread.run_sync(embeddings.paused.wait)
+            tg.start_soon(reindex)
+            await wait_all_tasks_blocked()
+            embeddings.pause_at = None
+            embeddings.release.set()
+        assert order == ["reindexed", "caught up"]
+        assert recall.index.rows == 30  # every line once, after the reset
+        assert await recall.catch_up() == 0
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_daemon_slow_to_answer_a_reindex_is_not_raced_by_the_command(
+    embeddings: EmbeddingsServer,
+) -> None:
+    """`squidd memory reindex` whose daemon does not answer in time: the command says so,
+    and never rebuilds the index itself beside the daemon that has it open (only with no
+    daemon listening does the command rebuild)."""
+    with tempfile.TemporaryDirectory(prefix="sq-", dir="/tmp") as tmp:  # a short socket path
+        config = settings_for(Path(tmp), embeddings)
+        store = JsonlStore(config.storage.data_dir)
+        await store.append_messages(SessionId("mail:alice"), [said("a fact", ALICE)])
+        answered = anyio.Event()
+
+        async def busy(request: Mapping[str, Any]) -> dict[str, Any]:
+            await answered.wait()
+            return {"agents": ["main"], "by": "daemon"}
+
+        async def snapshot() -> dict[str, Any]:
+            return {}
+
+        server = StatusServer(socket_path(config), snapshot, {REINDEX: busy})
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            answer = await anyio.to_thread.run_sync(
+                functools.partial(reindex, config, None, timeout_s=0.5)
+            )
+            answered.set()
+            tg.cancel_scope.cancel()
+        assert "did not answer" in answer.get("error", ""), answer
+        assert not (config.storage.data_dir / "index" / "recall").exists()

@@ -112,9 +112,11 @@ def _matrix(settings: Settings, media: MediaSink) -> list[Channel]:
     """One channel per bot account: `[matrix]`'s, and each agent's own."""
     from squidd.channels.matrix import create_channel  # nio only when Matrix is on
 
+    accounts = settings.matrix_accounts()
+    everyone = [account.settings.matrix.user_id for account in accounts]
     return [
-        create_channel(account.settings, media=media, name=account.channel)
-        for account in settings.matrix_accounts()
+        create_channel(account.settings, media=media, name=account.channel, siblings=everyone)
+        for account in accounts
     ]
 
 

@@ -47,15 +47,18 @@ def memory_scope(settings: Settings) -> Literal["shared", "person"]:
 
 
 def _people_count(settings: Settings) -> int:
-    if settings.email.enabled and settings.email.allowed_domains:
+    # An agent's own account or mailbox takes its allowlist from `[matrix]` / `[email]`,
+    # which count even when their own account is off (config/accounts.py).
+    matrix_on, email_on = bool(settings.matrix_accounts()), bool(settings.mail_accounts())
+    if email_on and settings.email.allowed_domains:
         return 2  # a whole domain: more than one person
-    if settings.matrix.enabled and settings.matrix.allowed_servers:
+    if matrix_on and settings.matrix.allowed_servers:
         return 2  # a whole homeserver: more than one person
     named = {i.lower(): p.name for p in settings.people for i in p.ids}
     senders: set[str] = set()
-    if settings.matrix.enabled:
+    if matrix_on:
         senders |= {u.lower() for u in settings.matrix.allowed_users}
-    if settings.email.enabled:
+    if email_on:
         senders |= {s.lower() for s in settings.email.allowed_senders}
     return len({named.get(s, s) for s in senders} | {p.name for p in settings.people})
 

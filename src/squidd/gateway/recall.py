@@ -66,15 +66,21 @@ class Recall:
         self._embedder = embedder
         self._backoff = backoff
         self.index = RecallIndex(store) if embedder is not None else None
-        self._lock = anyio.Lock()  # one catch-up at a time (the loop, a test, a reindex)
+        self._lock = anyio.Lock()  # one batch at a time (the loop, a test, a reindex)
+        # One load at a time: the indexer and a turn's first search both find it unopened
+        # at start, and two loads at once would build one row→session table out of both.
+        self._open_lock = anyio.Lock()
         self._opened = False
         self._scopes: dict[str, tuple[int, RecallScope]] = {}  # by person ("" for all)
 
     # --- indexing ---------------------------------------------------------------------------
     async def _open(self) -> None:
-        if not self._opened and self.index is not None and self._embedder is not None:
-            await anyio.to_thread.run_sync(self.index.open, self._embedder.model)
-            self._opened = True
+        if self._opened or self.index is None or self._embedder is None:
+            return
+        async with self._open_lock:
+            if not self._opened:
+                await self._in_thread(self.index.open, self._embedder.model)
+                self._opened = True
 
     async def run(
         self, health: ChildHealth, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -98,16 +104,19 @@ class Recall:
         failure leaves as `LLMError` with the cursors where the last whole batch left them."""
         if self.index is None or self._embedder is None:
             return 0
-        async with self._lock:
-            await self._open()
-            added = 0
-            while True:
+        await self._open()
+        added = 0
+        while True:
+            # The lock is taken batch by batch: a reset (`memory reindex`) waits for the
+            # batch in flight only, and the next batch starts where the reset left it.
+            async with self._lock:
                 pending = await self._in_thread(self.index.pending, self._settings.batch)
                 if not pending.chunks and not pending.cursors:
                     break
                 vectors = await self._embedder.embed([c.text for c in pending.chunks])
                 await self._in_thread(self.index.commit, pending, vectors)
                 added += len(pending.chunks)
+        async with self._lock:
             await self._docs()
         if added:
             log.info("recall_indexed", rows=added, total=self.index.rows)

@@ -3,7 +3,8 @@
 The vector index is derived data (store/recall_index.py). With the daemon running, the
 command asks it (`memory.reindex`): the agent's index is emptied under the indexer's lock
 and the indexer rebuilds it in the background, so no second process ever writes the files
-the daemon has open. With no daemon answering, the command rebuilds it itself.
+the daemon has open. With no daemon listening, the command rebuilds it itself; a daemon
+that listens but does not answer in time is reported, never raced.
 """
 
 from __future__ import annotations
@@ -44,12 +45,19 @@ def recall_ops(agents: Mapping[str, Recall | None]) -> dict[str, ControlOp]:
     return {REINDEX: reindex_op}
 
 
-def reindex(settings: Settings, agent: str | None) -> dict[str, Any]:
+def reindex(settings: Settings, agent: str | None, *, timeout_s: float = 30.0) -> dict[str, Any]:
     """The command's side: ask the daemon, else rebuild here (rows per agent)."""
     try:
-        return ask(socket_path(settings), {"op": REINDEX, "agent": agent or ""}, timeout_s=30.0)
-    except OSError:
-        pass  # no daemon answering: rebuilt by this process
+        return ask(
+            socket_path(settings), {"op": REINDEX, "agent": agent or ""}, timeout_s=timeout_s
+        )
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass  # no daemon listening: rebuilt by this process
+    except OSError as exc:
+        # A daemon is there but did not answer: never rebuild beside it (it has the index
+        # open and its indexer writes it).
+        reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        return {"error": f"the running daemon did not answer ({reason}); try again"}
     names = [agent] if agent else settings.agent_names
     if agent and agent not in settings.agent_names:
         return {"error": f"no agent named {agent!r}"}

@@ -2,8 +2,9 @@
 cursor, and the summaries' paragraphs and MEMORY.md entries as they are now.
 
 A history cursor is the file's inode, the byte offset indexed so far and the number of
-messages before it; it stops only at a whole line (a line still being written waits for the
-next pass). A file replaced (another inode) or shrunk is read again from its start. Tool
+messages before it; it stops only at a whole line (a line still being written, or a torn one
+a crash left, waits for the next pass, and is no news before then: the indexer's pass ends).
+A file replaced (another inode) or shrunk is read again from its start. Tool
 calls and results are not embedded, only what a person and the assistant said.
 """
 
@@ -101,7 +102,9 @@ def pending_messages(store: JsonlStore, cursors: Mapping[str, Cursor], limit: in
                     Chunk("history", session, count, text, message.ts, message.by, message.role)
                 )
             offset, count = line.end, count + 1
-        found.cursors[key] = Cursor(stat.st_ino, offset, count)
+        moved = Cursor(stat.st_ino, offset, count)
+        if moved != cursors.get(key):  # a torn or unfinished last line alone is no news
+            found.cursors[key] = moved
     return found
 
 

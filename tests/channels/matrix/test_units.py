@@ -109,6 +109,23 @@ def test_policy_direct_chats_group_rooms_and_senders() -> None:
     assert decide(p, "@alice:example.org", "hi", 3, **{"m.mentions": {"user_ids": [BOT]}}).answer
 
 
+def test_policy_never_answers_the_daemons_other_accounts() -> None:
+    other = "@planner:trusted.org"
+    p = Policy.build(
+        BOT,
+        allowed_users=[],
+        allowed_servers=["trusted.org"],
+        allowed_rooms=[],
+        open_rooms=["!open"],
+        siblings=[BOT, other],
+    )
+    assert decide(p, "@bob:trusted.org", "hi", 3, room="!open").answer
+    refused = decide(p, other, "hi", 3, room="!open")
+    assert not refused.answer and refused.reason == "another bot account of this daemon"
+    assert not p.invite_accepted(other)
+    assert decide(p, BOT, "hi", 2).reason == "own message"
+
+
 def test_policy_room_lists() -> None:
     p = policy(rooms=["!ok"], open=["!open"])
     assert not decide(p, "@alice:example.org", "squiddy hi", 3, room="!other").answer

@@ -38,6 +38,8 @@ the data dir). Modules, one line each:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from squidd.channels.matrix.channel import MatrixChannel
 from squidd.config import Settings
 from squidd.core.ports import MediaSink
@@ -46,14 +48,20 @@ __all__ = ["MatrixChannel", "create_channel"]
 
 
 def create_channel(
-    settings: Settings, *, media: MediaSink | None = None, name: str = "matrix"
+    settings: Settings,
+    *,
+    media: MediaSink | None = None,
+    name: str = "matrix",
+    siblings: Iterable[str] = (),
 ) -> MatrixChannel:
     """The channel of `settings.matrix`'s account, keeping its files in the data dir of
-    `settings` (an agent's own account: `config.matrix_accounts`, named `matrix-<agent>`)."""
+    `settings` (an agent's own account: `config.matrix_accounts`, named `matrix-<agent>`);
+    `siblings`: the daemon's other bot accounts, which it never answers."""
     return MatrixChannel(
         settings.matrix,
         settings.storage.data_dir,
         media=media,
         max_download_bytes=settings.media.max_download_bytes,
         name=name,
+        siblings=siblings,
     )

@@ -51,6 +51,8 @@ class Carried:
     ledgers: dict[str, SyncLedger] = field(default_factory=dict)
     channel: str = "matrix"
     """The channel's name (`matrix-<agent>` for an agent's own account)."""
+    siblings: frozenset[str] = frozenset()
+    """The daemon's other bot accounts: never answered (channels/matrix/policy.py)."""
 
     def ledger(self, user_id: str, files: MatrixFiles) -> SyncLedger:
         """The account's sync ledger for the whole run (see the module)."""

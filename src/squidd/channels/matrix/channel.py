@@ -11,7 +11,7 @@ connection marks it received and settled, `send` marks it answered.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,10 @@ class MatrixChannel:
         max_download_bytes: int = 8 * 1024 * 1024,
         online: Online | None = None,
         name: str = CHANNEL,
+        siblings: Iterable[str] = (),
     ) -> None:
+        """`name`: `matrix`, or `matrix-<agent>` for an agent's own account; `siblings`:
+        the daemon's other bot accounts, never answered."""
         self._name = ChannelName(name)
         self._settings = settings
         self._files = MatrixFiles(data_dir)
@@ -95,6 +98,7 @@ class MatrixChannel:
             max_download_bytes=max_download_bytes,
             budget=RateBudget(settings.rate_per_second, settings.rate_burst),
             channel=name,
+            siblings=frozenset(siblings),
         )
 
     @property

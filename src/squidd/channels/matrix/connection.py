@@ -258,6 +258,7 @@ class Connection:
             session_scope=settings.session_scope,
             room_scopes=settings.room_session_scope,
             channel=self._carried.channel,
+            siblings=self._carried.siblings,
         )
 
     async def _resolve_rooms(self, rooms: Sequence[str]) -> list[str]:

@@ -7,7 +7,9 @@ The rules (docs/matrix.md):
 * group rooms must be listed in `allowed_rooms` (an empty list allows any room the bot
   is in) and there the bot answers only when mentioned (intentional mention in
   `m.mentions`, its MXID, or its display name), unless the room is in `open_rooms`;
-* the bot never answers itself, nor notices (the convention for bots' messages);
+* the bot never answers itself, nor the daemon's other bot accounts (an agent's own account
+  in the same room would otherwise answer its answers, and it this one's, forever), nor
+  notices (the convention for bots' messages);
 * invites are accepted only from allowed users.
 """
 
@@ -51,6 +53,8 @@ class Policy:
     room_scopes: Mapping[str, str] = field(default_factory=dict)
     channel: ChannelName = CHANNEL
     """The channel's name: `matrix`, or `matrix-<agent>` for an agent's own account."""
+    siblings: frozenset[str] = frozenset()
+    """The daemon's other bot accounts (MXIDs): never answered, whatever the allowlist."""
 
     @classmethod
     def build(
@@ -64,6 +68,7 @@ class Policy:
         session_scope: str = "auto",
         room_scopes: Mapping[str, str] | None = None,
         channel: str = "matrix",
+        siblings: Iterable[str] = (),
     ) -> Policy:
         return cls(
             bot_user_id=bot_user_id,
@@ -75,6 +80,7 @@ class Policy:
             session_scope=session_scope,
             room_scopes=dict(room_scopes or {}),
             channel=ChannelName(channel),
+            siblings=frozenset(siblings) - {bot_user_id},
         )
 
     def session_of(self, room_id: str, *, direct: bool, thread_root: str | None) -> str:
@@ -87,7 +93,7 @@ class Policy:
         return room_id
 
     def user_allowed(self, mxid: str) -> bool:
-        return self.senders.allows(mxid)
+        return mxid not in self.siblings and self.senders.allows(mxid)
 
     def invite_accepted(self, inviter: str) -> bool:
         return self.user_allowed(inviter)
@@ -110,6 +116,8 @@ class Policy:
         """Whether a text message is answered, with the reason for the log."""
         if sender == self.bot_user_id:
             return Decision(False, "own message")
+        if sender in self.siblings:
+            return Decision(False, "another bot account of this daemon")
         if msgtype == "m.notice":
             return Decision(False, "notice (bot message)")
         if not self.user_allowed(sender):
