@@ -9,13 +9,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from squidd.config import Settings
+from squidd.core.backoff import Backoff
 from squidd.core.models import Message, SessionId
+from squidd.core.supervisor import ChildHealth
 from squidd.gateway.people import Speaker
+from squidd.gateway.recall import Recall
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.turn_tools import TurnScope, TurnTools
+from squidd.llm.embeddings import embeddings_client
+from squidd.store.jsonl import JsonlStore
 from tests.support.fake_embeddings import EmbeddingsServer
 from tests.support.fake_llm import FakeLLM
 
@@ -202,3 +209,46 @@ def test_an_embeddings_model_of_no_provider_is_refused(tmp_path: Path) -> None:
                 "memory": {"recall": {"embeddings": "nowhere/model"}},
             }
         )
+
+
+async def test_the_indexer_loop_waits_out_provider_failures_and_goes_on(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    settings = settings_for(tmp_path, embeddings, every_s=0.01)
+    store = JsonlStore(tmp_path / "loop")
+    recall = Recall(
+        store,
+        settings.memory.recall,
+        scope="person",
+        embedder=embeddings_client(settings),
+        backoff=Backoff(initial_s=0.01, maximum_s=0.02),
+    )
+    assert recall.index is not None
+    await store.append_messages(SessionId("s"), [said(f"line {i}", ALICE) for i in range(10)])
+    embeddings.fail_next = [503, 500]
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            await tg.start(recall.run, ChildHealth("recall"))
+            with anyio.fail_after(30):  # a bound for a broken run, not a speed check
+                while recall.index.rows < 10:
+                    await recall.next_pass()
+            tg.cancel_scope.cancel()
+    await recall.aclose()
+    retries = [e for e in logs if e["event"] == "recall_index_retry"]
+    assert len(retries) == 2 and all("503" in e["reason"] or "500" in e["reason"] for e in retries)
+    assert recall.index.rows == 10
+
+
+async def test_recall_answers_from_the_keyword_index_when_the_query_cannot_be_embedded(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        assert runtime.recall is not None
+        await plant(runtime)
+        await runtime.recall.catch_up()
+        embeddings.fail_next = [503]
+        answer = await recall_as(runtime, ALICE, "mail:alice-new", "allergic peanuts")
+        assert "allergic to peanuts" in answer
+    finally:
+        await runtime.aclose()

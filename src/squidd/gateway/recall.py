@@ -69,6 +69,7 @@ class Recall:
         self._lock = anyio.Lock()  # one catch-up at a time (the loop, a test, a reindex)
         self._opened = False
         self._scopes: dict[str, tuple[int, RecallScope]] = {}  # by person ("" for all)
+        self._passed = anyio.Event()  # set when the indexer finished a whole pass
 
     # --- indexing ---------------------------------------------------------------------------
     async def _open(self) -> None:
@@ -91,7 +92,13 @@ class Recall:
                 await anyio.sleep(delay)
                 continue
             failures.up()
+            self._passed.set()
+            self._passed = anyio.Event()
             await anyio.sleep(self._settings.every_s)
+
+    async def next_pass(self) -> None:
+        """Until the running indexer has finished its next whole pass (caught up)."""
+        await self._passed.wait()
 
     async def catch_up(self) -> int:
         """Embed everything not embedded yet; the number of history rows added. A provider
