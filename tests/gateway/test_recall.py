@@ -252,3 +252,24 @@ async def test_recall_answers_from_the_keyword_index_when_the_query_cannot_be_em
         assert "allergic to peanuts" in answer
     finally:
         await runtime.aclose()
+
+
+async def test_a_text_the_model_refuses_is_left_out_and_the_rest_indexed(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        recall = runtime.recall
+        assert recall is not None and recall.index is not None
+        texts = [f"line {i}" for i in range(5)]
+        texts[2] = "a POISON line"
+        await runtime.store.append_messages(SessionId("s"), [said(t, ALICE) for t in texts])
+        embeddings.refuse_word = "POISON"
+        with capture_logs() as logs:
+            assert await recall.catch_up() == 4
+        assert [e["index"] for e in logs if e["event"] == "recall_text_refused"] == [2]
+        await runtime.store.append_messages(SessionId("s"), [said("line 5", ALICE)])
+        assert await recall.catch_up() == 1  # the cursor went past the refused one
+        assert recall.index.rows == 5
+    finally:
+        await runtime.aclose()

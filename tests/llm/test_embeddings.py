@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from squidd.errors import LLMRejectedError, LLMUnavailableError
+from squidd.errors import LLMCredentialsError, LLMRejectedError, LLMUnavailableError
 from squidd.llm.embeddings import EmbeddingsClient
 
 pytestmark = pytest.mark.anyio
@@ -74,7 +74,7 @@ async def test_a_malformed_answer_is_a_transient_error(body: Any) -> None:
     [
         (503, LLMUnavailableError),
         (429, LLMUnavailableError),
-        (401, LLMRejectedError),
+        (401, LLMCredentialsError),
         (400, LLMRejectedError),
     ],
 )

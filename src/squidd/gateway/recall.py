@@ -31,9 +31,9 @@ from squidd.config.memory import RecallSettings
 from squidd.core.backoff import Backoff, Failures
 from squidd.core.recall import Embedder, Snippet, fuse, within_budget
 from squidd.core.supervisor import ChildHealth
-from squidd.errors import LLMError, StorageError
+from squidd.errors import LLMCredentialsError, LLMError, LLMRejectedError, StorageError
 from squidd.store.jsonl import JsonlStore
-from squidd.store.recall_index import Chunk, RecallIndex, RecallScope, doc_key
+from squidd.store.recall_index import Chunk, Pending, RecallIndex, RecallScope, doc_key
 
 __all__ = ["Recall"]
 
@@ -112,13 +112,43 @@ class Recall:
                 pending = await self._in_thread(self.index.pending, self._settings.batch)
                 if not pending.chunks and not pending.cursors:
                     break
-                vectors = await self._embedder.embed([c.text for c in pending.chunks])
+                pending, vectors = await self._embed(pending)
                 await self._in_thread(self.index.commit, pending, vectors)
                 added += len(pending.chunks)
             await self._docs()
         if added:
             log.info("recall_indexed", rows=added, total=self.index.rows)
         return added
+
+    async def _embed(self, pending: Pending) -> tuple[Pending, list[list[float]]]:
+        """The batch's vectors. A batch refused (400: a text the model will not take) is
+        embedded text by text and a text refused alone is left out, so one message never
+        stops the index; when none is taken (a wrong model, a bad key) it is an error."""
+        embedder = self._embedder
+        assert embedder is not None  # noqa: S101 - the caller checked
+        try:
+            return pending, await embedder.embed([c.text for c in pending.chunks])
+        except LLMCredentialsError:
+            raise
+        except LLMRejectedError:
+            if len(pending.chunks) < 2:
+                raise
+        kept, vectors = [], []
+        for chunk in pending.chunks:
+            try:
+                [vector] = await embedder.embed([chunk.text])
+            except LLMCredentialsError:
+                raise
+            except LLMRejectedError as exc:
+                log.warning(
+                    "recall_text_refused", session=chunk.session, index=chunk.index, reason=str(exc)
+                )
+                continue
+            kept.append(chunk)
+            vectors.append(vector)
+        if not kept:
+            raise LLMRejectedError("the embeddings endpoint refused every text of a batch")
+        return Pending(kept, pending.cursors), vectors
 
     async def _docs(self) -> None:
         index, embedder = self.index, self._embedder
