@@ -134,7 +134,7 @@ class RecallIndex:
         dropped and rebuilt by the indexer from the sources."""
         make_private_dir(self.root)
         state = self._read_state()
-        if state is None or state.model != model or not self._load(state):
+        if state is None or state.model != model or not self._loaded_whole(state):
             if state is not None and state.model != model:
                 log.info("recall_model_changed", old=state.model, new=model, effect="reindex")
             self.reset(model)
@@ -150,6 +150,13 @@ class RecallIndex:
         self._row_session, self._session_number = array.array("I"), {}
         self._save_state()
 
+    def _loaded_whole(self, state: _State) -> bool:
+        try:
+            return self._load(state)
+        except (ValueError, KeyError, TypeError) as exc:  # a damaged line or docs file
+            log.warning("recall_index_damaged", reason=type(exc).__name__, effect="rebuilt")
+            return False
+
     def _load(self, state: _State) -> bool:
         dim, rows = state.dim, state.rows
         f32, q8, chunks = (self._path(n) for n in ("history.f32", "history.q8", "history.jsonl"))
@@ -163,12 +170,13 @@ class RecallIndex:
                 os.truncate(path, keep)
         offsets: list[int] = []
         self._row_session, self._session_number = array.array("I"), {}
-        with chunks.open("rb") as handle:
-            start = 0
-            for line in handle:
-                offsets.append(start)
-                self._add_row_session(str(json.loads(line)["session"]))
-                start += len(line)
+        if chunks.exists():  # none before the first batch
+            with chunks.open("rb") as handle:
+                start = 0
+                for line in handle:
+                    offsets.append(start)
+                    self._add_row_session(str(json.loads(line)["session"]))
+                    start += len(line)
         if len(offsets) != rows:
             return False
         self._state, self._offsets = state, offsets
