@@ -101,7 +101,7 @@ class RecallIndex:
         self.lock = threading.Lock()
         self._state = _State()
         self._packed: PackedVectors | None = None
-        self._offsets: list[int] = []  # each row's line start in history.jsonl
+        self._offsets = array.array("Q")  # each row's line start in history.jsonl
         self._row_session = array.array("I")  # each row's session, by number
         self._session_number: dict[str, int] = {}
         self._docs: list[tuple[Chunk, list[float]]] = []
@@ -146,7 +146,7 @@ class RecallIndex:
         for name in ("history.f32", "history.q8", "history.jsonl", "docs.jsonl"):
             self._path(name).unlink(missing_ok=True)
         self._state = _State(model=model)
-        self._packed, self._offsets, self._docs = None, [], []
+        self._packed, self._offsets, self._docs = None, array.array("Q"), []
         self._row_session, self._session_number = array.array("I"), {}
         self._save_state()
 
@@ -168,7 +168,7 @@ class RecallIndex:
         for path, keep in ((f32, 4 * dim * rows), (q8, dim * rows), (chunks, state.chunk_bytes)):
             if path.exists() and path.stat().st_size > keep:
                 os.truncate(path, keep)
-        offsets: list[int] = []
+        offsets = array.array("Q")
         self._row_session, self._session_number = array.array("I"), {}
         if chunks.exists():  # none before the first batch
             with chunks.open("rb") as handle:
