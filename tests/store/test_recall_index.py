@@ -13,9 +13,12 @@ from squidd.store.recall_sources import Cursor, Pending
 MODEL = "m1"
 
 
-def opened(root: Path, model: str = MODEL) -> RecallIndex:
+def opened(root: Path, model: str = MODEL, before: RecallIndex | None = None) -> RecallIndex:
+    """The index opened anew (`before`, the one open until now, lets go of it first)."""
+    if before is not None:
+        before.close()
     index = RecallIndex(JsonlStore(root))
-    index.open(model)
+    assert index.open(model)
     return index
 
 
@@ -30,7 +33,7 @@ def test_rows_and_docs_come_back_whole_after_a_reopen(tmp_path: Path) -> None:
     entry = Chunk("memory", "", 0, "likes tea", person=safe_name("ann"), role="memory")
     index.replace_docs([entry], {doc_key(entry): [0.6, 0.8]})
 
-    again = opened(tmp_path)
+    again = opened(tmp_path, before=index)
     assert again.rows == 2
     [(best, score)] = again.search([1.0, 0.1], RecallScope(), 1)
     assert best == said and 0.99 < score <= 1.0
@@ -45,13 +48,23 @@ def test_another_model_or_a_damaged_state_starts_afresh(tmp_path: Path) -> None:
     index = opened(tmp_path)
     chunk = Chunk("history", "s", 0, "hello")
     index.commit(Pending([chunk], {}), [[1.0, 2.0, 3.0]])
-    assert opened(tmp_path, "m2").rows == 0
+    index = opened(tmp_path, "m2", before=index)
+    assert index.rows == 0
     assert not (index.root / "history.f32").exists()
-    index = opened(tmp_path, "m2")
     index.commit(Pending([chunk], {}), [[1.0, 2.0, 3.0]])
     (index.root / "state.json").write_text("{not json")
-    assert opened(tmp_path, "m2").rows == 0
-    index = opened(tmp_path, "m2")
+    index = opened(tmp_path, "m2", before=index)
+    assert index.rows == 0
     index.commit(Pending([chunk], {}), [[1.0, 2.0, 3.0]])
     (index.root / "history.jsonl").write_bytes(b"{damaged" * 40 + b"\n")  # longer: not short
-    assert opened(tmp_path, "m2").rows == 0
+    assert opened(tmp_path, "m2", before=index).rows == 0
+
+
+def test_one_process_owns_the_index_at_a_time(tmp_path: Path) -> None:
+    owner = opened(tmp_path)
+    owner.commit(Pending([Chunk("history", "s", 0, "hi")], {}), [[1.0, 0.0]])
+    other = RecallIndex(JsonlStore(tmp_path))
+    assert not other.open(MODEL)  # the owner's uncommitted rows are never cut by another
+    owner.close()
+    assert other.open(MODEL)
+    assert other.rows == 1

@@ -72,10 +72,11 @@ class Recall:
         self._passed = anyio.Event()  # set when the indexer finished a whole pass
 
     # --- indexing ---------------------------------------------------------------------------
-    async def _open(self) -> None:
+    async def _open(self) -> bool:
+        """Own and load the index; False while another process owns it."""
         if not self._opened and self.index is not None and self._embedder is not None:
-            await anyio.to_thread.run_sync(self.index.open, self._embedder.model)
-            self._opened = True
+            self._opened = await self._in_thread(self.index.open, self._embedder.model)
+        return self._opened
 
     async def run(
         self, health: ChildHealth, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -106,7 +107,8 @@ class Recall:
         if self.index is None or self._embedder is None:
             return 0
         async with self._lock:
-            await self._open()
+            if not await self._open():
+                return 0
             added = 0
             while True:
                 pending = await self._in_thread(self.index.pending, self._settings.batch)
@@ -170,6 +172,8 @@ class Recall:
         if self.index is None or self._embedder is None:
             return False
         async with self._lock:
+            if not await self._in_thread(self.index.own):
+                return False
             await self._in_thread(self.index.reset, self._embedder.model)
             self._opened = True
         log.info("recall_index_reset", model=self._embedder.model)
@@ -193,6 +197,9 @@ class Recall:
         return await anyio.to_thread.run_sync(locked)
 
     async def aclose(self) -> None:
+        if self.index is not None:
+            await self._in_thread(self.index.close)
+            self._opened = False
         closer = getattr(self._embedder, "aclose", None)
         if closer is not None:
             await closer()
@@ -251,7 +258,8 @@ class Recall:
         except LLMError as exc:  # keyword recall still answers
             log.warning("recall_query_not_embedded", reason=str(exc))
             return []
-        await self._open()
+        if not await self._open():
+            return []
         started = time.perf_counter()
         found = await self._in_thread(self.index.search, vector, scope, limit)
         ms = round((time.perf_counter() - started) * 1000, 1)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import base64
+import fcntl
 import hashlib
 import heapq
 import json
@@ -105,7 +106,7 @@ class RecallIndex:
         self._row_session = array.array("I")  # each row's session, by number
         self._session_number: dict[str, int] = {}
         self._docs: list[tuple[Chunk, list[float]]] = []
-        self._loaded = False
+        self._owner: int | None = None  # the open lock file while this process owns it
 
     # --- files ------------------------------------------------------------------------------
     def _path(self, name: str) -> Path:
@@ -129,16 +130,40 @@ class RecallIndex:
             log.warning("recall_state_unreadable", effect="index rebuilt")
             return None
 
-    def open(self, model: str) -> None:
-        """Load the index for `model`; anything inconsistent, or of another model, is
-        dropped and rebuilt by the indexer from the sources."""
+    def own(self) -> bool:
+        """Take the index for this process: one process at a time reads and writes it (the
+        daemon's indexer, or the command line when no daemon runs), since opening it cuts
+        rows a batch has not committed yet. False while another process holds it."""
+        if self._owner is not None:
+            return True
         make_private_dir(self.root)
+        fd = open_private(self._path("owner.lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._owner = fd
+        return True
+
+    def close(self) -> None:
+        """Let another process own the index."""
+        if self._owner is not None:
+            os.close(self._owner)
+            self._owner = None
+
+    def open(self, model: str) -> bool:
+        """Own and load the index for `model` (False: another process owns it); anything
+        inconsistent, or of another model, is dropped and rebuilt from the sources."""
+        if not self.own():
+            log.info("recall_index_busy", effect="another process owns it: keyword recall here")
+            return False
         state = self._read_state()
         if state is None or state.model != model or not self._loaded_whole(state):
             if state is not None and state.model != model:
                 log.info("recall_model_changed", old=state.model, new=model, effect="reindex")
             self.reset(model)
-        self._loaded = True
+        return True
 
     def reset(self, model: str) -> None:
         """Empty the index (files included) for `model`."""
