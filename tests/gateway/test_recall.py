@@ -19,6 +19,7 @@ from squidd.core.models import Message, SessionId
 from squidd.core.supervisor import ChildHealth
 from squidd.gateway.people import Speaker
 from squidd.gateway.recall import Recall
+from squidd.gateway.recall_ops import REINDEX, recall_ops
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.turn_tools import TurnScope, TurnTools
 from squidd.llm.embeddings import embeddings_client
@@ -271,5 +272,23 @@ async def test_a_text_the_model_refuses_is_left_out_and_the_rest_indexed(
         await runtime.store.append_messages(SessionId("s"), [said("line 5", ALICE)])
         assert await recall.catch_up() == 1  # the cursor went past the refused one
         assert recall.index.rows == 5
+    finally:
+        await runtime.aclose()
+
+
+async def test_the_daemon_answers_a_reindex_by_emptying_the_index_for_its_indexer(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        recall = runtime.recall
+        assert recall is not None and recall.index is not None
+        await runtime.store.append_messages(SessionId("s"), [said("hello there", ALICE)])
+        assert await recall.catch_up() == 1
+        ops = recall_ops(runtime.recalls)
+        assert await ops[REINDEX]({"agent": "nobody"}) == {"error": "no agent named 'nobody'"}
+        assert await ops[REINDEX]({"agent": "main"}) == {"agents": ["main"], "by": "daemon"}
+        assert recall.index.rows == 0
+        assert await recall.catch_up() == 1  # the indexer's next pass embeds it again
     finally:
         await runtime.aclose()
