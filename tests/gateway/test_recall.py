@@ -292,3 +292,23 @@ async def test_the_daemon_answers_a_reindex_by_emptying_the_index_for_its_indexe
         assert await recall.catch_up() == 1  # the indexer's next pass embeds it again
     finally:
         await runtime.aclose()
+
+
+async def test_a_rewritten_memory_embeds_only_its_new_entries_dated_by_the_file(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        recall = runtime.recall
+        assert recall is not None
+        await runtime.store.save_global_memory("- likes tea\n- has a sister", person=ALICE)
+        await recall.catch_up()
+        before = len(embeddings.inputs)
+        memory = "- likes tea\n- has a sister\n- drives an automobile"
+        await runtime.store.save_global_memory(memory, person=ALICE)
+        await recall.catch_up()
+        assert embeddings.inputs[before:] == ["drives an automobile"]
+        answer = await recall_as(runtime, ALICE, "mail:x", "car")
+        assert answer.startswith("[20") and "drives an automobile" in answer  # dated
+    finally:
+        await runtime.aclose()

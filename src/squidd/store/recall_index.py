@@ -90,7 +90,10 @@ _STATE: TypeAdapter[_State] = TypeAdapter(_State)
 
 
 def doc_key(chunk: Chunk) -> str:
-    return hashlib.sha256(CHUNK.dump_json(chunk)).hexdigest()
+    """What makes a doc's vector: its text where it is (not its number or date), so an
+    entry that stayed when its file was rewritten is not embedded again."""
+    where = [chunk.source, chunk.session, chunk.person, chunk.text]
+    return hashlib.sha256(json.dumps(where).encode()).hexdigest()
 
 
 class RecallIndex:
