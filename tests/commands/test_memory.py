@@ -39,10 +39,11 @@ def test_reindex_rebuilds_the_vectors_from_the_histories(
         assert main(["--config", str(config), "memory", "reindex"]) == 0
         assert "3 messages" in capsys.readouterr().out
     index = RecallIndex(store)
-    index.open(embeddings.model)
+    assert index.open(embeddings.model)  # the command let go of it
     assert index.rows == 3
     assert oct(index.root.stat().st_mode & 0o777) == "0o700"
     assert {oct(p.stat().st_mode & 0o777) for p in index.root.iterdir()} == {"0o600"}
+    index.close()
 
 
 def test_reindex_without_an_embeddings_model_says_so(

@@ -15,14 +15,19 @@ from typing import Any
 import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
+from structlog.testing import capture_logs
 
 from squidd.config import Settings
+from squidd.core.backoff import Backoff
 from squidd.core.models import Message, SessionId
+from squidd.core.supervisor import ChildHealth
 from squidd.gateway.people import Speaker
+from squidd.gateway.recall import Recall
 from squidd.gateway.recall_ops import REINDEX, recall_ops, reindex
 from squidd.gateway.runtime import Runtime, build_runtime
 from squidd.gateway.status import StatusServer, socket_path
 from squidd.gateway.turn_tools import TurnScope, TurnTools
+from squidd.llm.embeddings import embeddings_client
 from squidd.store.jsonl import JsonlStore
 from tests.support.fake_embeddings import EmbeddingsServer
 from tests.support.fake_llm import FakeLLM
@@ -232,11 +237,11 @@ async def test_a_search_and_the_indexer_at_start_open_the_index_once(
         assert recall is not None and index is not None
         real_open, release, opens = index.open, threading.Event(), []
 
-        def open_held(model: str) -> None:
+        def open_held(model: str) -> bool:
             opens.append(model)
             if len(opens) == 1:
                 release.wait()  # the first load is held until the other task is parked
-            real_open(model)
+            return real_open(model)
 
         index.open = open_held  # type: ignore[method-assign]
         found: list[str] = []
@@ -351,3 +356,105 @@ async def test_a_daemon_slow_to_answer_a_reindex_is_not_raced_by_the_command(
             tg.cancel_scope.cancel()
         assert "did not answer" in answer.get("error", ""), answer
         assert not (config.storage.data_dir / "index" / "recall").exists()
+
+
+async def test_the_indexer_loop_waits_out_provider_failures_and_goes_on(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    settings = settings_for(tmp_path, embeddings, every_s=0.01)
+    store = JsonlStore(tmp_path / "loop")
+    recall = Recall(
+        store,
+        settings.memory.recall,
+        scope="person",
+        embedder=embeddings_client(settings),
+        backoff=Backoff(initial_s=0.01, maximum_s=0.02),
+    )
+    assert recall.index is not None
+    await store.append_messages(SessionId("s"), [said(f"line {i}", ALICE) for i in range(10)])
+    embeddings.fail_next = [503, 500]
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            await tg.start(recall.run, ChildHealth("recall"))
+            with anyio.fail_after(30):  # a bound for a broken run, not a speed check
+                while recall.index.rows < 10:
+                    await recall.next_pass()
+            tg.cancel_scope.cancel()
+    await recall.aclose()
+    retries = [e for e in logs if e["event"] == "recall_index_retry"]
+    assert len(retries) == 2 and all("503" in e["reason"] or "500" in e["reason"] for e in retries)
+    assert recall.index.rows == 10
+
+
+async def test_recall_answers_from_the_keyword_index_when_the_query_cannot_be_embedded(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        assert runtime.recall is not None
+        await plant(runtime)
+        await runtime.recall.catch_up()
+        embeddings.fail_next = [503]
+        answer = await recall_as(runtime, ALICE, "mail:alice-new", "allergic peanuts")
+        assert "allergic to peanuts" in answer
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_text_the_model_refuses_is_left_out_and_the_rest_indexed(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        recall = runtime.recall
+        assert recall is not None and recall.index is not None
+        texts = [f"line {i}" for i in range(5)]
+        texts[2] = "a POISON line"
+        await runtime.store.append_messages(SessionId("s"), [said(t, ALICE) for t in texts])
+        embeddings.refuse_word = "POISON"
+        with capture_logs() as logs:
+            assert await recall.catch_up() == 4
+        assert [e["index"] for e in logs if e["event"] == "recall_text_refused"] == [2]
+        await runtime.store.append_messages(SessionId("s"), [said("line 5", ALICE)])
+        assert await recall.catch_up() == 1  # the cursor went past the refused one
+        assert recall.index.rows == 5
+    finally:
+        await runtime.aclose()
+
+
+async def test_the_daemon_answers_a_reindex_by_emptying_the_index_for_its_indexer(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        recall = runtime.recall
+        assert recall is not None and recall.index is not None
+        await runtime.store.append_messages(SessionId("s"), [said("hello there", ALICE)])
+        assert await recall.catch_up() == 1
+        ops = recall_ops(runtime.recalls)
+        assert await ops[REINDEX]({"agent": "nobody"}) == {"error": "no agent named 'nobody'"}
+        assert await ops[REINDEX]({"agent": "main"}) == {"agents": ["main"], "by": "daemon"}
+        assert recall.index.rows == 0
+        assert await recall.catch_up() == 1  # the indexer's next pass embeds it again
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_rewritten_memory_embeds_only_its_new_entries_dated_by_the_file(
+    tmp_path: Path, embeddings: EmbeddingsServer
+) -> None:
+    runtime = build_runtime(settings_for(tmp_path, embeddings))
+    try:
+        recall = runtime.recall
+        assert recall is not None
+        await runtime.store.save_global_memory("- likes tea\n- has a sister", person=ALICE)
+        await recall.catch_up()
+        before = len(embeddings.inputs)
+        memory = "- likes tea\n- has a sister\n- drives an automobile"
+        await runtime.store.save_global_memory(memory, person=ALICE)
+        await recall.catch_up()
+        assert embeddings.inputs[before:] == ["drives an automobile"]
+        answer = await recall_as(runtime, ALICE, "mail:x", "car")
+        assert answer.startswith("[20") and "drives an automobile" in answer  # dated
+    finally:
+        await runtime.aclose()

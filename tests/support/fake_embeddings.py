@@ -59,6 +59,9 @@ class EmbeddingsServer:
     fail_next: list[int] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     requests: int = 0
+    refuse_word: str = ""
+    """A request holding a text with this word is refused with 400, as a model refuses a
+    text it will not take."""
     pause_at: int | None = None
     paused: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
@@ -100,6 +103,8 @@ class EmbeddingsServer:
                 status = self.fail_next.pop(0)
                 return status, {"error": {"message": f"scripted {status}", "type": "server"}}
             texts: Sequence[str] = body["input"]
+            if self.refuse_word and any(self.refuse_word in t for t in texts):
+                return 400, {"error": {"message": "input refused", "type": "invalid_request"}}
             self.inputs.extend(texts)
         data = [
             {"object": "embedding", "index": i, "embedding": concept_vector(t, self.dim)}

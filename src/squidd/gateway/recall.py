@@ -31,9 +31,9 @@ from squidd.config.memory import RecallSettings
 from squidd.core.backoff import Backoff, Failures
 from squidd.core.recall import Embedder, Snippet, fuse, within_budget
 from squidd.core.supervisor import ChildHealth
-from squidd.errors import LLMError, StorageError
+from squidd.errors import LLMCredentialsError, LLMError, LLMRejectedError, StorageError
 from squidd.store.jsonl import JsonlStore
-from squidd.store.recall_index import Chunk, RecallIndex, RecallScope, doc_key
+from squidd.store.recall_index import Chunk, Pending, RecallIndex, RecallScope, doc_key
 
 __all__ = ["Recall"]
 
@@ -72,15 +72,18 @@ class Recall:
         self._open_lock = anyio.Lock()
         self._opened = False
         self._scopes: dict[str, tuple[int, RecallScope]] = {}  # by person ("" for all)
+        self._passed = anyio.Event()  # set when the indexer finished a whole pass
 
     # --- indexing ---------------------------------------------------------------------------
-    async def _open(self) -> None:
+    async def _open(self) -> bool:
+        """Own and load the index, once (the indexer and a turn's first search both find it
+        unopened at start); False while another process owns it."""
         if self._opened or self.index is None or self._embedder is None:
-            return
+            return self._opened
         async with self._open_lock:
             if not self._opened:
-                await self._in_thread(self.index.open, self._embedder.model)
-                self._opened = True
+                self._opened = await self._in_thread(self.index.open, self._embedder.model)
+        return self._opened
 
     async def run(
         self, health: ChildHealth, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -97,14 +100,21 @@ class Recall:
                 await anyio.sleep(delay)
                 continue
             failures.up()
+            self._passed.set()
+            self._passed = anyio.Event()
             await anyio.sleep(self._settings.every_s)
+
+    async def next_pass(self) -> None:
+        """Until the running indexer has finished its next whole pass (caught up)."""
+        await self._passed.wait()
 
     async def catch_up(self) -> int:
         """Embed everything not embedded yet; the number of history rows added. A provider
         failure leaves as `LLMError` with the cursors where the last whole batch left them."""
         if self.index is None or self._embedder is None:
             return 0
-        await self._open()
+        if not await self._open():
+            return 0
         added = 0
         while True:
             # The lock is taken batch by batch: a reset (`memory reindex`) waits for the
@@ -113,7 +123,7 @@ class Recall:
                 pending = await self._in_thread(self.index.pending, self._settings.batch)
                 if not pending.chunks and not pending.cursors:
                     break
-                vectors = await self._embedder.embed([c.text for c in pending.chunks])
+                pending, vectors = await self._embed(pending)
                 await self._in_thread(self.index.commit, pending, vectors)
                 added += len(pending.chunks)
         async with self._lock:
@@ -121,6 +131,36 @@ class Recall:
         if added:
             log.info("recall_indexed", rows=added, total=self.index.rows)
         return added
+
+    async def _embed(self, pending: Pending) -> tuple[Pending, list[list[float]]]:
+        """The batch's vectors. A batch refused (400: a text the model will not take) is
+        embedded text by text and a text refused alone is left out, so one message never
+        stops the index; when none is taken (a wrong model, a bad key) it is an error."""
+        embedder = self._embedder
+        assert embedder is not None  # noqa: S101 - the caller checked
+        try:
+            return pending, await embedder.embed([c.text for c in pending.chunks])
+        except LLMCredentialsError:
+            raise
+        except LLMRejectedError:
+            if len(pending.chunks) < 2:
+                raise
+        kept, vectors = [], []
+        for chunk in pending.chunks:
+            try:
+                [vector] = await embedder.embed([chunk.text])
+            except LLMCredentialsError:
+                raise
+            except LLMRejectedError as exc:
+                log.warning(
+                    "recall_text_refused", session=chunk.session, index=chunk.index, reason=str(exc)
+                )
+                continue
+            kept.append(chunk)
+            vectors.append(vector)
+        if not kept:
+            raise LLMRejectedError("the embeddings endpoint refused every text of a batch")
+        return Pending(kept, pending.cursors), vectors
 
     async def _docs(self) -> None:
         index, embedder = self.index, self._embedder
@@ -142,6 +182,8 @@ class Recall:
         if self.index is None or self._embedder is None:
             return False
         async with self._lock:
+            if not await self._in_thread(self.index.own):
+                return False
             await self._in_thread(self.index.reset, self._embedder.model)
             self._opened = True
         log.info("recall_index_reset", model=self._embedder.model)
@@ -165,6 +207,9 @@ class Recall:
         return await anyio.to_thread.run_sync(locked)
 
     async def aclose(self) -> None:
+        if self.index is not None:
+            await self._in_thread(self.index.close)
+            self._opened = False
         closer = getattr(self._embedder, "aclose", None)
         if closer is not None:
             await closer()
@@ -223,7 +268,8 @@ class Recall:
         except LLMError as exc:  # keyword recall still answers
             log.warning("recall_query_not_embedded", reason=str(exc))
             return []
-        await self._open()
+        if not await self._open():
+            return []
         started = time.perf_counter()
         found = await self._in_thread(self.index.search, vector, scope, limit)
         ms = round((time.perf_counter() - started) * 1000, 1)

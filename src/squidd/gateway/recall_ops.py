@@ -23,6 +23,10 @@ from squidd.gateway.status import ask, socket_path
 __all__ = ["REINDEX", "recall_ops", "reindex"]
 
 REINDEX = "memory.reindex"
+NOTHING = (
+    "nothing reindexed: no embeddings model is configured ([memory.recall] embeddings), "
+    "or another squidd process holds the index"
+)
 
 
 def recall_ops(agents: Mapping[str, Recall | None]) -> dict[str, ControlOp]:
@@ -39,8 +43,8 @@ def recall_ops(agents: Mapping[str, Recall | None]) -> dict[str, ControlOp]:
             if recall is not None and await recall.reset():
                 done.append(name)
         if not done:
-            return {"error": "no embeddings model is configured ([memory.recall] embeddings)"}
-        return {"agents": done, "by": "daemon"}
+            return {"error": NOTHING}
+        return {"agents": done, "by": "daemon"}  # its indexer embeds them again
 
     return {REINDEX: reindex_op}
 
@@ -69,10 +73,11 @@ async def _rebuild(settings: Settings, names: list[str]) -> dict[str, Any]:
     for name in names:
         runtime = build_runtime(settings, agent=name)
         try:
-            if runtime.recall is not None and runtime.recall.index is not None:
-                rows[name] = await runtime.recall.reindex()
+            recall = runtime.recall
+            if recall is not None and recall.index is not None and await recall.reset():
+                rows[name] = await recall.catch_up()
         finally:
             await runtime.aclose()
     if not rows:
-        return {"error": "no embeddings model is configured ([memory.recall] embeddings)"}
+        return {"error": NOTHING}
     return {"agents": list(rows), "rows": rows, "by": "command"}

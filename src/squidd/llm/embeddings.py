@@ -7,9 +7,11 @@ llama.cpp and vLLM serve the same path and format: `{"model", "input": [...]}` i
 per text, in index order, all of one length, finite numbers) before anything is stored.
 
 Failures are `squidd.errors` types: unreachable, timed out, 429 and 5xx are
-`LLMUnavailableError` (the indexer retries later with backoff); any other refusal is
-`LLMRejectedError`. No message carries the key. The indexer, not this client, retries: a
-background job must not steal the chat chain's breaker budget, so it keeps its own backoff.
+`LLMUnavailableError` (the indexer retries later with backoff); 401/403 are
+`LLMCredentialsError`; any other refusal is `LLMRejectedError` (a text the model refuses:
+the indexer leaves that one out). No message carries the key. The indexer, not this client,
+retries: a background job must not spend the chat chain's breaker budget, so it keeps its
+own backoff.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import httpx2
 
 from squidd.config import Settings
 from squidd.config.providers import split_entry
-from squidd.errors import ConfigError, LLMRejectedError, LLMUnavailableError
+from squidd.errors import ConfigError, LLMCredentialsError, LLMRejectedError, LLMUnavailableError
 from squidd.llm.local import openai_base
 
 __all__ = ["EmbeddingsClient", "embeddings_client"]
@@ -61,6 +63,8 @@ class EmbeddingsClient:
         status = response.status_code
         if status in _TRANSIENT_STATUS or status >= 500:
             raise LLMUnavailableError(f"embeddings endpoint answered {status}")
+        if status in (401, 403):
+            raise LLMCredentialsError(f"embeddings endpoint refused the key ({status})")
         if status != 200:
             raise LLMRejectedError(f"embeddings endpoint refused the request ({status})")
         try:

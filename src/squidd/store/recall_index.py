@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import base64
+import fcntl
 import hashlib
 import heapq
 import json
@@ -89,7 +90,10 @@ _STATE: TypeAdapter[_State] = TypeAdapter(_State)
 
 
 def doc_key(chunk: Chunk) -> str:
-    return hashlib.sha256(CHUNK.dump_json(chunk)).hexdigest()
+    """What makes a doc's vector: its text where it is (not its number or date), so an
+    entry that stayed when its file was rewritten is not embedded again."""
+    where = [chunk.source, chunk.session, chunk.person, chunk.text]
+    return hashlib.sha256(json.dumps(where).encode()).hexdigest()
 
 
 class RecallIndex:
@@ -101,11 +105,11 @@ class RecallIndex:
         self.lock = threading.Lock()
         self._state = _State()
         self._packed: PackedVectors | None = None
-        self._offsets: list[int] = []  # each row's line start in history.jsonl
+        self._offsets = array.array("Q")  # each row's line start in history.jsonl
         self._row_session = array.array("I")  # each row's session, by number
         self._session_number: dict[str, int] = {}
         self._docs: list[tuple[Chunk, list[float]]] = []
-        self._loaded = False
+        self._owner: int | None = None  # the open lock file while this process owns it
 
     # --- files ------------------------------------------------------------------------------
     def _path(self, name: str) -> Path:
@@ -129,16 +133,40 @@ class RecallIndex:
             log.warning("recall_state_unreadable", effect="index rebuilt")
             return None
 
-    def open(self, model: str) -> None:
-        """Load the index for `model`; anything inconsistent, or of another model, is
-        dropped and rebuilt by the indexer from the sources."""
+    def own(self) -> bool:
+        """Take the index for this process: one process at a time reads and writes it (the
+        daemon's indexer, or the command line when no daemon runs), since opening it cuts
+        rows a batch has not committed yet. False while another process holds it."""
+        if self._owner is not None:
+            return True
         make_private_dir(self.root)
+        fd = open_private(self._path("owner.lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._owner = fd
+        return True
+
+    def close(self) -> None:
+        """Let another process own the index."""
+        if self._owner is not None:
+            os.close(self._owner)
+            self._owner = None
+
+    def open(self, model: str) -> bool:
+        """Own and load the index for `model` (False: another process owns it); anything
+        inconsistent, or of another model, is dropped and rebuilt from the sources."""
+        if not self.own():
+            log.info("recall_index_busy", effect="another process owns it: keyword recall here")
+            return False
         state = self._read_state()
-        if state is None or state.model != model or not self._load(state):
+        if state is None or state.model != model or not self._loaded_whole(state):
             if state is not None and state.model != model:
                 log.info("recall_model_changed", old=state.model, new=model, effect="reindex")
             self.reset(model)
-        self._loaded = True
+        return True
 
     def reset(self, model: str) -> None:
         """Empty the index (files included) for `model`."""
@@ -146,9 +174,16 @@ class RecallIndex:
         for name in ("history.f32", "history.q8", "history.jsonl", "docs.jsonl"):
             self._path(name).unlink(missing_ok=True)
         self._state = _State(model=model)
-        self._packed, self._offsets, self._docs = None, [], []
+        self._packed, self._offsets, self._docs = None, array.array("Q"), []
         self._row_session, self._session_number = array.array("I"), {}
         self._save_state()
+
+    def _loaded_whole(self, state: _State) -> bool:
+        try:
+            return self._load(state)
+        except (ValueError, KeyError, TypeError) as exc:  # a damaged line or docs file
+            log.warning("recall_index_damaged", reason=type(exc).__name__, effect="rebuilt")
+            return False
 
     def _load(self, state: _State) -> bool:
         dim, rows = state.dim, state.rows
@@ -161,14 +196,15 @@ class RecallIndex:
         for path, keep in ((f32, 4 * dim * rows), (q8, dim * rows), (chunks, state.chunk_bytes)):
             if path.exists() and path.stat().st_size > keep:
                 os.truncate(path, keep)
-        offsets: list[int] = []
+        offsets = array.array("Q")
         self._row_session, self._session_number = array.array("I"), {}
-        with chunks.open("rb") as handle:
-            start = 0
-            for line in handle:
-                offsets.append(start)
-                self._add_row_session(str(json.loads(line)["session"]))
-                start += len(line)
+        if chunks.exists():  # none before the first batch
+            with chunks.open("rb") as handle:
+                start = 0
+                for line in handle:
+                    offsets.append(start)
+                    self._add_row_session(str(json.loads(line)["session"]))
+                    start += len(line)
         if len(offsets) != rows:
             return False
         self._state, self._offsets = state, offsets

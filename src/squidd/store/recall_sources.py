@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -109,19 +110,30 @@ def pending_messages(store: JsonlStore, cursors: Mapping[str, Cursor], limit: in
 
 
 def wanted_docs(store: JsonlStore) -> list[Chunk]:
-    """Every summary paragraph and MEMORY.md entry as it is now."""
+    """Every summary paragraph and MEMORY.md entry as it is now, dated by its file's last
+    change (when that summary or memory was written)."""
     docs: list[Chunk] = []
     for _path, session in store.session_files().items():
-        text = _read(store.summary_path(session))
-        for i, para in enumerate(_paragraphs(text)):
-            docs.append(Chunk("summary", session, i, para, role="summary"))
+        path = store.summary_path(session)
+        when = _changed(path)
+        for i, para in enumerate(_paragraphs(_read(path))):
+            docs.append(Chunk("summary", session, i, para, when, role="summary"))
     people = store.global_memory_path.parent / "people"
     owners: list[tuple[str | None, Path]] = [(None, store.global_memory_path)]
     owners += [(p.name, p / "MEMORY.md") for p in sorted(people.glob("*")) if p.is_dir()]
     for person, path in owners:
+        when = _changed(path)
         for i, entry in enumerate(_paragraphs(_read(path))):
-            docs.append(Chunk("memory", "", i, entry, person=person, role="memory"))
+            docs.append(Chunk("memory", "", i, entry, when, person=person, role="memory"))
     return docs
+
+
+def _changed(path: Path) -> str | None:
+    try:
+        stamp = path.stat().st_mtime
+    except FileNotFoundError:
+        return None
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
 
 
 def _ends_line(path: Path, size: int) -> bool:
