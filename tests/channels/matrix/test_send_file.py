@@ -18,6 +18,7 @@ import pytest
 from squidd.channels.matrix.upload import upload_limit
 from squidd.core.models import Inbound, Outbound
 from squidd.core.reply_files import FileRef
+from squidd.errors import DeliveryError
 from tests.servers.synapse.server import User
 from tests.support.fake_llm import Reply
 from tests.support.matrix import Human, Seen, wait_until
@@ -205,3 +206,61 @@ async def test_send_file_through_the_daemon_reaches_an_encrypted_room(
     assert await downloaded(alice, shown) == report
     bodies = [s.content.get("body") for s in alice.from_sender(scene.bot.user_id, room)]
     assert bodies.count("The minutes.") == 1
+
+
+async def test_a_streamed_answer_whose_file_fails_is_not_shown_twice(
+    bot: User, data_dir: Path, tmp_path: Path, alice_allowed: AliceAllowed
+) -> None:
+    """The answer streamed by edits; its final edit goes out, then its file cannot be read
+    (a directory stands where it was): the send fails and is retried as it is — the text is
+    never sent again as a new message. Once the file is back, the retry edits again (the
+    same transaction ids: no new event) and the file follows."""
+    alice, settings = alice_allowed
+    settings = settings.model_copy(update={"streaming": "edits", "debounce_ms": 0})
+    voice = tmp_path / "voice.ogg"
+    whole = b"OggS" + bytes(range(256)) * 8
+    voice.write_bytes(whole)
+    ref = file_ref(voice, "file", "audio/ogg")
+    voice.unlink()
+    voice.mkdir()  # there, but no file to read
+    text = "The weather: " + "sunny and mild, " * 20
+    async with run_channel(settings, data_dir) as (channel, inbox):
+        room = await alice.create_room([bot.user_id], direct=True)
+        await alice.wait_for(lambda: alice.membership(room, bot.user_id) == "join", "bot joins")
+        await alice.send(room, "the weather please")
+        await wait_until(lambda: len(inbox.received) == 1, "the question")
+        question = inbox.received[0]
+        stream = channel.partials(question)
+        assert stream is not None
+        await stream.text(text)
+        await alice.wait_for(
+            lambda: any(
+                s.content.get("msgtype") == "m.text" for s in alice.from_sender(bot.user_id, room)
+            ),
+            "the streamed start",
+        )
+        answer = reply(question, text + "the end.", ref)
+        with pytest.raises(DeliveryError):
+            await channel.send(answer)
+        voice.rmdir()
+        voice.write_bytes(whole)
+        await channel.send(answer)  # the retry
+        await alice.wait_for(lambda: len(media_events(alice, bot, room)) == 1, "the file")
+    messages = [
+        s
+        for s in alice.from_sender(bot.user_id, room)
+        if s.content.get("msgtype") == "m.text"
+        and (s.content.get("m.relates_to") or {}).get("rel_type") != "m.replace"
+        and str(s.content.get("body")).startswith("The weather:")
+    ]
+    assert len(messages) == 1, [m.content for m in messages]  # the streamed one, only
+    edits = [
+        s
+        for s in alice.from_sender(bot.user_id, room)
+        if (s.content.get("m.relates_to") or {}).get("rel_type") == "m.replace"
+    ]
+    assert edits and all(
+        e.content["m.new_content"]["body"].startswith("The weather:") for e in edits
+    )
+    finals = [e for e in edits if e.content["m.new_content"]["body"].endswith("the end.")]
+    assert len(finals) == 1  # sent twice, shown once: the same transaction ids

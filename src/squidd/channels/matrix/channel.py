@@ -31,7 +31,13 @@ from squidd.channels.matrix.own_reactions import ReactionKeys, StatusReactions
 from squidd.channels.matrix.policy import CHANNEL
 from squidd.channels.matrix.rate import Priority, RateBudget, bind
 from squidd.channels.matrix.render import message_content
-from squidd.channels.matrix.send import relate, send_event, send_final_edit, send_reply
+from squidd.channels.matrix.send import (
+    FilesAfterEditError,
+    relate,
+    send_event,
+    send_final_edit,
+    send_reply,
+)
 from squidd.channels.matrix.state import MatrixFiles
 from squidd.channels.matrix.stream import Pacer, ReplyStream, StreamRecords
 from squidd.channels.matrix.targets import check_target, room_list
@@ -250,6 +256,10 @@ class MatrixChannel:
                     settings=self._settings,
                     apply_trust=trust,
                 )
+            except FilesAfterEditError as exc:
+                # The text is shown; its record stays, so a retry edits again (the same
+                # transaction ids: no new event) and sends the files, never the text anew.
+                raise exc.failure from exc
             except (DeliveryError, PermanentError) as exc:
                 # The final text goes out as a new message instead (and so on a retry).
                 await self._streams.remove(key)

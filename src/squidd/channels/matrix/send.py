@@ -317,8 +317,21 @@ async def send_final_edit(
         await _offer_reactions(client, room_id, outbound, previous, settings, apply_trust)
     if outbound.files:
         files_only = dataclasses.replace(outbound, text="")
-        await send_reply(client, files_only, settings=settings, apply_trust=apply_trust)
+        try:
+            await send_reply(client, files_only, settings=settings, apply_trust=apply_trust)
+        except (DeliveryError, PermanentError) as exc:
+            raise FilesAfterEditError(exc) from exc
     log.info("matrix_reply_sent", room=room_id, events=len(contents), edit=True)
+
+
+class FilesAfterEditError(Exception):
+    """The final edit went out, the reply's files did not: `failure` is why. Sent again,
+    the edit's transaction ids make the homeserver return the same events (nothing shown
+    twice), so the reply is retried (or parked) as it is, never sent as new text."""
+
+    def __init__(self, failure: DeliveryError | PermanentError) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
 
 
 async def _share_room_key(client: AsyncClient, room_id: RoomId, *, ignore_unverified: bool) -> None:
