@@ -262,3 +262,20 @@ def test_what_an_agents_mailbox_may_not_say(tmp_path: Path, agents: str, said: s
         _load(tmp_path, EMAIL + agents)
     assert said in str(caught.value)
     assert "pw-bot" not in str(caught.value) and '"p"' not in str(caught.value)
+
+
+def test_config_check_and_an_empty_start_know_the_agents_own_accounts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from squidd.cli import main
+    from squidd.commands.run import empty_start
+
+    matrix = MATRIX.replace("enabled = true", "enabled = false")
+    text = '[[agents.list]]\nname = "home"\n[[agents.list]]\nname = "work"\n'
+    text += '[agents.list.matrix]\nuser_id = "@work:example.org"\naccess_token = "tok"\n'
+    settings = _settings(tmp_path, text, matrix)
+    config = tmp_path / "config.toml"
+    assert empty_start(settings, config) is None  # the agent's account is a channel
+    assert main(["--config", str(config), "config", "check"]) == 0
+    out = capsys.readouterr().out
+    assert "channels:  matrix-work" in out

@@ -49,7 +49,7 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
         print(f"  llm:       {settings.llm.model} at {settings.llm.base_url}")
         if settings.llm.api_key is None:
             print("  warning:   llm.api_key is not set (fine for endpoints that need none)")
-    channels = [name for name in ("matrix", "email") if getattr(settings, name).enabled]
+    channels = [a.channel for a in (*settings.matrix_accounts(), *settings.mail_accounts())]
     print(f"  channels:  {', '.join(channels) if channels else 'none enabled'}")
     if settings.agents.list:
         named = [f"{n} (default)" if i == 0 else n for i, n in enumerate(settings.agent_names)]

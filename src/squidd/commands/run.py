@@ -78,7 +78,8 @@ def empty_start(settings: Settings, config_file: Path | None) -> str | None:
             "no config file found (~/.config/squidd/config.toml, /etc/squidd/config.toml, "
             f"SQUIDD_CONFIG or --config): {SETUP_HINT}, or start anyway with --allow-empty"
         )
-    channels = settings.matrix.enabled or settings.email.enabled or settings.api.enabled
+    accounts = settings.matrix_accounts() or settings.mail_accounts()  # agents' own too
+    channels = bool(accounts) or settings.api.enabled
     llm = settings.llm
     model = bool(llm.providers) or llm.api_key is not None or llm.base_url != _DEFAULT_LLM_URL
     if channels or model:
