@@ -95,3 +95,31 @@ def test_config_check_names_the_tool_result_retention_key(tmp_path: Path) -> Non
     )
     assert result.returncode == 2
     assert "tools.result_retention_days" in result.stderr
+
+
+def test_config_check_names_the_agents_own_channels_and_heartbeats(tmp_path: Path) -> None:
+    """With `[matrix]` and `[email]` off, an agent's own account and mailbox still run, and
+    an agent's own heartbeat beats: the check says so instead of "none enabled" and "off"."""
+    secret = tmp_path / "pw"
+    secret.write_text("pw")
+    secret.chmod(0o600)
+    text = (
+        '[[agents.list]]\nname = "home"\n'
+        '[[agents.list]]\nname = "planner"\n'
+        f'[agents.list.matrix]\nuser_id = "@planner:example.org"\npassword_file = "{secret}"\n'
+        f'[agents.list.email]\naddress = "planner@example.org"\npassword_file = "{secret}"\n'
+        '[agents.list.heartbeat]\nenabled = true\ntarget = "email-planner:me@example.org"\n'
+        '[matrix]\nhomeserver = "http://127.0.0.1:9"\n'
+        '[email]\nimap_host = "127.0.0.1"\nsmtp_host = "127.0.0.1"\n'
+    )
+    result = config_check(write(tmp_path, text))
+    assert result.returncode == 0, result.stderr
+    assert "channels:  matrix-planner, email-planner\n" in result.stdout
+    assert "heartbeat: on (planner)\n" in result.stdout
+
+
+def test_config_check_without_agents_keeps_its_lines(tmp_path: Path) -> None:
+    result = config_check(write(tmp_path, "[heartbeat]\nenabled = false\n"))
+    assert result.returncode == 0, result.stderr
+    assert "channels:  none enabled\n" in result.stdout
+    assert "heartbeat: off\n" in result.stdout

@@ -48,17 +48,32 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
         print(f"  llm:       {settings.llm.model} at {settings.llm.base_url}")
         if settings.llm.api_key is None:
             print("  warning:   llm.api_key is not set (fine for endpoints that need none)")
-    channels = [name for name in ("matrix", "email") if getattr(settings, name).enabled]
-    print(f"  channels:  {', '.join(channels) if channels else 'none enabled'}")
+    print(f"  channels:  {', '.join(enabled_channels(settings)) or 'none enabled'}")
     if settings.agents.list:
         named = [f"{n} (default)" if i == 0 else n for i, n in enumerate(settings.agent_names)]
         print(f"  agents:    {', '.join(named)}")
     people = ", ".join(p.name for p in settings.people) or "none listed"
     print(f"  memory:    {memory_scope(settings)} (people: {people})")
-    print(f"  heartbeat: {'on' if settings.heartbeat.enabled else 'off'}")
+    print(f"  heartbeat: {heartbeat_line(settings)}")
     _print_tool_policy(settings)
     _print_matrix_identity(settings)
     return 0
+
+
+def enabled_channels(settings: Settings) -> list[str]:
+    """The channels `squidd run` starts: each bot account and mailbox (an agent's own ones
+    too, even with `[matrix]` or `[email]` off), then the API."""
+    names = [account.channel for account in settings.matrix_accounts()]
+    names += [account.channel for account in settings.mail_accounts()]
+    return names + (["api"] if settings.api.enabled else [])
+
+
+def heartbeat_line(settings: Settings) -> str:
+    """Which agents beat: an agent's own `[agents.list.heartbeat]` may turn it on alone."""
+    if not settings.agents.list:
+        return "on" if settings.heartbeat.enabled else "off"
+    beating = [n for n in settings.agent_names if settings.for_agent(n).heartbeat.enabled]
+    return f"on ({', '.join(beating)})" if beating else "off"
 
 
 def _print_providers(settings: Settings) -> None:
