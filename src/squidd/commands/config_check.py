@@ -48,7 +48,7 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
         print(f"  llm:       {settings.llm.model} at {settings.llm.base_url}")
         if settings.llm.api_key is None:
             print("  warning:   llm.api_key is not set (fine for endpoints that need none)")
-    print(f"  channels:  {', '.join(enabled_channels(settings)) or 'none enabled'}")
+    print(f"  channels:  {', '.join(settings.channel_names()) or 'none enabled'}")
     if settings.agents.list:
         named = [f"{n} (default)" if i == 0 else n for i, n in enumerate(settings.agent_names)]
         print(f"  agents:    {', '.join(named)}")
@@ -58,14 +58,6 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
     _print_tool_policy(settings)
     _print_matrix_identity(settings)
     return 0
-
-
-def enabled_channels(settings: Settings) -> list[str]:
-    """The channels `squidd run` starts: each bot account and mailbox (an agent's own ones
-    too, even with `[matrix]` or `[email]` off), then the API."""
-    names = [account.channel for account in settings.matrix_accounts()]
-    names += [account.channel for account in settings.mail_accounts()]
-    return names + (["api"] if settings.api.enabled else [])
 
 
 def heartbeat_line(settings: Settings) -> str:

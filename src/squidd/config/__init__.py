@@ -213,6 +213,12 @@ class Settings(BaseSettings):
                 accounts.append(self._account(entry.name, EMAIL, email=email))
         return accounts
 
+    def channel_names(self) -> list[str]:
+        """The channels `squidd run` starts: each bot account and mailbox (an agent's own
+        too, even with `[matrix]` or `[email]` off), then the API."""
+        accounts = [*self.matrix_accounts(), *self.mail_accounts()]
+        return [a.channel for a in accounts] + (["api"] if self.api.enabled else [])
+
     def _account(self, agent: str, kind: str, **section: object) -> Account:
         storage = self.storage.model_copy(update={"data_dir": self.agent_store_dir(agent)})
         own = self.model_copy(update={**section, "storage": storage})
