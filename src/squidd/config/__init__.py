@@ -152,11 +152,17 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _embeddings_provider(self) -> Settings:
         entry = self.memory.recall.embeddings
-        providers = {p.name for p in self.llm.resolved_providers()}
+        providers = sorted(p.name for p in self.llm.resolved_providers())
+        model = entry.rpartition("/")[2] or "MODEL"
+        examples = " or ".join(repr(f"{name}/{model}") for name in providers)
+        if entry and "/" not in entry.strip("/"):
+            raise ValueError(
+                f"memory.recall.embeddings {entry!r} must be PROVIDER/MODEL: {examples}"
+            )
         if entry and split_entry(entry)[0] not in providers:
             raise ValueError(
                 f"memory.recall.embeddings {entry!r} names no provider "
-                f"(known: {', '.join(sorted(providers))})"
+                f"(known: {', '.join(providers)}; e.g. {examples})"
             )
         return self
 
