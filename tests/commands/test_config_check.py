@@ -123,3 +123,20 @@ def test_config_check_without_agents_keeps_its_lines(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "channels:  none enabled\n" in result.stdout
     assert "heartbeat: off\n" in result.stdout
+
+
+def test_config_check_shows_an_agents_own_tools_and_approvals(tmp_path: Path) -> None:
+    """The snippets of docs/agents.md: home's turns never see web_fetch, work asks first;
+    the daemon's lines alone would say every agent has web_fetch and asks nothing."""
+    text = (
+        '[[agents.list]]\nname = "home"\n[agents.list.tools]\n'
+        'default_deny = ["shell", "web_fetch"]\n'
+        '[[agents.list]]\nname = "work"\n[agents.list.approvals]\n'
+        'tools = ["shell", "write_file"]\n'
+    )
+    result = config_check(write(tmp_path, text))
+    assert result.returncode == 0, result.stderr
+    home = [line for line in result.stdout.splitlines() if "tools (home):" in line]
+    assert home and all("(refused: web_fetch)" in line for line in home), result.stdout
+    assert "tools (work)" not in result.stdout  # the daemon's, listed once above
+    assert "  approvals (work): shell, write_file asked first\n" in result.stdout

@@ -102,8 +102,17 @@ def _print_tool_policy(settings: Settings) -> None:
     from squidd.config.tools import CHANNEL_NAMES
     from squidd.tools.policy import describe_policy
 
-    for number, line in enumerate(describe_policy(settings.tools, CHANNEL_NAMES)):
+    daemons = describe_policy(settings.tools, CHANNEL_NAMES)
+    for number, line in enumerate(daemons):
         print(f"  {'tools:' if number == 0 else '':<10} {line}")
+    for entry in settings.agents.list:
+        # An agent's own tools table narrows its turns only: the lines that differ.
+        own = describe_policy(settings.for_agent(entry.name).tools, CHANNEL_NAMES)
+        for line in [line for line in own if line not in daemons]:
+            print(f"  {'tools (' + entry.name + '):'} {line}")
+        asks = settings.for_agent(entry.name).tools.approval.tools
+        if entry.approvals is not None:
+            print(f"  approvals ({entry.name}): {', '.join(asks) or 'none'} asked first")
     if settings.tools.web_fetch.allow_private_addresses_test_only:
         print(
             "  warning:   tools.web_fetch.allow_private_addresses_test_only is on: web_fetch "
