@@ -79,6 +79,10 @@ def test_an_agents_account_runs_without_the_default_one(tmp_path: Path) -> None:
     text += '[agents.list.matrix]\nuser_id = "@work:example.org"\naccess_token = "tok"\n'
     settings = _settings(tmp_path, text, matrix)
     assert [a.channel for a in settings.matrix_accounts()] == ["matrix-work"]
+    assert settings.channel_names() == ["matrix-work"]
+    # A target with a typo of the agent's channel is refused naming the right one.
+    with pytest.raises(ValueError, match=r"no 'matrix-wrok' channel \(matrix-work\)"):
+        config_check(settings, "matrix-wrok:!room:example.org")
 
 
 @pytest.mark.parametrize(

@@ -117,4 +117,49 @@ def test_config_check_shows_what_each_agent_sets_for_itself(tmp_path: Path) -> N
     assert "  agent:     work: asks before: write_file" in lines
     assert "  agent:     work: own caps: daily_tokens 5000 (and the daemon's)" in lines
     assert "  agent:     work: heartbeat on -> matrix:!w:example.org" in lines
-    assert "  heartbeat: off" in lines  # the daemon's own section is unchanged
+    assert "  heartbeat: on (work)" in lines  # work beats alone: [heartbeat] itself is off
+
+
+def test_config_check_names_the_agents_own_channels_and_heartbeats(tmp_path: Path) -> None:
+    """With `[matrix]` and `[email]` off, an agent's own account and mailbox still run, and
+    an agent's own heartbeat beats: the check says so instead of "none enabled" and "off"."""
+    secret = tmp_path / "pw"
+    secret.write_text("pw")
+    secret.chmod(0o600)
+    text = (
+        '[[agents.list]]\nname = "home"\n'
+        '[[agents.list]]\nname = "planner"\n'
+        f'[agents.list.matrix]\nuser_id = "@planner:example.org"\npassword_file = "{secret}"\n'
+        f'[agents.list.email]\naddress = "planner@example.org"\npassword_file = "{secret}"\n'
+        '[agents.list.heartbeat]\nenabled = true\ntarget = "email-planner:me@example.org"\n'
+        '[matrix]\nhomeserver = "http://127.0.0.1:9"\n'
+        '[email]\nimap_host = "127.0.0.1"\nsmtp_host = "127.0.0.1"\n'
+    )
+    result = config_check(write(tmp_path, text))
+    assert result.returncode == 0, result.stderr
+    assert "channels:  matrix-planner, email-planner\n" in result.stdout
+    assert "heartbeat: on (planner)\n" in result.stdout
+
+
+def test_config_check_without_agents_keeps_its_lines(tmp_path: Path) -> None:
+    result = config_check(write(tmp_path, "[heartbeat]\nenabled = false\n"))
+    assert result.returncode == 0, result.stderr
+    assert "channels:  none enabled\n" in result.stdout
+    assert "heartbeat: off\n" in result.stdout
+
+
+def test_config_check_shows_an_agents_own_tools_and_approvals(tmp_path: Path) -> None:
+    """The snippets of docs/agents.md: home's turns never see web_fetch, work asks first;
+    the daemon's lines alone would say every agent has web_fetch and asks nothing."""
+    text = (
+        '[[agents.list]]\nname = "home"\n[agents.list.tools]\n'
+        'default_deny = ["shell", "web_fetch"]\n'
+        '[[agents.list]]\nname = "work"\n[agents.list.approvals]\n'
+        'tools = ["shell", "write_file"]\n'
+    )
+    result = config_check(write(tmp_path, text))
+    assert result.returncode == 0, result.stderr
+    home = [line for line in result.stdout.splitlines() if "tools (home):" in line]
+    assert home and all("(refused: web_fetch)" in line for line in home), result.stdout
+    assert "tools (work)" not in result.stdout  # the daemon's, listed once above
+    assert "  approvals (work): shell, write_file asked first\n" in result.stdout

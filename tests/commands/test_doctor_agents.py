@@ -50,3 +50,33 @@ def test_each_agent_gets_a_line(tmp_path: Path) -> None:
 
 def test_one_agent_has_no_lines(tmp_path: Path) -> None:
     assert agent_checks(Settings(storage={"data_dir": str(tmp_path)})) == []
+
+
+def test_a_heartbeat_to_a_channel_that_does_not_run_is_a_fail(tmp_path: Path) -> None:
+    """With only the planner's own account on, `matrix:` (or a typo of `matrix-planner`)
+    reaches no one: the line says which channels run; the right target passes."""
+    own = {"user_id": "@planner:example.org", "password": "not-a-real-password"}
+
+    def planner_beating_to(target: str) -> Settings:
+        return Settings(
+            storage={"data_dir": str(tmp_path / "data")},
+            matrix={"homeserver": "http://127.0.0.1:9"},
+            agents={
+                "list": [
+                    {"name": "home"},
+                    {
+                        "name": "planner",
+                        "matrix": own,
+                        "heartbeat": {"enabled": True, "target": target},
+                    },
+                ]
+            },
+        )
+
+    for target in ("matrix:!a:example.org", "matrix-plannr:!a:example.org"):
+        [_, planner] = agent_checks(planner_beating_to(target))
+        assert planner.failed, target
+        assert "running: matrix-planner" in planner.detail and target in planner.detail
+        assert "matrix-<agent>" in (planner.fix or "")
+    [_, planner] = agent_checks(planner_beating_to("matrix-planner:!a:example.org"))
+    assert not planner.failed, planner.detail

@@ -458,3 +458,23 @@ async def test_a_rewritten_memory_embeds_only_its_new_entries_dated_by_the_file(
         assert answer.startswith("[20") and "drives an automobile" in answer  # dated
     finally:
         await runtime.aclose()
+
+
+def test_an_embeddings_model_without_its_provider_says_what_to_write(tmp_path: Path) -> None:
+    """`embeddings = "nomic-embed-text"` with the one `[llm]` endpoint: the error names the
+    value to write (`default/...`), not a "chain entry" the user never wrote."""
+    with pytest.raises(ValueError, match="'default/nomic-embed-text'") as raised:
+        Settings.model_validate(
+            {
+                "storage": {"data_dir": str(tmp_path)},
+                "memory": {"recall": {"embeddings": "nomic-embed-text"}},
+            }
+        )
+    assert "chain entry" not in str(raised.value)
+    with pytest.raises(ValueError, match=r"known: default; e\.g\. 'default/nomic-embed-text'"):
+        Settings.model_validate(
+            {
+                "storage": {"data_dir": str(tmp_path)},
+                "memory": {"recall": {"embeddings": "local/nomic-embed-text"}},
+            }
+        )

@@ -1,4 +1,4 @@
-"""Scenario k (tests/scenarios/README.md), approvals and agents: two agents on one bot
+"""Scenario m (tests/scenarios/README.md), approvals and agents: two agents on one bot
 account, told apart by room; only "work" requires an approval for the shell."""
 
 from __future__ import annotations

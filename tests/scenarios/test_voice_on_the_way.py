@@ -1,4 +1,4 @@
-"""Scenario k (tests/scenarios/README.md): answers you can hear, through `squidd run` on
+"""Scenario l (tests/scenarios/README.md): answers you can hear, through `squidd run` on
 Synapse, across agents, streaming, rooms and the usage ledger."""
 
 from __future__ import annotations

@@ -136,6 +136,10 @@ class DaemonProcess:
         """Until `count` log lines have the event name `event`."""
         await self._wait(lambda: self.count(event) >= count, event, timeout)
 
+    async def wait_until(self, done: Any, what: str, timeout: float = WAIT_S) -> None:
+        """Until `done()` holds (a check of the log or of a server's record)."""
+        await self._wait(done, what, timeout)
+
     async def _wait(self, done: Any, what: str, timeout: float) -> None:
         # A bound for a broken run, not a speed assertion: the log is foreign state to poll.
         try:

@@ -49,14 +49,13 @@ def check_command(settings: Settings, explicit: Path | None) -> int:
         print(f"  llm:       {settings.llm.model} at {settings.llm.base_url}")
         if settings.llm.api_key is None:
             print("  warning:   llm.api_key is not set (fine for endpoints that need none)")
-    channels = [a.channel for a in (*settings.matrix_accounts(), *settings.mail_accounts())]
-    print(f"  channels:  {', '.join(channels) if channels else 'none enabled'}")
+    print(f"  channels:  {', '.join(settings.channel_names()) or 'none enabled'}")
     if settings.agents.list:
         named = [f"{n} (default)" if i == 0 else n for i, n in enumerate(settings.agent_names)]
         print(f"  agents:    {', '.join(named)}")
     people = ", ".join(p.name for p in settings.people) or "none listed"
     print(f"  memory:    {memory_scope(settings)} (people: {people})")
-    print(f"  heartbeat: {'on' if settings.heartbeat.enabled else 'off'}")
+    print(f"  heartbeat: {heartbeat_line(settings)}")
     _print_tool_policy(settings)
     _print_agents_own(settings)
     _print_matrix_identity(settings)
@@ -85,6 +84,14 @@ def _print_agents_own(settings: Settings) -> None:
             beat = mine.heartbeat
             where = f" -> {beat.target or '(history only)'}" if beat.enabled else ""
             print(f"{head} heartbeat {'on' if beat.enabled else 'off'}{where}")
+
+
+def heartbeat_line(settings: Settings) -> str:
+    """Which agents beat: an agent's own `[agents.list.heartbeat]` may turn it on alone."""
+    if not settings.agents.list:
+        return "on" if settings.heartbeat.enabled else "off"
+    beating = [n for n in settings.agent_names if settings.for_agent(n).heartbeat.enabled]
+    return f"on ({', '.join(beating)})" if beating else "off"
 
 
 def _print_providers(settings: Settings) -> None:
@@ -121,8 +128,17 @@ def _print_tool_policy(settings: Settings) -> None:
     from squidd.config.tools import CHANNEL_NAMES
     from squidd.tools.policy import describe_policy
 
-    for number, line in enumerate(describe_policy(settings.tools, CHANNEL_NAMES)):
+    daemons = describe_policy(settings.tools, CHANNEL_NAMES)
+    for number, line in enumerate(daemons):
         print(f"  {'tools:' if number == 0 else '':<10} {line}")
+    for entry in settings.agents.list:
+        # An agent's own tools table narrows its turns only: the lines that differ.
+        own = describe_policy(settings.for_agent(entry.name).tools, CHANNEL_NAMES)
+        for line in [line for line in own if line not in daemons]:
+            print(f"  {'tools (' + entry.name + '):'} {line}")
+        asks = settings.for_agent(entry.name).tools.approval.tools
+        if entry.approvals is not None:
+            print(f"  approvals ({entry.name}): {', '.join(asks) or 'none'} asked first")
     if settings.tools.web_fetch.allow_private_addresses_test_only:
         print(
             "  warning:   tools.web_fetch.allow_private_addresses_test_only is on: web_fetch "

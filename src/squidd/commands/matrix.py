@@ -119,15 +119,18 @@ def _bootstrap(args: argparse.Namespace, settings: Settings) -> int:
         print(f"matrix: {exc}", file=sys.stderr)
         return 1
     print(f"master key: {fingerprint(done.master)}")
+    # The commands to type next name the agent, as this one did: without `--agent` they
+    # would act on the `[matrix]` account instead.
+    agent = f" --agent {args.agent}" if args.agent else ""
     if done.recovery_key is None:
         print(
             "the identity is set up; its recovery key was shown when it was made "
-            "(`squidd matrix bootstrap --reset` makes a new identity)"
+            f"(`squidd matrix bootstrap{agent} --reset` makes a new identity)"
         )
         return 0
     print("recovery key (shown once; keep it safe, away from this machine):")
     print(f"  {done.recovery_key}")
-    print("with it, `squidd matrix restore` brings this identity back on a new data dir")
+    print(f"with it, `squidd matrix restore{agent}` brings this identity back on a new data dir")
     return 0
 
 

@@ -195,9 +195,21 @@ def format_status(data: dict[str, Any], now: datetime | None = None) -> str:
     for cap in data.get("limits") or ():
         mark = "REACHED, turns refused until midnight" if cap.get("reached") else "ok"
         lines.append(f"limit {cap['scope']}: {cap['used']:g} of {cap['cap']:g} today - {mark}")
-    heartbeat = data.get("heartbeat")
-    lines.append(f"heartbeat: next {heartbeat}" if heartbeat else "heartbeat: off")
+    lines.extend(heartbeat_lines(data))
     return "\n".join(lines)
+
+
+def heartbeat_lines(data: dict[str, Any]) -> list[str]:
+    """The default agent's heartbeat, then each other agent's that beats on its own (an
+    agent's `[agents.list.heartbeat]` may be on while `[heartbeat]` is off)."""
+    beats = data.get("heartbeats") or {}
+    default = data.get("heartbeat")
+    lines = [f"heartbeat: next {default}" if default else "heartbeat: off"]
+    for child, beat in sorted(beats.items()):
+        agent = child.partition(":")[2]
+        if agent and beat:
+            lines.append(f"heartbeat ({agent}): next {beat}")
+    return lines
 
 
 def speech_lines(speech: dict[str, Any] | None) -> list[str]:

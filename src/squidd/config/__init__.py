@@ -152,11 +152,17 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _embeddings_provider(self) -> Settings:
         entry = self.memory.recall.embeddings
-        providers = {p.name for p in self.llm.resolved_providers()}
+        providers = sorted(p.name for p in self.llm.resolved_providers())
+        model = entry.rpartition("/")[2] or "MODEL"
+        examples = " or ".join(repr(f"{name}/{model}") for name in providers)
+        if entry and "/" not in entry.strip("/"):
+            raise ValueError(
+                f"memory.recall.embeddings {entry!r} must be PROVIDER/MODEL: {examples}"
+            )
         if entry and split_entry(entry)[0] not in providers:
             raise ValueError(
                 f"memory.recall.embeddings {entry!r} names no provider "
-                f"(known: {', '.join(sorted(providers))})"
+                f"(known: {', '.join(providers)}; e.g. {examples})"
             )
         return self
 
@@ -212,6 +218,12 @@ class Settings(BaseSettings):
                 email = account_mail(self.email, entry.name, entry.email)
                 accounts.append(self._account(entry.name, EMAIL, email=email))
         return accounts
+
+    def channel_names(self) -> list[str]:
+        """The channels `squidd run` starts: each bot account and mailbox (an agent's own
+        too, even with `[matrix]` or `[email]` off), then the API."""
+        accounts = [*self.matrix_accounts(), *self.mail_accounts()]
+        return [a.channel for a in accounts] + (["api"] if self.api.enabled else [])
 
     def _account(self, agent: str, kind: str, **section: object) -> Account:
         storage = self.storage.model_copy(update={"data_dir": self.agent_store_dir(agent)})

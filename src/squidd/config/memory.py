@@ -40,6 +40,9 @@ class RecallSettings(Section):
     @classmethod
     def _entry(cls, value: str) -> str:
         value = value.strip()
+        if value and "/" not in value.strip("/"):
+            # the providers are known only to the whole settings, which names them
+            return value
         if value:
             split_entry(value)
         return value

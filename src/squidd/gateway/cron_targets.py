@@ -56,9 +56,11 @@ def config_check(settings: Settings, target: str, running: Iterable[str] = ()) -
     if channel in running and channel not in _CHANNELS:
         return found
     if channel not in _CHANNELS:
-        raise ValueError(
-            f"target {target!r}: squidd has no {channel!r} channel (it has matrix and email)"
-        )
+        # Name the channels this config delivers through: an agent's own account's name
+        # (`matrix-planner`) is the one a typo most likely missed.
+        known = [name for name in settings.channel_names() if name != "api"]
+        there = ", ".join(known) if known else "none enabled; matrix and email are built in"
+        raise ValueError(f"target {target!r}: squidd has no {channel!r} channel ({there})")
     if channel == "api":
         raise ValueError(f"target {target!r}: the API cannot start a conversation")
     if not getattr(settings, channel).enabled:

@@ -26,6 +26,7 @@ from squidd.channels.email.policy import (
     parse_auth_results,
 )
 from squidd.channels.email.quoting import trim_reply
+from squidd.channels.email.send import tagged_address
 from squidd.channels.email.state import StateFile, state_path
 from squidd.config.email import EmailSettings
 from squidd.errors import DeliveryError, DeliveryRefusedError
@@ -258,6 +259,34 @@ def test_a_message_without_thread_is_auto_generated_and_a_reply_without_id_not_t
     )
     assert reply["In-Reply-To"] is None and reply["References"] is None
     assert reply["Auto-Submitted"] == "auto-replied"
+
+
+def test_a_mail_to_a_tag_is_answered_with_the_tag_as_reply_to() -> None:
+    """Mail to bot+work@ (the work agent) is answered with Reply-To bot+work@, so the
+    person's reply stays with that agent; From stays the account's address."""
+    own = "Bot@Example.org"
+    assert tagged_address(("a@example.org", "bot+work@example.org"), own) == (
+        "bot+work@example.org"
+    )
+    for recipients in [("bot@example.org",), ("bot+@example.org",), ("bob+work@example.org",)]:
+        assert tagged_address(recipients, own) == "", recipients
+    assert tagged_address(("bot+work@other.org",), own) == ""
+    reply = build_message(
+        from_addr="bot@example.org",
+        from_name="squidd",
+        to_addr="a@example.org",
+        text="ok",
+        thread=ThreadContext("<m1@example.org>", "<m1@example.org>", "hi", ()),
+        reply_to="bot+work@example.org",
+    )
+    assert (reply["From"].addresses[0].addr_spec, reply["Reply-To"]) == (
+        "bot@example.org",
+        "bot+work@example.org",
+    )
+    plain = build_message(
+        from_addr="bot@example.org", from_name="", to_addr="a@example.org", text="x", thread=None
+    )
+    assert plain["Reply-To"] is None
 
 
 def test_html_part_is_sanitised() -> None:

@@ -111,8 +111,11 @@ async def test_two_bot_accounts_two_agents_over_encrypted_dms(
         assert shown.returncode == 0, shown.stderr
         assert f"master key: {fingerprint(masters['work'])}" in shown.stdout, shown.stdout
         assert "recovery key (shown once" in shown.stdout
+        # The command that brings it back names the agent too (else it is [matrix]'s).
+        assert "`squidd matrix restore --agent work`" in shown.stdout, shown.stdout
         default = await squidd_cli(config, "matrix", "bootstrap")
         assert f"master key: {fingerprint(masters['home'])}" in default.stdout, default.stdout
+        assert "--agent" not in default.stdout
         none = await squidd_cli(config, "matrix", "bootstrap", "--agent", "home")
         assert none.returncode == 1 and "no Matrix account of its own" in none.stderr
 

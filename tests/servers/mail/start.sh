@@ -210,6 +210,8 @@ mynetworks = 127.0.0.0/8
 alias_maps =
 alias_database =
 local_recipient_maps =
+# plus-addressing (bot1+work@...) reaches bot1's box, as at most providers
+recipient_delimiter = +
 virtual_mailbox_domains = $DOMAIN
 virtual_mailbox_maps = inline:{ $RCPTS }
 virtual_transport = lmtp:inet:127.0.0.1:$LMTP

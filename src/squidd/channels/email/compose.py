@@ -134,12 +134,16 @@ def build_message(
     subject: str = "",
     now: datetime | None = None,
     files: Sequence[FilePart] = (),
+    reply_to: str = "",
 ) -> EmailMessage:
-    """The mail to send: a reply in `thread`, or a fresh message (cron, heartbeat)."""
+    """The mail to send: a reply in `thread`, or a fresh message (cron, heartbeat);
+    `reply_to`, when given, where the person's answer should go."""
     domain = from_addr.rpartition("@")[2] or "localhost"
     msg = EmailMessage()
     msg["From"] = _address(from_addr, from_name)
     msg["To"] = _address(to_addr)
+    if reply_to:
+        msg["Reply-To"] = _address(reply_to)
     msg["Date"] = format_datetime(now or datetime.now(UTC))
     if thread is not None:
         _set_subject(msg, reply_subject(thread.subject))

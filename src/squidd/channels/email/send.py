@@ -6,7 +6,10 @@ past that cap, or gone by now, is named in a line added to the text instead.
 A target that is not a plain address, or a reply that cannot be built into a mail, is
 refused for good (`DeliveryRefusedError`): a retry would fail the same way. A reply to an
 email inbound carries that mail's threading headers; SMTP's own failures are sorted by
-the SMTP error table (`errors.py`).
+the SMTP error table (`errors.py`). A mail sent to a +tag of the account's address
+(`bot+work@example.org`, which routes it to an agent) is answered with that address as
+its Reply-To, so the person's next reply in the thread reaches the same agent; From stays
+the account's own address, the one its SMTP login may send as.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from squidd.core.models import Outbound
 from squidd.core.reply_files import FileRef
 from squidd.errors import DeliveryRefusedError
 
-__all__ = ["send_reply"]
+__all__ = ["send_reply", "tagged_address"]
 
 log = structlog.get_logger()
 
@@ -37,9 +40,11 @@ async def send_reply(outbound: Outbound, *, settings: EmailSettings, smtp: SmtpS
     if not _ADDRESS_RE.match(target):
         raise DeliveryRefusedError("not an email address")
     thread: ThreadContext | None = None
+    reply_to = ""
     inbound = outbound.in_reply_to
     if inbound is not None and inbound.channel == outbound.channel:
         thread = thread_of(inbound)
+        reply_to = tagged_address(inbound.recipients, settings.address)
     files, notes = await _file_parts(outbound.files, settings.max_reply_attachment_bytes)
     text = "\n\n".join([outbound.text.rstrip(), *notes]) if notes else outbound.text
     try:
@@ -51,6 +56,7 @@ async def send_reply(outbound: Outbound, *, settings: EmailSettings, smtp: SmtpS
             thread=thread,
             subject=outbound.subject,
             files=files,
+            reply_to=reply_to,
         )
     except (ValueError, TypeError) as exc:
         raise DeliveryRefusedError(f"could not build the mail: {type(exc).__name__}") from exc
@@ -62,6 +68,18 @@ async def send_reply(outbound: Outbound, *, settings: EmailSettings, smtp: SmtpS
         in_reply_to=thread.message_id if thread else None,
         files=len(files),
     )
+
+
+def tagged_address(recipients: tuple[str, ...], own: str) -> str:
+    """The first of `recipients` that is `own` with a +tag (`bot+work@example.org` for
+    `bot@example.org`), compared without case; "" when none is."""
+    local, _, domain = own.lower().partition("@")
+    for address in recipients:
+        mine, _, where = address.lower().partition("@")
+        base, plus, tag = mine.partition("+")
+        if plus and tag and base == local and where == domain:
+            return address
+    return ""
 
 
 async def _file_parts(refs: tuple[FileRef, ...], cap: int) -> tuple[list[FilePart], list[str]]:

@@ -1,7 +1,9 @@
 """`squidd doctor`'s lines for the agents of `[[agents.list]]` (none with one agent): each
 agent's workspace (there, or made on first start; its SOUL.md or the built-in prompt), its
 chain, and its routes — a room routed while Matrix is off, an address while email is off,
-or an address that is none of the bot's (its +tags) cannot reach it."""
+or an address that is none of the bot's (its +tags) cannot reach it; nor can the person a
+heartbeat is for when its target names a channel that does not run (a typo of
+`matrix-<agent>`, or `matrix:` with only the agents' own accounts on)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,17 @@ def _check(settings: Settings, entry: AgentEntry) -> Check:
     routes = _route_problems(settings, entry)
     if routes:
         return Check.fail(name, "; ".join(routes), "fix agents.list's rooms or addresses")
+    beat = mine.heartbeat
+    channel = beat.target.partition(":")[0]
+    if beat.enabled and beat.target and channel not in settings.channel_names():
+        running = ", ".join(settings.channel_names()) or "none"
+        return Check.fail(
+            name,
+            f"its heartbeat goes to {beat.target!r}, but no channel {channel!r} runs "
+            f"(running: {running}): its replies could not be delivered",
+            "fix the heartbeat's target (e.g. matrix-<agent>:!room:server for an agent's own "
+            "account)",
+        )
     soul = "its SOUL.md" if (workspace / "SOUL.md").is_file() else "the built-in prompt"
     chain = " -> ".join(entry.chain) if entry.chain else "the daemon's chain"
     where = [*entry.rooms, *entry.addresses]

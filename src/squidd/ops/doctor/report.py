@@ -19,6 +19,7 @@ from squidd.ops.doctor.local import (
 )
 from squidd.ops.doctor.prompt import fixed_prompt_check
 from squidd.ops.doctor.providers import provider_checks, served_windows
+from squidd.ops.doctor.recall import recall_checks
 from squidd.ops.doctor.services import email_checks, llm_checks, matrix_checks, mcp_checks
 
 __all__ = ["render_json", "render_text", "run_checks"]
@@ -37,6 +38,7 @@ async def run_checks(settings: Settings, *, llm_call: bool, errlog: TextIO) -> l
     checks.extend(await anyio.to_thread.run_sync(agent_checks, settings))
     checks.extend(await _model_checks(settings, llm_call=llm_call))
     checks.extend(daemon_model_check(status))
+    checks.extend(await recall_checks(settings, call=llm_call))
     checks.extend(await matrix_checks(settings, status))
     checks.extend(await email_checks(settings))
     checks.extend(await mcp_checks(settings, errlog))
