@@ -28,7 +28,7 @@ from pydantic import SecretStr, field_validator, model_validator
 
 from squidd.config._base import Section, read_secret_file
 from squidd.config.email import EmailSettings
-from squidd.config.matrix import MatrixSettings
+from squidd.config.matrix import MatrixSettings, check_homeserver, check_mxid
 
 __all__ = [
     "EMAIL",
@@ -40,7 +40,6 @@ __all__ = [
     "account_matrix",
 ]
 
-_MXID_RE = re.compile(r"^@[^:\s]+:[^\s]+$")
 MATRIX = "matrix"
 EMAIL = "email"
 _ADDRESS_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
@@ -75,16 +74,12 @@ class AgentMatrix(Section):
     @field_validator("user_id")
     @classmethod
     def _user_id(cls, value: str) -> str:
-        if not _MXID_RE.match(value):
-            raise ValueError("must be a full Matrix user id like '@planner:example.org'")
-        return value
+        return check_mxid(value)
 
     @field_validator("homeserver")
     @classmethod
     def _url(cls, value: str) -> str:
-        if value and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
+        return check_homeserver(value)
 
     @model_validator(mode="after")
     def _secrets(self) -> AgentMatrix:

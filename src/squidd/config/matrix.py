@@ -23,6 +23,19 @@ _ROOM_RE = re.compile(r"^(![^\s]+|#[^:\s]+:[^\s]+)$")
 _SERVER_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+$")
 
 
+def check_homeserver(value: str) -> str:
+    """A homeserver's base URL (http or https), without a trailing slash; '' stays ''."""
+    if value and not re.match(r"^https?://[^/\s]+", value):
+        raise ValueError("must be an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def check_mxid(value: str) -> str:
+    if not _MXID_RE.match(value):
+        raise ValueError("must be a full Matrix user id like '@bot:example.org'")
+    return value
+
+
 class MatrixSettings(Section):
     """One bot account on one homeserver."""
 
@@ -125,16 +138,12 @@ class MatrixSettings(Section):
     @field_validator("homeserver")
     @classmethod
     def _url(cls, value: str) -> str:
-        if value and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
+        return check_homeserver(value)
 
     @field_validator("user_id")
     @classmethod
     def _user_id(cls, value: str) -> str:
-        if value and not _MXID_RE.match(value):
-            raise ValueError("must be a full Matrix user id like '@bot:example.org'")
-        return value
+        return check_mxid(value) if value else value
 
     @field_validator("allowed_users")
     @classmethod

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from squidd.core.models import Usage
 
@@ -28,17 +28,7 @@ Purpose = Literal[
     "speech",
     "speech_summary",
 ]
-PURPOSES: tuple[str, ...] = (
-    "turn",
-    "tool_step",
-    "consolidation",
-    "meta_consolidation",
-    "heartbeat",
-    "cron",
-    "sub_agent",
-    "speech",
-    "speech_summary",
-)
+PURPOSES: tuple[str, ...] = get_args(Purpose)
 GroupBy = Literal["session", "model", "purpose", "day", "provider", "agent", "person"]
 
 
