@@ -420,6 +420,21 @@ def measure_journal(quick: bool) -> list[Row]:
     ]
 
 
+def measure_p8(quick: bool) -> list[Row]:
+    """P8: the stable prompt prefix kept between turns with automatic recall (bench_p8.py)."""
+    from bench import bench_p8
+
+    got = bench_p8.measure(6 if quick else 40)
+    (p8, served), (_, served_off) = got["on"], got["off"]
+    return [
+        Row(
+            "P8 stable prompt prefix kept, automatic recall on", p8 * 100, "%", ">= 95", p8 >= 0.95
+        ),
+        Row("previous request served, automatic recall on", served * 100, "%", "-", None),
+        Row("previous request served, automatic recall off", served_off * 100, "%", "-", None),
+    ]
+
+
 def measure_voice(quick: bool) -> list[Row]:
     """Voice replies: a 60 s Ogg/Opus note checked and measured, a long answer split."""
     from bench import bench_voice
@@ -604,6 +619,7 @@ ENTRIES: list[Entry] = [
     Entry("MCP", measure_mcp),
     Entry("search", measure_search),
     Entry("recall", measure_recall),
+    Entry("P8", measure_p8),
     Entry("journal", measure_journal),
     Entry("voice", measure_voice),
     Entry("media", measure_media),
