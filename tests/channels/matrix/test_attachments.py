@@ -135,14 +135,12 @@ async def test_a_20_mb_file_is_encrypted_from_disk_in_chunks(tmp_path: Path) -> 
             handle.write(os.urandom(MB))
     warm = tmp_path / "warm.bin"  # first use imports modules: not what is measured
     warm.write_bytes(b"w")
-    await gathered(
-        upload._encrypted_chunks(warm, 1, upload._Pass(Encryptor(AttachmentKey.fresh())))
-    )
+    await gathered(upload._chunks(warm, 1, upload._Pass(Encryptor(AttachmentKey.fresh()))))
     run = upload._Pass(Encryptor(AttachmentKey.fresh()))
     tracemalloc.start()
     try:
         with sent.open("wb") as body:  # the request body, as aiohttp writes it out
-            async for chunk in upload._encrypted_chunks(source, size, run):
+            async for chunk in upload._chunks(source, size, run):
                 body.write(chunk)
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -162,7 +160,7 @@ async def test_a_file_that_shrinks_while_read_is_no_short_body(tmp_path: Path) -
     source.write_bytes(os.urandom(100_000))
     run = upload._Pass(Encryptor(AttachmentKey.fresh()))
     with pytest.raises(ConnectionError):
-        await gathered(upload._encrypted_chunks(source, 200_000, run))
+        await gathered(upload._chunks(source, 200_000, run))
     assert run.shrank and run.encryptor.length == 100_000
 
 
@@ -170,7 +168,7 @@ async def test_only_the_size_announced_is_read_from_a_growing_file(tmp_path: Pat
     source = tmp_path / "growing.bin"
     source.write_bytes(os.urandom(150_000))
     run = upload._Pass(Encryptor(AttachmentKey.fresh()))
-    ciphertext = await gathered(upload._encrypted_chunks(source, 100_000, run))
+    ciphertext = await gathered(upload._chunks(source, 100_000, run))
     info = run.encryptor.file_info()
     plain = decrypt_attachment(ciphertext, info["key"]["k"], info["hashes"]["sha256"], info["iv"])
     assert plain == source.read_bytes()[:100_000]

@@ -221,3 +221,20 @@ def test_settings_require_credentials_and_valid_ids() -> None:
     )
     assert ok.homeserver == "https://m.example.org"
     assert "syt_secret_value_123" not in repr(ok)
+
+
+@pytest.mark.anyio
+async def test_a_closed_client_makes_no_new_http_session() -> None:
+    """nio opens a session for any call that finds none: after `close`, a late call (a task
+    still ending as its channel stops) is refused instead, and no session is left open."""
+    from squidd.channels.matrix.client import SquiddClient
+    from squidd.errors import DeliveryError
+
+    client = SquiddClient("http://127.0.0.1:9", "@bot:example.org")
+    client.access_token = "t"
+    await client.close()
+    with pytest.raises(DeliveryError, match="not connected"):
+        await client.whoami()
+    await client.close()  # again: nothing to close
+    assert client.client_session  # still the closed stand-in, no session of aiohttp's
+    assert type(client.client_session).__name__ == "_ClosedSession"

@@ -119,8 +119,38 @@ class SafeStore(DefaultStore):  # type: ignore[misc]  # nio is untyped
         self.ignore_db = KeyStore(f"{path}.ignored_devices")
 
 
+class _ClosedSession:
+    """Stands for the HTTP session once the client is closed. nio makes a new session for
+    any call that finds none, so a late call (a task still ending as its channel stops)
+    would open one nobody closes; this one is never empty and refuses every request."""
+
+    def __bool__(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        raise DeliveryError("matrix is not connected (the connection was closed)")
+
+
 class SquiddClient(AsyncClient):  # type: ignore[misc]  # nio is untyped
-    """nio's client without nio's key verification: see the module's docstring."""
+    """nio's client without nio's key verification (see the module's docstring), and with
+    no HTTP session made again after `close`."""
+
+    _session: Any = None
+
+    @property
+    def client_session(self) -> Any:
+        return self._session
+
+    @client_session.setter
+    def client_session(self, value: Any) -> None:
+        self._session = value
+
+    async def close(self) -> None:
+        await super().close()
+        self._session = _ClosedSession()
 
     def _handle_decrypt_to_device(self, to_device_event: ToDeviceEvent) -> ToDeviceEvent | None:
         if isinstance(to_device_event, KeyVerificationEvent):
