@@ -238,3 +238,17 @@ async def test_a_closed_client_makes_no_new_http_session() -> None:
     await client.close()  # again: nothing to close
     assert client.client_session  # still the closed stand-in, no session of aiohttp's
     assert type(client.client_session).__name__ == "_ClosedSession"
+
+
+@pytest.mark.anyio
+async def test_a_closed_identity_api_leaves_no_session_open() -> None:
+    """A late request after `close` still goes out, through a session of its own that is
+    closed with it."""
+    from squidd.channels.matrix.identity.api import MatrixApi
+    from squidd.errors import TransientError
+
+    api = MatrixApi("http://127.0.0.1:9", "@bot:example.org", "t", timeout_s=5)
+    await api.close()
+    with pytest.raises(TransientError, match="unreachable"):
+        await api.request("asking", "GET", "/account/whoami")
+    assert api._session is None  # nothing kept open

@@ -51,6 +51,7 @@ class MatrixApi:
         self._token = access_token
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
 
     async def __aenter__(self) -> MatrixApi:
         return self
@@ -59,6 +60,7 @@ class MatrixApi:
         await self.close()
 
     async def close(self) -> None:
+        self._closed = True
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -72,12 +74,27 @@ class MatrixApi:
     async def request(
         self, action: str, method: str, path: str, body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """The JSON answer of a 2xx; `ApiError` for a refusal, `TransientError` for the net."""
+        """The JSON answer of a 2xx; `ApiError` for a refusal, `TransientError` for the net.
+        After `close` (a late call as the channel stops) the request gets a session of its
+        own, closed with it: none is left open for the collector to find."""
+        if self._closed:
+            async with aiohttp.ClientSession(timeout=self._timeout) as once:
+                return await self._request(once, action, method, path, body)
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return await self._request(self._session, action, method, path, body)
+
+    async def _request(
+        self,
+        session: aiohttp.ClientSession,
+        action: str,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+    ) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self._token}"}
         try:
-            async with self._session.request(
+            async with session.request(
                 method, self.homeserver + PREFIX + path, json=body, headers=headers
             ) as response:
                 text = await response.text()
