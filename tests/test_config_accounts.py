@@ -283,3 +283,10 @@ def test_config_check_and_an_empty_start_know_the_agents_own_accounts(
     assert main(["--config", str(config), "config", "check"]) == 0
     out = capsys.readouterr().out
     assert "channels:  matrix-work" in out
+
+
+def test_an_account_names_who_it_is(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("pw-planner\n")
+    settings = _load(tmp_path, EMAIL + MAILBOX.format(secret=secret))
+    assert [a.who for a in settings.mail_accounts()] == ["bot@example.org", "planner@example.org"]

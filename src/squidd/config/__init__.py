@@ -319,6 +319,13 @@ class Account:
     agent: str
     settings: Settings
 
+    @property
+    def who(self) -> str:
+        """The account's own id: its Matrix user id, or its mail address."""
+        if self.channel.startswith(MATRIX):
+            return self.settings.matrix.user_id
+        return self.settings.email.address
+
 
 def find_config_file(explicit: Path | None = None) -> Path | None:
     """The config file to read, by the documented search order; None when there is none."""

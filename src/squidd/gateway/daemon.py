@@ -172,14 +172,10 @@ class Daemon:
         entries = {entry.name: entry for entry in self.settings.agents.list}
         children = self.supervisor.children
         accounts: dict[str, list[str]] = {}
-        for account in self.settings.matrix_accounts():
-            who = account.settings.matrix.user_id
+        for account in (*self.settings.matrix_accounts(), *self.settings.mail_accounts()):
             state = children[account.channel].state if account.channel in children else "off"
-            accounts.setdefault(account.agent, []).append(f"{account.channel} {who} ({state})")
-        for account in self.settings.mail_accounts():
-            who = account.settings.email.address
-            state = children[account.channel].state if account.channel in children else "off"
-            accounts.setdefault(account.agent, []).append(f"{account.channel} {who} ({state})")
+            line = f"{account.channel} {account.who} ({state})"
+            accounts.setdefault(account.agent, []).append(line)
         beats = self._next_beats()
         return [
             {
