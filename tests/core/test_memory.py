@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from squidd.core.budget import PromptBudget
 from squidd.core.memory import CONSOLIDATION_WARNING, MemoryManager
 from squidd.core.models import Message, SessionId
 from squidd.core.ports import MemoryStore
@@ -223,6 +224,41 @@ async def test_meta_consolidation_failure_keeps_original_summary(storage: Memory
     saved = await storage.load_session_summary(S1)
     assert saved == f"{long_summary.strip()}\n\nnew part"
     assert await storage.load_consolidated_cursor(S1) == 4
+
+
+async def test_meta_consolidation_triggered_past_the_summary_share(storage: MemoryStore) -> None:
+    """Under 600 words but past the budget's summary share: compressed, not cut, so the
+    prompt's summary stays within its share however old the session is."""
+    llm, mock = scripted_llm("new part", "compressed summary")
+    budget = PromptBudget(context_window=100_000, summary_tokens=100)
+    manager = MemoryManager(
+        storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25, budget=budget
+    )
+    await storage.save_session_summary(S1, "word " * 200)
+    await add_users(storage, 5)
+    messages = await manager.build_messages(S1, "sys", "x")
+    assert len(mock.requests) == 2
+    assert "approximately 8 sentences" in mock.requests[1]["messages"][-1]["content"]
+    assert await storage.load_session_summary(S1) == "compressed summary"
+    system = messages[0].content or ""
+    assert system.endswith("## Conversation Summary\n\ncompressed summary")
+
+
+@pytest.mark.parametrize("summary_tokens", [1_000, 0])
+async def test_meta_consolidation_not_triggered_within_the_summary_share(
+    storage: MemoryStore, summary_tokens: int
+) -> None:
+    """Within the share (or with no share, 0), only the 600-word limit compresses."""
+    llm, mock = scripted_llm("new part")
+    budget = PromptBudget(context_window=100_000, summary_tokens=summary_tokens)
+    manager = MemoryManager(
+        storage, llm, consolidation_threshold=4, keep_recent_ratio=0.25, budget=budget
+    )
+    await storage.save_session_summary(S1, "word " * 200)
+    await add_users(storage, 5)
+    await manager.build_messages(S1, "sys", "x")
+    assert len(mock.requests) == 1
+    assert (await storage.load_session_summary(S1)).endswith("new part")
 
 
 # --- warning and keep_recent_ratio (document 004) --------------------------------------------

@@ -150,7 +150,7 @@ class AgentSettings(Section):
     context_budget: float = Field(default=0.75, gt=0)
     # Caps, in tokens, of the system prompt's parts (0: no cap beyond the budget).
     memory_tokens: int = Field(default=6_000, ge=0)
-    summary_tokens: int = Field(default=2_000, ge=0)
+    summary_tokens: int = Field(default=500, ge=0)
     extra_prompt_tokens: int = Field(default=2_000, ge=0)
     # The same tool with the same arguments this many times in a row ends the tool calls.
     max_repeated_tool_calls: int = Field(default=3, ge=1, le=100)

@@ -29,7 +29,7 @@ class PromptBudget:
     context_window: int
     context_budget: float = 0.75
     memory_tokens: int = 6_000
-    summary_tokens: int = 2_000
+    summary_tokens: int = 500
     extra_tokens: int = 2_000
 
     @property

@@ -7,7 +7,9 @@ It follows the memory design documents:
 * two levels of memory: the global `MEMORY.md` (written only by `memory_write`) and a
   per-session summary (written only by consolidation);
 * meta-consolidation: a summary grown past 600 words is re-summarised to about 8 sentences,
-  keeping the long one when that LLM call fails (graceful degradation);
+  keeping the long one when that LLM call fails (graceful degradation); with a
+  `PromptBudget`, a summary past its share (`summary_tokens`) is re-summarised as well, so
+  the summary a turn carries stays within a fixed size however old the session is;
 * a warning in the system prompt one turn before consolidation, and a verbatim window of
   `keep_recent_ratio * consolidation_threshold` messages kept after consolidating.
 
@@ -360,9 +362,19 @@ class MemoryManager:
         result = "".join(chunks).strip()
         return result or None
 
+    def _summary_too_long(self, summary: str) -> bool:
+        """Past 600 words (the design's trigger), or past the summary's share of the prompt
+        budget (`summary_tokens`) when that comes first: a summary the prompt would cut is
+        compressed instead, so it never grows with the age of the conversation."""
+        if len(summary.split()) > META_SUMMARY_WORD_LIMIT:
+            return True
+        cap = self._budget.summary_tokens if self._budget is not None else 0
+        return cap > 0 and self.estimator.tokens(len(summary)) > cap
+
     async def _maybe_meta_consolidate(self, summary: str, *, session: str = "") -> str:
-        """Compress a summary longer than 600 words; keep it as it is if that fails."""
-        if len(summary.split()) <= META_SUMMARY_WORD_LIMIT:
+        """Compress a summary that is too long (`_summary_too_long`); keep it as it is if
+        that fails."""
+        if not self._summary_too_long(summary):
             return summary
         prompt = _META_CONSOLIDATION_PROMPT.format(
             summary=summary, sentences=META_SUMMARY_SENTENCES
