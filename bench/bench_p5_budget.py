@@ -15,7 +15,6 @@ vary with the random result size; both are printed).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -28,6 +27,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.daemon_load import prompt_tokens
 from tests.support.fake_llm import Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 from tests.support.prompt import StaticPrompt
@@ -87,14 +87,7 @@ class Provider:
         self.turn = 0
 
     def __call__(self, body: dict[str, Any]) -> Reply:
-        chars = sum(len(m.get("content") or "") for m in body["messages"])
-        chars += sum(
-            len(c["function"]["arguments"]) + len(c["function"]["name"])
-            for m in body["messages"]
-            for c in m.get("tool_calls") or ()
-        )
-        chars += len(json.dumps(body.get("tools") or []))
-        prompt = chars // 4
+        prompt = prompt_tokens(body)
         self.prompts.append(prompt)
         first = body["messages"][0].get("content") or ""
         last = body["messages"][-1]

@@ -52,9 +52,25 @@ def household_responder(request: dict[str, Any]) -> Reply:
     return echo_responder(request)
 
 
+def prompt_tokens(request: dict[str, Any]) -> int:
+    """A chat request's prompt tokens as a 4-characters-per-token tokenizer counts them:
+    everything the provider bills as prompt, i.e. the messages' text, the tool calls' names
+    and arguments, and the tool schemas."""
+    messages = request.get("messages") or []
+    chars = sum(len(str(m.get("content") or "")) for m in messages)
+    chars += sum(
+        len(c["function"]["arguments"]) + len(c["function"]["name"])
+        for m in messages
+        for c in m.get("tool_calls") or ()
+    )
+    chars += len(json.dumps(request.get("tools") or []))
+    return chars // 4
+
+
 class QuietLLM(FakeLLM):
     """The scripted server without its request record (it would grow with every turn); it
-    keeps only the sizes of the last turns' prompts (characters), to show they stay flat."""
+    keeps only the sizes of the last turns' prompts (the messages' characters, and the whole
+    prompt in tokens: `prompt_tokens`), to show they stay flat."""
 
     last_prompt_chars = 0
     turn_prompts = 0
@@ -62,6 +78,7 @@ class QuietLLM(FakeLLM):
     def __init__(self, responder: Responder) -> None:
         super().__init__(responder=responder)
         self.recent_prompt_chars: deque[int] = deque(maxlen=RECENT_PROMPTS)
+        self.recent_prompt_tokens: deque[int] = deque(maxlen=RECENT_PROMPTS)
 
     def next_reply(self, request: dict[str, Any], key: str = "") -> Reply:
         messages = request.get("messages") or []
@@ -69,6 +86,7 @@ class QuietLLM(FakeLLM):
             self.last_prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
             self.turn_prompts += 1
             self.recent_prompt_chars.append(self.last_prompt_chars)
+            self.recent_prompt_tokens.append(prompt_tokens(request))
         return self.responder(request)
 
 
