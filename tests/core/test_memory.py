@@ -244,6 +244,24 @@ async def test_meta_consolidation_triggered_past_the_summary_share(storage: Memo
     assert system.endswith("## Conversation Summary\n\ncompressed summary")
 
 
+async def test_a_summary_past_its_share_keeps_its_newest_part_in_the_prompt(
+    storage: MemoryStore,
+) -> None:
+    """Until meta-consolidation compresses it (no model here), the prompt shows the
+    summary's end: the newest consolidation is its last part. The stored summary stays whole."""
+    manager = MemoryManager(
+        storage, None, budget=PromptBudget(context_window=100_000, summary_tokens=100)
+    )
+    whole = "old " * 400 + "the newest fact"
+    await storage.save_session_summary(S1, whole)
+    system = (await manager.build_messages(S1, "sys", "x"))[0].content or ""
+    shown = system.split("## Conversation Summary\n\n", 1)[1]
+    assert shown.startswith("[older part left out to fit the prompt budget]\n")
+    assert shown.endswith("the newest fact")
+    assert len(shown) <= 100 * manager.estimator.ratio()
+    assert await storage.load_session_summary(S1) == whole
+
+
 @pytest.mark.parametrize("summary_tokens", [1_000, 0])
 async def test_meta_consolidation_not_triggered_within_the_summary_share(
     storage: MemoryStore, summary_tokens: int

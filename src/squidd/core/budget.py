@@ -22,6 +22,7 @@ from squidd.core.models import Message
 SHRUNK_RESULT_CHARS = 300
 HEADROOM = 0.05
 _CUT_NOTE = "\n[cut to fit the prompt budget]"
+_CUT_HEAD_NOTE = "[older part left out to fit the prompt budget]\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +47,21 @@ class PromptBudget:
         return aim // 2 if tight else aim
 
 
-def cap_text(text: str, max_tokens: int, estimator: TokenEstimator) -> str:
-    """`text` cut to about `max_tokens` (0: no cap), with a note saying so."""
+def cap_text(
+    text: str, max_tokens: int, estimator: TokenEstimator, *, keep_end: bool = False
+) -> str:
+    """`text` cut to about `max_tokens` (0: no cap), with a note saying so.
+
+    `keep_end` keeps the text's end instead of its start: for a summary, whose newest
+    consolidation is its last part.
+    """
     if max_tokens <= 0 or estimator.tokens(len(text)) <= max_tokens:
         return text
-    keep = max(0, int(max_tokens * estimator.ratio()) - len(_CUT_NOTE))
-    return text[:keep] + _CUT_NOTE
+    note = _CUT_HEAD_NOTE if keep_end else _CUT_NOTE
+    keep = max(0, int(max_tokens * estimator.ratio()) - len(note))
+    if keep_end:
+        return note + (text[len(text) - keep :] if keep else "")
+    return text[:keep] + note
 
 
 def _turn_starts(messages: Sequence[Message]) -> list[int]:

@@ -232,7 +232,7 @@ class MemoryManager:
         if summary.strip():
             summary = summary.strip()
             if budget is not None:
-                summary = cap_text(summary, budget.summary_tokens, self.estimator)
+                summary = cap_text(summary, budget.summary_tokens, self.estimator, keep_end=True)
             text += f"\n\n## Conversation Summary\n\n{summary}"
         extra = "\n\n".join(part.strip() for part in extra_parts if part.strip())
         if extra:
