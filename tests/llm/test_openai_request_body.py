@@ -1,14 +1,13 @@
 """The chat request goes out as the body squidd built, the same JSON the SDK's typed
-`chat.completions.create` would send, without running the SDK's per-call parameter
-transformation (the largest CPU cost of a turn before), and with the client's auth."""
+`chat.completions.create` would send, with the key as a Bearer header, over httpx2
+without the SDK (its per-call parameter transformation and per-chunk typed models were the
+largest CPU costs of a turn; docs/performance.md)."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
 
 import httpx2
-import openai._base_client as sdk_base_client
-import openai.resources.chat.completions.completions as sdk_completions
 import pytest
 from openai._utils._transform import async_maybe_transform
 from openai.types.chat import completion_create_params
@@ -17,7 +16,8 @@ from squidd.config.sections import LLMSettings
 from squidd.core.models import Message, TextDelta, ToolCall, ToolCallsReady, ToolDefinition, Usage
 from squidd.llm.chain import ProviderChain
 from squidd.llm.openai import to_openai_message, to_openai_tool
-from tests.support.fake_llm import Reply
+from tests.support.daemon import run_python
+from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.mock_llm import MockLLM, scripted_llm
 
 pytestmark = pytest.mark.anyio
@@ -62,30 +62,42 @@ async def test_body_is_what_the_typed_create_would_send() -> None:
     assert mock.requests == [expected]
 
 
-async def test_the_sdk_parameter_transformation_is_not_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    async def refuse(*_: Any, **__: Any) -> Any:
-        raise AssertionError("the request was run through the typed-parameter transformation")
+# A model call in a fresh interpreter (this one has imported the SDK for the test above).
+CALL_PROBE = """
+import json, sys
+import anyio
+from squidd.config.sections import LLMSettings
+from squidd.core.models import Message, TextDelta
+from squidd.llm.chain import ProviderChain
 
-    monkeypatch.setattr(sdk_completions, "async_maybe_transform", refuse)
-    llm, mock = scripted_llm("ok")
-    events = [e async for e in llm.chat(CONVERSATION, TOOLS)]
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["ok"]
-    assert len(mock.requests) == 1
+async def main() -> str:
+    llm = ProviderChain(LLMSettings(base_url=sys.argv[1], model="m", api_key="sk-probe"))
+    try:
+        events = [e async for e in llm.chat([Message(role="user", content="hi")], [])]
+    finally:
+        await llm.aclose()
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+print(json.dumps([anyio.run(main), "openai" in sys.modules]))
+"""
 
 
-async def test_stream_chunks_are_read_without_building_typed_models(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Each stream chunk is read as the decoded JSON object: the SDK's per-chunk typed model
-    (`construct_type`) cost more CPU than the rest of a turn. Text, tool calls and usage
-    still arrive whole."""
+def test_a_model_call_does_not_load_the_sdk() -> None:
+    """The request and its stream go over httpx2 directly: the SDK's type tree (0.4 s and
+    22 MiB to import, and more CPU per call than the rest of the HTTP path) stays out."""
+    with FakeLLM() as llm:
+        llm.push("Hello there.")
+        probe = run_python("-c", CALL_PROBE, llm.base_url)
+        keys = list(llm.keys)
+    assert probe.returncode == 0, probe.stderr
+    text, sdk_loaded = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert text == "Hello there."
+    assert sdk_loaded is False
+    assert keys == ["sk-probe"]
 
-    def refuse(*_: Any, **__: Any) -> Any:
-        raise AssertionError("a stream chunk was built as a typed SDK model")
 
-    monkeypatch.setattr(sdk_base_client, "construct_type", refuse)
+async def test_stream_chunks_arrive_whole() -> None:
+    """Text, tool calls and usage read from the chunks as plain JSON arrive whole."""
     call = Reply(content="Checking.", tool_calls=[("get_weather", {"city": "Paris"})])
     call.usage = (120, 8, 100)
     llm, _ = scripted_llm(call)

@@ -13,7 +13,6 @@ re-raised as it is so it reaches the turn's crash handling instead of a retry lo
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,90 +20,26 @@ import httpx2
 import openai
 from openai import _exceptions as openai_exceptions
 
-from squidd.errors import (
-    LLMContextOverflowError,
-    LLMCredentialsError,
-    LLMError,
-    LLMRateLimitedError,
-    LLMRejectedError,
-    LLMUnavailableError,
-)
-from squidd.llm import causes
+from squidd.errors import LLMError, LLMUnavailableError
+from squidd.llm import causes, status
 
 __all__ = ["CAUGHT", "TABLE", "translate"]
 
 Translate = Callable[[Any, str], LLMError]
 """(the library's exception, the model asked) -> the squidd error."""
 
-_RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-_NEXT_MODEL_STATUSES = frozenset({400, 404, 422})
-_OVERFLOW_HINTS = ("context_length_exceeded", "maximum context length", "context length")
-
-
-def _is_context_overflow(exc: openai.APIStatusError) -> bool:
-    if exc.status_code not in (400, 413, 422):
-        return False
-    text = f"{exc.code or ''} {exc.message}".lower()
-    return any(hint in text for hint in _OVERFLOW_HINTS)
-
-
-def _seconds(value: str) -> float | None:
-    """A wait as servers write it: "7", "0.5", or OpenAI's reset form "1m30s" / "250ms"."""
-    text = value.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(number) * scale[unit] for number, unit in parts)
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    """The wait the server named: `Retry-After` (seconds; a date is not honoured),
-    `retry-after-ms`, else the later of the rate-limit resets (`x-ratelimit-reset-*`)."""
-    headers = exc.response.headers
-    if (value := headers.get("retry-after-ms")) is not None:
-        millis = _seconds(value)
-        if millis is not None:
-            return millis / 1000
-    if (value := headers.get("retry-after")) is not None:
-        return _seconds(value)
-    resets = [
-        wait
-        for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
-        if (value := headers.get(name)) is not None and (wait := _seconds(value)) is not None
-    ]
-    return max(resets) if resets else None
-
-
-def _is_quota(exc: openai.APIStatusError) -> bool:
-    text = f"{exc.code or ''} {getattr(exc, 'type', '') or ''} {exc.message}".lower()
-    return "insufficient_quota" in text or "quota" in text
-
 
 def _status(exc: openai.APIStatusError, model: str) -> LLMError:
-    status = exc.status_code
-    if _is_context_overflow(exc):
-        # No retry and no fallback model helps: the caller must send less.
-        return LLMContextOverflowError(f"the request is longer than model {model}'s context window")
-    if status == 429:
-        quota = _is_quota(exc)
-        reason = "quota exhausted (HTTP 429)" if quota else "rate limited (HTTP 429)"
-        return LLMRateLimitedError(reason, retry_after_s=_retry_after(exc), quota=quota)
-    if status in _RETRY_STATUSES or status >= 500:
-        return LLMUnavailableError(f"HTTP {status}", retry_after_s=_retry_after(exc))
-    if status in _NEXT_MODEL_STATUSES:
-        return LLMRejectedError(f"rejected by model {model} (HTTP {status})")
-    return LLMRejectedError(f"rejected (HTTP {status})")
-
-
-def _credentials(exc: openai.APIStatusError, model: str) -> LLMError:
-    return LLMCredentialsError(
-        f"the model endpoint rejected the credentials (HTTP {exc.status_code})"
+    """A status error, worded as the chat request words the same answer (llm/status.py)."""
+    kind = getattr(exc, "type", None)
+    answer = status.ErrorAnswer(
+        exc.status_code,
+        exc.response.headers,
+        exc.code,
+        kind if isinstance(kind, str) else None,
+        exc.message,
     )
+    return status.error_of(answer, model)
 
 
 def _connection(exc: openai.APIConnectionError, model: str) -> LLMError:
@@ -137,8 +72,8 @@ _OPENAI: dict[type[BaseException], Translate | None] = {
     openai.UnprocessableEntityError: _status,
     openai.RateLimitError: _status,
     openai.InternalServerError: _status,
-    openai.AuthenticationError: _credentials,
-    openai.PermissionDeniedError: _credentials,
+    openai.AuthenticationError: _status,
+    openai.PermissionDeniedError: _status,
     openai.APIConnectionError: _connection,
     openai.APITimeoutError: _timeout,
     openai.APIResponseValidationError: _broken_response,

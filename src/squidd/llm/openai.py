@@ -1,6 +1,7 @@
-"""One request to any OpenAI-compatible chat endpoint, over `openai.AsyncOpenAI`
-(`EndpointClient`: one base URL, one key); the chain of providers (llm/chain.py) decides
-what to try next when it fails.
+"""One request to any OpenAI-compatible chat endpoint (`EndpointClient`: one base URL, one
+key), sent over httpx2 as the endpoint's documented HTTP API (`POST {base_url}/chat/completions`
+with `"stream": true`); the chain of providers (llm/chain.py) decides what to try next when
+it fails.
 
 It streams and assembles tool calls from their deltas (the first delta of a call assigns
 its `id` and `name`, later ones only append `arguments`; servers that repeat `id`/`name` in
@@ -9,31 +10,35 @@ the provider's count as a `Usage` event at the end of the response (providers th
 yield none). A broken stream (an error event after a 200, a garbled event) leaves as an
 error like any other failure.
 
-The request goes out through the client's own `post` with a body already in the wire format
-(`to_openai_message`/`to_openai_tool` build it), not through `chat.completions.create`: that
-method walks every message and tool schema through the SDK's typed-parameter transformation
-on each call, which cost more CPU than the rest of a turn. `post` keeps what `create` gives:
-the client's auth, timeouts, error types and its `AsyncStream` (SSE decoding, error events
-inside a 200 raised as `APIError`, the response closed at the end). The stream is
-`AsyncStream[object]`, the SDK's own untyped cast: each chunk arrives as the decoded JSON
-object and is read here as a plain dict, because building a pydantic `ChatCompletionChunk`
-per chunk (`construct_type`) was the largest CPU item left in a turn.
+Why not the `openai` SDK: it cost more CPU per call than the rest of a turn's HTTP path (its
+request options, auth and retry layers, its SSE decoder, a drain per response) and 0.4 s and
+22 MiB to import at the first call (docs/performance.md, "The model call's HTTP path"). The
+request here is the body squidd built (`to_openai_message`/`to_openai_tool`), serialised
+once; the answer is read as plain JSON, one event at a time (`_Events`), and each chunk as
+a plain dict. What the SDK gave is kept: the Bearer key, the timeouts on every request, no
+retry of its own, the response closed however the reading ends (the rest of a finished
+body read first, briefly, so the connection goes back to the pool), and its errors'
+meaning: an error answer is worded by llm/status.py (the SDK's table hands its status errors
+there too); a network failure or timeout, before the answer or during it, by
+llm/causes.py; an error event or a garbled one as a broken stream. No message carries the
+API key.
 
-openai's and httpx2's errors become `squidd.errors` types through the adapter's table
-(`squidd.llm.errors`); no message carries the API key.
-
-The SDK is imported, and its client built, at an endpoint's first request: `import openai`
-loads its whole type tree and aiohttp, about 0.4 s and 22 MiB, which a daemon that has not
-answered yet does not need (docs/performance.md).
+Each endpoint keeps its own connection pool (one `httpx2.AsyncClient`, built at its first
+request: a client makes a TLS context, 70-120 ms), as large as the SDK's was: a shared
+default pool of 20 connections cost fifty turns at once +17% CPU.
 """
 
 from __future__ import annotations
 
+import json
+import ssl
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import anyio
+import anyio.lowlevel
 import httpx2
 
 from squidd.core.models import (
@@ -46,10 +51,8 @@ from squidd.core.models import (
     Usage,
 )
 from squidd.errors import LLMUnavailableError
+from squidd.llm import causes, status
 from squidd.text import clean_text
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 
 def to_openai_message(message: Message) -> dict[str, Any]:
@@ -105,6 +108,17 @@ class RequestOptions:
     max_tokens: int | None = None
 
 
+_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+"""The SDK's own pool size: fifty turns at once keep their connections alive."""
+
+_DRAIN_S = 0.1
+"""How long the rest of a body after `[DONE]` is read before the connection is dropped."""
+
+_NETWORK = (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream)
+"""A network failure or timeout, before the answer or while it streams (the SDK wrapped the
+same as its connection and timeout errors); any other exception is a defect, raised as it is."""
+
+
 class EndpointClient:
     """One OpenAI-compatible endpoint with one key: one request at a time, no retry (the
     chain, llm/chain.py, decides what happens after a failure)."""
@@ -119,30 +133,37 @@ class EndpointClient:
         http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         self.base_url = base_url
-        self._api_key = api_key
+        self._url = httpx2.URL(base_url.rstrip("/") + "/chat/completions")
+        self._own_headers = {
+            "Authorization": f"Bearer {api_key or 'not-needed'}",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+        }
+        self._headers: httpx2.Headers | None = None
         self._timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
+        self._extensions = {"timeout": self._timeout.as_dict()}
         self._http_client = http_client
-        self._built: AsyncOpenAI | None = None
 
-    def _client(self) -> AsyncOpenAI:
-        """The SDK's client, built at the first request (the module says why)."""
-        if self._built is None:
-            from openai import AsyncOpenAI
-
-            self._built = AsyncOpenAI(
-                api_key=self._api_key or "not-needed",
-                base_url=self.base_url,
-                timeout=self._timeout,
-                max_retries=0,  # retries are the chain's: they must not replay streamed text
-                http_client=self._http_client,
+    def _request(self, body: bytes) -> tuple[httpx2.AsyncClient, httpx2.Request]:
+        """The endpoint's client (with its pool, built at the first request: the module
+        says why) and the request. The request is built here, not by `build_request`, which
+        parses the URL and merges headers, cookies and timeouts anew each time; the
+        client's own default headers were merged once."""
+        client = self._http_client
+        if client is None:
+            client = self._http_client = httpx2.AsyncClient(
+                timeout=self._timeout, limits=_LIMITS, follow_redirects=True
             )
-        return self._built
+        if self._headers is None:
+            self._headers = httpx2.Headers({**client.headers, **self._own_headers})
+        request = httpx2.Request(
+            "POST", self._url, headers=self._headers, content=body, extensions=self._extensions
+        )
+        return client, request
 
     async def aclose(self) -> None:
-        if self._built is not None:
-            await self._built.close()
-        elif self._http_client is not None:
-            await self._http_client.aclose()  # what the SDK's close would have done
+        if self._http_client is not None:
+            await self._http_client.aclose()
 
     async def stream(
         self,
@@ -152,35 +173,26 @@ class EndpointClient:
         options: RequestOptions,
     ) -> AsyncIterator[LLMEvent]:
         """One request to one model: its text as it streams, then its tool calls and usage.
-        A failure leaves as the squidd error the adapter's table names (`squidd.llm.errors`)."""
-        from openai import AsyncStream
-        from openai.types.chat import ChatCompletion
-
-        from squidd.llm import errors  # its table names the SDK's classes
-
+        A failure leaves as the squidd error that says what to do (the module says which)."""
         slots: dict[int, _CallSlot] = {}
         usage: list[Usage] = []
-        client = self._client()
+        client, request = self._request(_encode(_body(model, messages, tools, options)))
         try:
-            stream = await client.post(
-                "/chat/completions",
-                body=_body(model, messages, tools, options),
-                cast_to=ChatCompletion,
-                options={"security": {"bearer_auth": True}},
-                stream=True,
-                # `object`: each chunk is the decoded JSON as the server sent it; the SDK
-                # skips building a typed model per chunk (see the module docstring).
-                stream_cls=AsyncStream[object],
-            )
-            async with stream:  # the response is closed however the reading ends
-                async for chunk in stream:
-                    for text in _read_chunk(model, chunk, slots, usage):
+            response = await client.send(request, stream=True)
+            try:
+                if response.status_code >= 400:
+                    await response.aread()
+                    answer = status.ErrorAnswer.parse(
+                        response.status_code, response.headers, response.text.strip()
+                    )
+                    raise status.error_of(answer, model)
+                async for data in _events(response):
+                    for text in _read_chunk(model, data, slots, usage):
                         yield text
-        except errors.CAUGHT as exc:
-            error = errors.translate(exc, model)
-            if error is None:
-                raise  # a defect, not the endpoint's doing: no retry can help
-            raise error from None
+            finally:
+                await response.aclose()
+        except _NETWORK as exc:
+            raise LLMUnavailableError(causes.describe(exc)) from None
         if slots:
             calls = tuple(
                 ToolCall(
@@ -193,6 +205,79 @@ class EndpointClient:
             yield ToolCallsReady(calls)
         if usage:
             yield usage[-1]
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """The request's one serialisation (ASCII: a lone surrogate cannot break it)."""
+    return json.dumps(body).encode()
+
+
+async def _events(response: httpx2.Response) -> AsyncIterator[object]:
+    """The decoded `data` of each server-sent event until `[DONE]` or the body's end.
+
+    Lines end in LF, CRLF or CR (a CR at a chunk's end waits for the next chunk: it may be
+    half of a CRLF); a blank line ends an event; `event:`, `id:` and `retry:` fields and
+    comments are ignored (a chat stream's events are told apart by their data), and so is
+    an event without data (a keep-alive). An event whose data is not JSON is a broken
+    stream; so is a JSON object with an `error` (proxies report overload so after a 200)."""
+    pending = b""
+    data: list[bytes] = []
+    # The raw bytes when they are not compressed: no decoder between the socket and here
+    # (a response whose body is already read, as a test's, serves it through aiter_bytes).
+    plain = (
+        response.headers.get("content-encoding", "identity") == "identity"
+        and not response.is_stream_consumed
+    )
+    async for chunk in response.aiter_raw() if plain else response.aiter_bytes():
+        lines = (pending + chunk).splitlines(keepends=True)
+        pending = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+        for raw in _complete(lines, data):
+            if raw.startswith(b"[DONE]"):
+                await _drain(response)
+                return
+            yield _decoded(raw)
+    for raw in _complete([pending] if pending.endswith(b"\r") else [], data):
+        if not raw.startswith(b"[DONE]"):
+            yield _decoded(raw)
+
+
+def _complete(lines: list[bytes], data: list[bytes]) -> list[bytes]:
+    """The data of each event these whole lines end; `data` keeps an unfinished one's."""
+    ended: list[bytes] = []
+    for line in lines:
+        line = line.rstrip(b"\r\n")
+        if line:
+            field, _, value = line.partition(b":")
+            if field == b"data":
+                data.append(value[1:] if value.startswith(b" ") else value)
+        elif data:
+            ended.append(b"\n".join(data))
+            data.clear()
+    return ended
+
+
+def _decoded(raw: bytes) -> object:
+    try:
+        decoded = json.loads(raw)
+    except ValueError:  # not JSON, or not UTF-8
+        raise LLMUnavailableError("broken stream (unreadable event)") from None
+    if isinstance(decoded, dict) and decoded.get("error"):
+        raise LLMUnavailableError("broken stream (error event)")
+    return decoded
+
+
+async def _drain(response: httpx2.Response) -> None:
+    """Read what follows `[DONE]` (usually nothing), so an HTTP/1.1 connection can be kept;
+    a server that holds the body open loses the connection after `_DRAIN_S`."""
+    stream = response.stream
+    if response.http_version != "HTTP/1.1" or not isinstance(stream, httpx2.AsyncByteStream):
+        return
+    try:
+        with anyio.move_on_after(_DRAIN_S):
+            async for _ in stream:
+                await anyio.lowlevel.checkpoint()
+    except (*_NETWORK, httpx2.StreamConsumed):
+        pass  # the answer is whole: what the server does after it is no failure
 
 
 def _body(
