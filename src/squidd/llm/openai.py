@@ -11,17 +11,17 @@ yield none). A broken stream (an error event after a 200, a garbled event) leave
 error like any other failure.
 
 Why not the `openai` SDK: it cost more CPU per call than the rest of a turn's HTTP path (its
-request options, auth and retry layers, its SSE decoder, a drain per response) and 0.4 s and
-22 MiB to import at the first call (docs/performance.md, "The model call's HTTP path"). The
-request here is the body squidd built (`to_openai_message`/`to_openai_tool`), serialised
-once; the answer is read as plain JSON, one event at a time (`_Events`), and each chunk as
-a plain dict. What the SDK gave is kept: the Bearer key, the timeouts on every request, no
-retry of its own, the response closed however the reading ends (the rest of a finished
-body read first, briefly, so the connection goes back to the pool), and its errors'
-meaning: an error answer is worded by llm/status.py (the SDK's table hands its status errors
-there too); a network failure or timeout, before the answer or during it, by
-llm/causes.py; an error event or a garbled one as a broken stream. No message carries the
-API key.
+request options, auth and retry layers, its SSE decoder, a drain per response), and its
+import cost the first call 0.6-0.9 s and 35 MiB of resident memory (docs/performance.md,
+"The model call's HTTP path"). The request here is the body squidd built
+(`to_openai_message`/`to_openai_tool`), serialised once; the answer is read as plain JSON,
+one event at a time (`_events`), and each chunk as a plain dict. What the SDK gave is kept:
+the Bearer key, the timeouts on every request, no retry of its own, the response closed
+however the reading ends (the rest of a finished body read first, briefly, so the connection
+goes back to the pool), and its errors' meaning: an error answer is worded by llm/status.py;
+a network failure or timeout, before the answer or during it, through the adapter's table
+(llm/errors.py) by llm/causes.py, as the SDK's connection and timeout errors were; an error
+event or a garbled one as a broken stream. No message carries the API key.
 
 Each endpoint keeps its own connection pool (one `httpx2.AsyncClient`, built at its first
 request: a client makes a TLS context, 70-120 ms), as large as the SDK's was: a shared
@@ -31,7 +31,6 @@ default pool of 20 connections cost fifty turns at once +17% CPU.
 from __future__ import annotations
 
 import json
-import ssl
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ from squidd.core.models import (
     Usage,
 )
 from squidd.errors import LLMUnavailableError
-from squidd.llm import causes, status
+from squidd.llm import errors, status
 from squidd.text import clean_text
 
 
@@ -113,10 +112,6 @@ _LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 
 _DRAIN_S = 0.1
 """How long the rest of a body after `[DONE]` is read before the connection is dropped."""
-
-_NETWORK = (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream)
-"""A network failure or timeout, before the answer or while it streams (the SDK wrapped the
-same as its connection and timeout errors); any other exception is a defect, raised as it is."""
 
 
 class EndpointClient:
@@ -191,8 +186,11 @@ class EndpointClient:
                         yield text
             finally:
                 await response.aclose()
-        except _NETWORK as exc:
-            raise LLMUnavailableError(causes.describe(exc)) from None
+        except errors.CAUGHT as exc:
+            error = errors.translate(exc)
+            if error is None:
+                raise  # a defect, not the endpoint's doing: no retry can help
+            raise error from None
         if slots:
             calls = tuple(
                 ToolCall(
@@ -276,7 +274,7 @@ async def _drain(response: httpx2.Response) -> None:
         with anyio.move_on_after(_DRAIN_S):
             async for _ in stream:
                 await anyio.lowlevel.checkpoint()
-    except (*_NETWORK, httpx2.StreamConsumed):
+    except errors.CAUGHT:
         pass  # the answer is whole: what the server does after it is no failure
 
 

@@ -3,12 +3,11 @@
 `list_models` asks the endpoint which models it serves (`GET /models`); `one_token` makes one
 chat request for a single token through the same adapter the daemon uses, with no retry and
 no fallback model, so what it reports is what the first turn would meet. Both raise the
-adapter's error types (`squidd.llm.errors`): a refused key is `LLMCredentialsError`.
+adapter's error types (llm/errors.py, llm/status.py): a refused key is `LLMCredentialsError`.
 
-`squidd run` lists the models at every start, so the list is first asked for over plain
-httpx2: an endpoint that answers with its list, or cannot be reached, never loads the
-openai SDK (0.4 s and 22 MiB, docs/performance.md). Any other answer is asked again through
-the SDK, whose error table words it as a turn would meet it.
+`squidd run` lists the models at every start, over plain httpx2 like a turn's request (the
+openai SDK, 0.4 s and 22 MiB, is not loaded, docs/performance.md): an error answer is worded
+by llm/status.py and a failure to connect by llm/causes.py, as a turn would meet them.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import httpx2
 from squidd.config.sections import LLMSettings
 from squidd.core.models import Message, TextDelta
 from squidd.errors import LLMUnavailableError
-from squidd.llm import causes
+from squidd.llm import causes, status
 from squidd.llm.openai import EndpointClient, RequestOptions, to_openai_message
 
 __all__ = ["list_models", "one_token", "one_token_at"]
@@ -47,11 +46,16 @@ async def list_models(settings: LLMSettings) -> list[str] | None:
     listed = _ids(response)
     if listed is not None:
         return listed
-    return await _list_through_sdk(settings, api_key, timeout)
+    if response.is_error:
+        answer = status.ErrorAnswer.parse(
+            response.status_code, response.headers, response.text.strip()
+        )
+        raise status.error_of(answer, settings.model)
+    raise LLMUnavailableError(f"broken response (HTTP {response.status_code}: no model list)")
 
 
 def _ids(response: httpx2.Response) -> list[str] | None:
-    """The ids of a 2xx model list; None for any other answer (the SDK words it)."""
+    """The ids of a 2xx model list; None for any other answer."""
     if not response.is_success:
         return None
     try:
@@ -65,28 +69,6 @@ def _ids(response: httpx2.Response) -> list[str] | None:
     if len(ids) != len(data) or not all(isinstance(i, str) for i in ids):
         return None
     return [str(i) for i in ids]
-
-
-async def _list_through_sdk(
-    settings: LLMSettings, api_key: str, limits: httpx2.Timeout
-) -> list[str] | None:
-    from openai import AsyncOpenAI
-
-    from squidd.llm import errors
-
-    client = AsyncOpenAI(api_key=api_key, base_url=settings.base_url, timeout=limits, max_retries=0)
-    try:
-        page = await client.models.list()
-        return [model.id async for model in page]
-    except errors.CAUGHT as exc:
-        if getattr(exc, "status_code", None) in _NO_LIST:
-            return None
-        error = errors.translate(exc, settings.model)
-        if error is None:
-            raise
-        raise error from None
-    finally:
-        await client.close()
 
 
 async def one_token(settings: LLMSettings) -> str:

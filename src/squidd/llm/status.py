@@ -7,8 +7,9 @@
 says the context is too long): no retry and no other model helps. A 429 carries the wait
 the server named and whether the account's quota, not a rate, ran out.
 
-The chat request (llm/openai.py) reads its error answers here; the SDK's error table
-(llm/errors.py) hands its status errors here too, so both word a failure the same way.
+The chat request (llm/openai.py) and the model list (llm/probe.py) read their error answers
+here, so both word a failure the same way; the message is built as OpenAI's SDK built it,
+so what the context-overflow and quota hints look for is where it was.
 """
 
 from __future__ import annotations
