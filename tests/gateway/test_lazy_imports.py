@@ -75,6 +75,30 @@ def test_a_matrix_daemon_built_holds_no_reply_libraries_yet(tmp_path: Path) -> N
     assert json.loads(probe.stdout.strip().splitlines()[-1]) == ["aiohttp", "h2", "nio"]
 
 
+def test_an_email_daemon_built_holds_no_reply_or_html_libraries_yet(tmp_path: Path) -> None:
+    """markdown-it and nh3 (a reply's HTML part) wait for the first reply, html2text for the
+    first mail without a text part."""
+    email = {
+        "enabled": True,
+        "address": "bot@localhost",
+        "username": "bot@localhost",
+        "password": "not-used",
+        "imap_host": "127.0.0.1",
+        "imap_port": 9,
+        "smtp_host": "127.0.0.1",
+        "smtp_port": 9,
+        "allowed_senders": ["owner@localhost"],
+        "trusted_authserv_id": "mx.localhost",
+    }
+    config = write_daemon_config(
+        tmp_path, "http://127.0.0.1:9/v1", api_key="sk-lazy-imports", email=email
+    )
+    libraries = [*LAZY, "markdown_it", "nh3", "html2text", "squidd.channels.email.channel"]
+    probe = run_python("-c", PROBE, str(config), json.dumps(libraries))
+    assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout.strip().splitlines()[-1]) == ["squidd.channels.email.channel"]
+
+
 def test_the_model_check_at_start_does_not_load_the_sdk(tmp_path: Path) -> None:
     with FakeLLM() as llm:
         config = write_daemon_config(tmp_path, llm.base_url, api_key="sk-lazy-imports")
