@@ -69,10 +69,71 @@ def test_a_matrix_daemon_built_holds_no_reply_libraries_yet(tmp_path: Path) -> N
     config = write_daemon_config(
         tmp_path, "http://127.0.0.1:9/v1", api_key="sk-lazy-imports", matrix=matrix
     )
-    libraries = [*LAZY, "markdown_it", "nh3", "nio"]
+    libraries = [*LAZY, "markdown_it", "nh3", "nio", "cryptography"]
     probe = run_python("-c", PROBE, str(config), json.dumps(libraries))
     assert probe.returncode == 0, probe.stderr
     assert json.loads(probe.stdout.strip().splitlines()[-1]) == ["aiohttp", "h2", "nio"]
+
+
+def test_an_email_daemon_built_holds_no_reply_or_html_libraries_yet(tmp_path: Path) -> None:
+    """markdown-it and nh3 (a reply's HTML part) wait for the first reply, html2text for the
+    first mail without a text part."""
+    email = {
+        "enabled": True,
+        "address": "bot@localhost",
+        "username": "bot@localhost",
+        "password": "not-used",
+        "imap_host": "127.0.0.1",
+        "imap_port": 9,
+        "smtp_host": "127.0.0.1",
+        "smtp_port": 9,
+        "allowed_senders": ["owner@localhost"],
+        "trusted_authserv_id": "mx.localhost",
+    }
+    config = write_daemon_config(
+        tmp_path, "http://127.0.0.1:9/v1", api_key="sk-lazy-imports", email=email
+    )
+    libraries = [*LAZY, "markdown_it", "nh3", "html2text", "squidd.channels.email.channel"]
+    probe = run_python("-c", PROBE, str(config), json.dumps(libraries))
+    assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout.strip().splitlines()[-1]) == ["squidd.channels.email.channel"]
+
+
+# What the Matrix channel's start does with its identity (load the keys from their seeds,
+# sign the device, open and store secrets) and what a file in an encrypted room takes.
+IDENTITY_PROBE = """
+import json, secrets, sys
+import anyio
+from squidd.channels.matrix import attachments
+from squidd.channels.matrix.identity import secret_storage
+from squidd.channels.matrix.identity.cross_signing import CrossSigningKeys
+from squidd.channels.matrix.identity.signed_json import verify
+
+keys = CrossSigningKeys.from_seeds(CrossSigningKeys.generate().seeds())
+signed = keys.sign_device("@bot:localhost", {"device_id": "D", "keys": {}})
+checked = verify(signed, "@bot:localhost", keys.self_signing.key_id, keys.self_signing.public)
+storage = secrets.token_bytes(32)
+opened = secret_storage.decrypt(storage, "m", secret_storage.encrypt(storage, "m", b"seed"))
+encryptor = attachments.Encryptor(attachments.AttachmentKey.fresh())
+ciphertext = encryptor.update(b"file")
+
+async def chunks():
+    yield ciphertext
+
+async def plain():
+    return b"".join([c async for c in attachments.decrypt(chunks(), encryptor.file_info())])
+
+print(json.dumps([checked, opened == b"seed", anyio.run(plain) == b"file",
+                  "cryptography" in sys.modules]))
+"""
+
+
+def test_the_matrix_identity_and_attachments_do_not_load_cryptography() -> None:
+    """Ed25519, AES-CTR and HKDF come from PyCryptodome, which nio loads anyway: the
+    `cryptography` package would add 6 MiB to every Matrix daemon's resident set."""
+    probe = run_python("-c", IDENTITY_PROBE)
+    assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout.strip().splitlines()[-1]) == [True, True, True, False]
 
 
 def test_the_model_check_at_start_does_not_load_the_sdk(tmp_path: Path) -> None:

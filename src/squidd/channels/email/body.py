@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 
-import html2text
 import structlog
 
 from squidd.channels.email.charsets import body_text, decode, header_text, printable, to_bytes
@@ -157,6 +156,8 @@ def _is_attachment(part: Message) -> bool:
 
 
 def _html_to_text(html: str) -> str:
+    import html2text  # only a mail without a text part needs it (docs/performance.md)
+
     converter = html2text.HTML2Text()
     converter.body_width = 0
     converter.ignore_images = True

@@ -25,12 +25,14 @@ from datetime import UTC, datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
-
-import nh3
-from markdown_it import MarkdownIt
+from functools import cache
+from typing import TYPE_CHECKING
 
 from squidd.channels.email.charsets import printable
 from squidd.channels.email.headers import valid_msgids
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 _RE_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 _MAX_REFERENCES = 20
@@ -38,8 +40,15 @@ _MAX_SUBJECT = 200
 _UNFOLDED = 78 - len("Subject: ")
 _WORD_BYTES = 39  # 52 base64 characters: `Subject: ` and the word stay within 78 (no refold)
 
-_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-_markdown.enable(["table", "strikethrough"])
+
+@cache
+def _markdown() -> MarkdownIt:
+    """Built at the first reply: markdown-it (and nh3) load then, not at the channel's start
+    (docs/performance.md)."""
+    from markdown_it import MarkdownIt
+
+    markdown = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    return markdown.enable(["table", "strikethrough"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +122,9 @@ def derived_message_id(inbound_message_id: str, domain: str) -> str:
 
 
 def render_html(markdown_text: str) -> str:
-    body = nh3.clean(_markdown.render(markdown_text))
+    import nh3
+
+    body = nh3.clean(_markdown().render(markdown_text))
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"></head><body>\n{body}</body></html>\n'
     )

@@ -3,8 +3,9 @@
 The file is AES-256-CTR encrypted with a fresh key and a 16-byte IV whose lower 64 bits
 (the counter) start at zero; the SHA-256 of the ciphertext is taken as it goes. The event's
 `file` carries the key as a JSON Web Key (URL-safe unpadded base64), the IV and the hash
-(standard unpadded base64). AES from `cryptography`, base64 from `unpaddedbase64`: each
-chunk passes through once, so no file ever sits whole in memory here.
+(standard unpadded base64). AES from PyCryptodome (nio's own attachments use it, so it is
+loaded with the channel anyway), base64 from `unpaddedbase64`: each chunk passes through
+once, so no file ever sits whole in memory here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from Crypto.Cipher import AES
 from unpaddedbase64 import decode_base64, encode_base64
 
 _BLOCK = 16
@@ -44,12 +45,13 @@ class Encryptor:
 
     def __init__(self, key: AttachmentKey) -> None:
         self._key = key
-        self._cipher = Cipher(algorithms.AES(key.key), modes.CTR(key.iv)).encryptor()
+        # The whole 16-byte IV is the initial counter block, as the spec counts.
+        self._cipher = AES.new(key.key, AES.MODE_CTR, nonce=b"", initial_value=key.iv)
         self._sha256 = hashlib.sha256()
         self.length = 0
 
     def update(self, chunk: bytes) -> bytes:
-        out = self._cipher.update(chunk)
+        out = self._cipher.encrypt(chunk)
         self._sha256.update(out)
         self.length += len(out)
         return out
@@ -94,7 +96,7 @@ async def decrypt(chunks: AsyncIterator[bytes], file: Mapping[str, Any]) -> Asyn
     IV's lower 64 bits (senders start it at zero) is refused rather than carried."""
     key, expected = _parse(file)
     first_block = int.from_bytes(key.iv[8:], "big")
-    cipher = Cipher(algorithms.AES(key.key), modes.CTR(key.iv)).decryptor()
+    cipher = AES.new(key.key, AES.MODE_CTR, nonce=b"", initial_value=key.iv)
     digest = hashlib.sha256()
     pending = b""
     seen = 0
@@ -105,7 +107,7 @@ async def decrypt(chunks: AsyncIterator[bytes], file: Mapping[str, Any]) -> Asyn
         digest.update(chunk)
         if pending:
             yield pending
-        pending = cipher.update(chunk)
+        pending = cipher.decrypt(chunk)
     if digest.digest() != expected:
         raise AttachmentError("the file does not match its hash")
     if pending:

@@ -16,16 +16,17 @@ The secrets are the unpadded base64 of each private key's seed, as Element write
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import secrets
 import string
 from collections.abc import Mapping
 from typing import Any
 
 import base58
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, hmac
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from Crypto.Cipher import AES
+from Crypto.Hash import SHA256
+from Crypto.Protocol.KDF import HKDF
 from unpaddedbase64 import encode_base64
 
 from squidd.channels.matrix.identity.api import MatrixApi
@@ -80,15 +81,18 @@ def decode_recovery_key(text: str) -> bytes:
 # --- encrypting one secret ------------------------------------------------------------------
 
 
+# AES-CTR and HKDF from PyCryptodome, which nio loads anyway (not `cryptography`: 6 MiB more
+# resident memory at every start, docs/performance.md); HMAC from the standard library.
+
+
 def _derive(key: bytes, name: str) -> tuple[bytes, bytes]:
-    okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=bytes(32), info=name.encode()).derive(key)
+    okm = HKDF(key, 64, bytes(32), SHA256, context=name.encode())
+    assert isinstance(okm, bytes)  # noqa: S101 - one key asked for: bytes, not a tuple
     return okm[:32], okm[32:]
 
 
-def _mac(mac_key: bytes, data: bytes) -> hmac.HMAC:
-    tag = hmac.HMAC(mac_key, hashes.SHA256())
-    tag.update(data)
-    return tag
+def _mac(mac_key: bytes, data: bytes) -> bytes:
+    return hmac.digest(mac_key, data, hashlib.sha256)
 
 
 def _b64(data: bytes) -> str:
@@ -102,12 +106,12 @@ def encrypt(key: bytes, name: str, plaintext: bytes, *, iv: bytes | None = None)
         fresh = bytearray(secrets.token_bytes(16))
         fresh[8] &= 0x7F  # bit 63 cleared: AES-CTR implementations differ on counter overflow
         iv = bytes(fresh)
-    encryptor = Cipher(algorithms.AES(aes_key), modes.CTR(iv)).encryptor()
-    ciphertext = encryptor.update(plaintext) + encryptor.finalize()
+    # The whole 16-byte IV is the initial counter block, as the spec (and Element) count.
+    ciphertext = AES.new(aes_key, AES.MODE_CTR, nonce=b"", initial_value=iv).encrypt(plaintext)
     return {
         "iv": _b64(iv),
         "ciphertext": _b64(ciphertext),
-        "mac": _b64(_mac(mac_key, ciphertext).finalize()),
+        "mac": _b64(_mac(mac_key, ciphertext)),
     }
 
 
@@ -121,12 +125,9 @@ def decrypt(key: bytes, name: str, encrypted: Mapping[str, Any]) -> bytes:
         raise SecretStorageError(f"the stored secret {name} is damaged") from None
     if len(iv) != 16:
         raise SecretStorageError(f"the stored secret {name} is damaged")
-    try:
-        _mac(mac_key, ciphertext).verify(mac)
-    except InvalidSignature:
-        raise SecretStorageError(f"the recovery key does not open the secret {name}") from None
-    decryptor = Cipher(algorithms.AES(aes_key), modes.CTR(iv)).decryptor()
-    return decryptor.update(ciphertext) + decryptor.finalize()
+    if not hmac.compare_digest(_mac(mac_key, ciphertext), mac):
+        raise SecretStorageError(f"the recovery key does not open the secret {name}")
+    return AES.new(aes_key, AES.MODE_CTR, nonce=b"", initial_value=iv).decrypt(ciphertext)
 
 
 def key_description(key: bytes, name: str = "squidd recovery key") -> dict[str, str]:

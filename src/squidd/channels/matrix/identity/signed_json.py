@@ -1,6 +1,11 @@
 """Signed JSON as the Matrix spec defines it: canonical bytes, Ed25519, unpadded base64
 (`unpaddedbase64`).
 
+Ed25519 comes from PyCryptodome, which nio loads for its own attachments anyway;
+`cryptography` would add 6 MiB to the resident set of every daemon with Matrix, since the
+keys are loaded at each start (docs/performance.md). A key is its 32-byte seed (RFC 8032),
+so a new one is 32 random bytes.
+
 A signature covers the object's canonical JSON (`canonicaljson`, the encoder Synapse uses)
 without its `signatures` and `unsigned` members, and is stored under
 `signatures[<user id>]["ed25519:<public key or device id>"]`. Cross-signing keys are named
@@ -12,18 +17,13 @@ from __future__ import annotations
 import binascii
 import copy
 import re
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from canonicaljson import encode_canonical_json
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import (
-    Encoding,
-    NoEncryption,
-    PrivateFormat,
-    PublicFormat,
-)
+from Crypto.PublicKey import ECC
+from Crypto.Signature import eddsa
 from unpaddedbase64 import decode_base64, encode_base64
 
 SEED_BYTES = 32
@@ -64,21 +64,19 @@ class SigningKey:
         if len(seed) != SEED_BYTES:
             raise ValueError("an Ed25519 seed has 32 bytes")
         self.seed = seed
-        self._private = Ed25519PrivateKey.from_private_bytes(seed)
-        raw = self._private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-        self.public = encode_base64(raw)
+        self._private = ECC.construct(curve="Ed25519", seed=seed)
+        self.public = encode_base64(self._private.public_key().export_key(format="raw"))
 
     @classmethod
     def generate(cls) -> SigningKey:
-        private = Ed25519PrivateKey.generate()
-        return cls(private.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()))
+        return cls(secrets.token_bytes(SEED_BYTES))
 
     @property
     def key_id(self) -> str:
         return f"ed25519:{self.public}"
 
     def sign_bytes(self, data: bytes) -> str:
-        return encode_base64(self._private.sign(data))
+        return encode_base64(eddsa.new(self._private, "rfc8032").sign(data))
 
     def sign(
         self, obj: Mapping[str, Any], signer: str, key_id: str | None = None
@@ -106,8 +104,8 @@ def verify(obj: Mapping[str, Any], signer: str, key_id: str, public_key: str) ->
     if not isinstance(signature, str):
         return False
     try:
-        key = Ed25519PublicKey.from_public_bytes(b64decode(public_key))
-        key.verify(b64decode(signature), canonical_bytes(obj))
-    except (ValueError, InvalidSignature, TypeError):
+        key = eddsa.import_public_key(b64decode(public_key))
+        eddsa.new(key, "rfc8032").verify(canonical_bytes(obj), b64decode(signature))
+    except (ValueError, TypeError):  # a bad signature is a ValueError
         return False
     return True
