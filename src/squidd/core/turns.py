@@ -52,6 +52,7 @@ from squidd.core.models import (
     ToolCall,
     ToolCallsReady,
     ToolDefinition,
+    TurnReads,
     Usage,
     utcnow,
 )
@@ -154,8 +155,9 @@ class TurnSteps:
             log.info("turn_reused", session=ask.session, channel=ask.channel, turn=ask.turn_id)
         return previous
 
-    async def prepare(self, ask: TurnInput, window: HistoryWindow) -> Turn:
-        """Tools, context and attachments: the turn ready for its first round."""
+    async def prepare(self, ask: TurnInput, reads: TurnReads) -> Turn:
+        """Tools, context (from what the turn read) and attachments: the turn ready for its
+        first round."""
         limits = self._services.limits
         guard = LoopGuard(
             # A sub-agent's step cap may lower the limit for its turn, never raise it.
@@ -174,18 +176,17 @@ class TurnSteps:
         )
         turn.definitions = offer(turn.tools, self._services.on_demand)
         turn.reserved = self._services.memory.estimator.tokens(tools_chars(turn.definitions))
-        turn.base_prompt = await self._services.prompt.system_prompt()
-        turn.extra_parts = ask.extra_parts
-        if self._services.prompt_parts is not None:
-            turn.extra_parts = [*await self._services.prompt_parts(), *ask.extra_parts]
+        turn.base_prompt = reads.prompt
+        turn.extra_parts = [*reads.parts, *ask.extra_parts]
         turn.context = await self._services.memory.build_messages(
             ask.session,
             turn.base_prompt,
             ask.user_message,
-            window=window,
+            window=reads.window,
             reserved_tokens=turn.reserved,
             extra_parts=turn.extra_parts,
             memory_of=ask.memory_of,
+            texts=(reads.global_memory, reads.summary),
         )
         kept_text = ask.user_message
         if ask.attachments and self._services.attachments is not None:

@@ -227,6 +227,15 @@ class JsonlStore:
     async def load_window(self, session_id: SessionId) -> HistoryWindow:
         return await anyio.to_thread.run_sync(self._load_window_sync, session_id)
 
+    def read_turn_sync(
+        self, session_id: SessionId, person: str | None
+    ) -> tuple[HistoryWindow, str, str]:
+        """The window, MEMORY.md (shared, or `person`'s own) and the summary, for a reader
+        that reads a turn's inputs in one worker-thread call (gateway/turn_reads.py)."""
+        window = self._load_window_sync(session_id)
+        global_memory = _read_memory_text(self.memory_path(person))
+        return window, global_memory, _read_memory_text(self.summary_path(session_id))
+
     async def load_consolidated_cursor(self, session_id: SessionId) -> int:
         meta = await anyio.to_thread.run_sync(self._read_meta, session_id)
         return meta.cursor
