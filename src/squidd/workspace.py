@@ -62,12 +62,14 @@ class WorkspacePrompt:
         self._cache: tuple[tuple[_Stamp, ...], str] | None = None
 
     async def system_prompt(self) -> str:
-        return await anyio.to_thread.run_sync(self._current)
+        return await anyio.to_thread.run_sync(self.current)
 
     def invalidate(self) -> None:
         self._cache = None
 
-    def _current(self) -> str:
+    def current(self) -> str:
+        """The prompt (blocking: for a worker thread); re-read only when a file's stamp
+        moved."""
         paths = [self._workspace / name for name in self._files]
         # Stamps are taken before reading: a change during the read shows up next time.
         stamps = tuple(_stamp(path) for path in paths)

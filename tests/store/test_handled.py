@@ -116,3 +116,58 @@ async def test_a_restart_keeps_only_the_newest_entries_of_a_long_file(tmp_path: 
     assert await handled.contains("c", "m180")
     assert not await handled.contains("c", "m179")
     assert len(path.read_text().splitlines()) == 20
+
+
+async def test_a_handled_message_leaves_no_outbox_entry_or_attempt_count(tmp_path: Path) -> None:
+    """Recording a message as handled drops its outbox entry and its attempt count in the
+    same worker-thread call, after its line: a restart finds it handled, with no reply
+    left to send again and no attempts counted, and the settlement's own removals that
+    follow find nothing left to do. Another message's entries stay."""
+    from squidd.core.models import PendingReply, SessionId
+    from squidd.core.poison import message_key
+    from squidd.store.attempts import AttemptsDir
+    from squidd.store.outbox import OutboxDir
+
+    outbox, attempts = OutboxDir(tmp_path), AttemptsDir(tmp_path)
+    handled = HandledFile(tmp_path, leftovers=(outbox, attempts))
+    reply = PendingReply("c", "room", "the answer", SessionId("s"))
+    for source in ("done", "other"):
+        assert await outbox.get("c", source) is None
+        await outbox.put("c", source, reply)
+        await attempts.set(message_key("c", source), 1, "")
+
+    await handled.add("c", "done")
+
+    assert await outbox.get("c", "done") is None
+    assert await attempts.get(message_key("c", "done")) == (0, "")
+    assert await outbox.get("c", "other") == reply
+    after_restart = (OutboxDir(tmp_path), AttemptsDir(tmp_path), HandledFile(tmp_path))
+    assert await after_restart[0].sources() == [("c", "other")]
+    assert await after_restart[1].count() == 1
+    assert await after_restart[2].contains("c", "done")
+
+
+async def test_a_leftover_that_cannot_be_dropped_fails_the_record_for_a_retry(
+    tmp_path: Path,
+) -> None:
+    """A full or broken disk when the outbox entry is dropped raises `StorageError` from
+    the record (the settlement retries it); the entry is still known to be there, so the
+    retry drops it."""
+    from squidd.core.models import PendingReply, SessionId
+    from squidd.errors import StorageError
+    from squidd.store.outbox import OutboxDir
+
+    outbox = OutboxDir(tmp_path)
+    handled = HandledFile(tmp_path, leftovers=(outbox,))
+    assert await outbox.get("c", "m") is None
+    await outbox.put("c", "m", PendingReply("c", "room", "text", SessionId("s")))
+    entry = next((tmp_path / "gateway" / "outbox").glob("*.json"))
+    entry.unlink()
+    entry.mkdir()  # unlink now fails (a directory), as a broken disk would
+    with pytest.raises(StorageError):
+        await handled.add("c", "m")
+    entry.rmdir()
+    entry.write_text("{}")
+    await handled.add("c", "m")
+    assert not entry.exists()
+    assert await handled.contains("c", "m")

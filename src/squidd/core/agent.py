@@ -1,10 +1,11 @@
 """AgentLoop: one turn of conversation with tools.
 
-`run()` drives the named steps of a Turn (core/turns.py): it reads the session's history
-window once and returns the reply already given when the same message was answered before;
-otherwise `prepare` (tools: per-call `extra_tools` first, then the registry; the context
-built through the MemoryManager; attachments), then rounds (request, the model's answer, the
-tool calls it asks for) until the model answers without tools or a loop breaker
+`run()` drives the named steps of a Turn (core/turns.py): it reads what the turn needs
+once (the session's history window, the memory texts, the prompt: a `TurnReader`) and
+returns the reply already given when the same message was answered before; otherwise
+`prepare` (tools: per-call `extra_tools` first, then the registry; the context built
+through the MemoryManager; attachments), then rounds (request, the model's answer, the tool
+calls it asks for) until the model answers without tools or a loop breaker
 (core/loop_guard.py) asks it for a final answer without tools, one retry of a round after a
 context overflow, and `finish`, which appends the whole turn to the session's history once.
 A tool that fails or gets bad arguments becomes an error result the model sees; it never
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from squidd.core.models import Attachment, Inbound, SessionId
 from squidd.core.ports import LLMPort, Tool
 from squidd.core.tool_calls import DEFAULT_MAX_RESULT_CHARS
-from squidd.core.turn_services import TurnLimits, TurnServices
+from squidd.core.turn_services import SeparateReads, TurnLimits, TurnServices
 from squidd.core.turns import OnEvent, TurnInput, TurnSteps
 from squidd.errors import LLMContextOverflowError
 
@@ -32,6 +33,7 @@ class AgentLoop:
     def __init__(self, *, llm: LLMPort, services: TurnServices) -> None:
         self._llm = llm
         self._memory = services.memory
+        self._reader = services.reader or SeparateReads(services)
         self._steps = TurnSteps(services)
 
     async def run(
@@ -90,11 +92,11 @@ class AgentLoop:
             memory_of=memory_of,
         )
         steps = self._steps
-        window = await self._memory.load_window(session)
-        previous = steps.previous_reply(ask, window)
+        reads = await self._reader.read(session, memory_of)
+        previous = steps.previous_reply(ask, reads.window)
         if previous is not None:
             return previous
-        turn = await steps.prepare(ask, window)
+        turn = await steps.prepare(ask, reads)
         try:
             while not turn.done:
                 try:

@@ -152,6 +152,11 @@ class MemoryManager:
         """The session's cursor and the messages after it: what one turn works from."""
         return await self._storage.load_window(session_id)
 
+    async def load_texts(self, session_id: SessionId, memory_of: str | None) -> tuple[str, str]:
+        """MEMORY.md (the shared one, or `memory_of`'s own) and the session's summary."""
+        global_memory = await self._storage.load_global_memory(memory_of)
+        return global_memory, await self._storage.load_session_summary(session_id)
+
     async def build_messages(
         self,
         session_id: SessionId,
@@ -163,6 +168,7 @@ class MemoryManager:
         extra_parts: Sequence[str] = (),
         tight: bool = False,
         memory_of: str | None = None,
+        texts: tuple[str, str] | None = None,
     ) -> list[Message]:
         """[system + memory + summary + extra parts + warning] + history + the new message.
 
@@ -172,13 +178,15 @@ class MemoryManager:
         is the newest that fits; `reserved_tokens` (the tool schemas) count against it.
         `tight` (a retry after the provider said the context was too long) consolidates
         whatever it can and halves the budget. `memory_of` names the person whose own
-        MEMORY.md the prompt holds (memory per person); None: the shared one.
+        MEMORY.md the prompt holds (memory per person); None: the shared one. `texts` are
+        that MEMORY.md and the session's summary when the turn already read them.
         """
         if window is None:
             window = await self.load_window(session_id)
         recent = window.messages
-        global_memory = await self._storage.load_global_memory(memory_of)
-        session_summary = await self._storage.load_session_summary(session_id)
+        if texts is None:
+            texts = await self.load_texts(session_id, memory_of)
+        global_memory, session_summary = texts
 
         def system_text(summary: str) -> str:
             return self._system(system_prompt, global_memory, summary, extra_parts)

@@ -122,6 +122,20 @@ class HistoryWindow:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnReads:
+    """What a turn reads before it asks the model, read together (the daemon does it in
+    one hand-off to a worker thread): the session's window, MEMORY.md (the shared one or the
+    person's own), the session's summary, the base system prompt and the parts every turn's
+    prompt adds under their own cap (the skills index)."""
+
+    window: HistoryWindow
+    global_memory: str
+    summary: str
+    prompt: str
+    parts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryHit:
     """One search result: where it was found and a short snippet around the match."""
 

@@ -45,6 +45,7 @@ __all__ = [
     "PoisonGuard",
     "describe",
     "is_passing",
+    "message_key",
     "parked_id",
 ]
 
@@ -70,6 +71,11 @@ def describe(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     reason = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 1] + "…"
+
+
+def message_key(channel: str, source_id: str) -> str:
+    """The key of a message's attempt count: its channel and source (record) id."""
+    return f"{channel}\0{source_id}"
 
 
 def parked_id(channel: str, source_id: str) -> str:

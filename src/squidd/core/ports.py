@@ -34,6 +34,7 @@ from squidd.core.models import (
     ToolCall,
     ToolDefinition,
     ToolResult,
+    TurnReads,
 )
 from squidd.core.poison import PoisonGuard
 
@@ -108,6 +109,12 @@ class MemoryStore(Protocol):
     async def search_history(
         self, session_id: SessionId, query: str, *, limit: int
     ) -> list[HistoryHit]: ...
+
+
+class TurnReader(Protocol):
+    """Reads what a turn needs before its first model call (`TurnReads`), all at once."""
+
+    async def read(self, session_id: SessionId, memory_of: str | None) -> TurnReads: ...
 
 
 class ChannelState(StrEnum):

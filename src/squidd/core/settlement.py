@@ -39,7 +39,14 @@ import structlog
 
 from squidd.core.backoff import Backoff
 from squidd.core.models import Inbound, Outbound, PendingReply, utcnow
-from squidd.core.poison import Parked, PoisonGuard, describe, is_passing, parked_id
+from squidd.core.poison import (
+    Parked,
+    PoisonGuard,
+    describe,
+    is_passing,
+    message_key,
+    parked_id,
+)
 from squidd.core.ports import Channel, HandledLog, Outbox
 from squidd.core.reply_files import Reply
 from squidd.core.supervisor import ChildHealth
@@ -369,7 +376,7 @@ async def give_up(inbound: Inbound, reason: str) -> None:
 
 def attempt_key(inbound: Inbound) -> str:
     """The key of a message's attempt count (core/poison.py): its channel and record id."""
-    return f"{inbound.channel}\0{inbound.record}"
+    return message_key(inbound.channel, inbound.record)
 
 
 CRASH_APOLOGY = (

@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from squidd.core.estimator import tools_chars
 from squidd.core.models import SessionId, ToolCall, ToolDefinition, ToolResult
 from squidd.core.on_demand import LoadTools, on_demand
 from squidd.core.ports import ResultStore, Tool, ToolPolicy
@@ -48,11 +49,42 @@ def tools_for(
     return tools
 
 
-def offer(tools: dict[str, Tool], lazy: Sequence[str]) -> list[ToolDefinition]:
+class Schemas:
+    """Each tool's schema as offered, and its size, kept per tool name while the tool's
+    schema is the same object and its description the same text (a declared tool's schema
+    is its class's, tools/declared.py): made once per agent and change, not on every turn,
+    though per-call tools are new objects each turn. Bounded by the tools' names."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[Mapping[str, Any], str, ToolDefinition, int]] = {}
+
+    def definition(self, tool: Tool) -> ToolDefinition:
+        parameters, description = tool.parameters, tool.description
+        kept = self._kept.get(tool.name)
+        if kept is not None and kept[0] is parameters and kept[1] == description:
+            return kept[2]
+        made = definition_of(tool)
+        self._kept[tool.name] = (parameters, description, made, tools_chars([made]))
+        return made
+
+    def chars(self, definitions: Sequence[ToolDefinition]) -> int:
+        """`core.estimator.tools_chars` of `definitions`, from the kept sizes where known."""
+        total = 0
+        for made in definitions:
+            kept = self._kept.get(made.name)
+            total += kept[3] if kept is not None and kept[2] is made else tools_chars([made])
+        return total
+
+
+def offer(
+    tools: dict[str, Tool], lazy: Sequence[str], schemas: Schemas | None = None
+) -> list[ToolDefinition]:
     """The schemas sent: all tools but the on-demand ones, which `load_tools` stands in for
-    (and adds to this same list when the model asks); `tools` gains the loader."""
+    (and adds to this same list when the model asks); `tools` gains the loader. `schemas`
+    keeps them between turns."""
+    define = definition_of if schemas is None else schemas.definition
     later = [tool for name, tool in tools.items() if on_demand(name, lazy)]
-    definitions = [definition_of(tool) for name, tool in tools.items() if not on_demand(name, lazy)]
+    definitions = [define(tool) for name, tool in tools.items() if not on_demand(name, lazy)]
     if later:
         loader = LoadTools(later, definitions.append)
         tools[loader.name] = loader

@@ -16,13 +16,20 @@ from dataclasses import dataclass, field
 from squidd.core.approvals import Approvals
 from squidd.core.audit import Auditor
 from squidd.core.memory import MemoryManager
-from squidd.core.ports import AttachmentReader, PromptSource, ResultStore, ToolPolicy
+from squidd.core.models import SessionId, TurnReads
+from squidd.core.ports import (
+    AttachmentReader,
+    PromptSource,
+    ResultStore,
+    ToolPolicy,
+    TurnReader,
+)
 from squidd.core.resume import TurnRecording
 from squidd.core.tool_calls import DEFAULT_MAX_RESULT_CHARS
 from squidd.core.tools import ToolRegistry
 from squidd.core.usage import UsageSink
 
-__all__ = ["TurnLimits", "TurnServices"]
+__all__ = ["SeparateReads", "TurnLimits", "TurnServices"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +53,10 @@ class TurnServices:
     prompt_parts: Callable[[], Awaitable[Sequence[str]]] | None = None
     """System prompt parts of every turn with their own cap (the skills index); they come
     before a run's own `extra_parts`."""
+    reader: TurnReader | None = None
+    """Reads a turn's window, memory texts, prompt and `prompt_parts` together (the daemon:
+    in one worker-thread hand-off, gateway/turn_reads.py); None: `SeparateReads`, each
+    from its own source in turn."""
     attachments: AttachmentReader | None = None
     policy: ToolPolicy | None = None
     on_demand: Sequence[str] = ()
@@ -60,3 +71,20 @@ class TurnServices:
     recall_note: Callable[[str, str | None, str], Awaitable[str]] | None = None
     """The automatic recall step: (session, whose memory, the message) → a note put before
     the message in this turn's request only (never stored), "" for none."""
+
+
+class SeparateReads:
+    """A `TurnReader` that asks each source in turn: the memory port for the window and the
+    texts, `prompt` and `prompt_parts` for the prompt (what a turn did before one reader
+    read them together)."""
+
+    def __init__(self, services: TurnServices) -> None:
+        self._services = services
+
+    async def read(self, session_id: SessionId, memory_of: str | None) -> TurnReads:
+        services = self._services
+        window = await services.memory.load_window(session_id)
+        global_memory, summary = await services.memory.load_texts(session_id, memory_of)
+        prompt = await services.prompt.system_prompt()
+        parts = () if services.prompt_parts is None else tuple(await services.prompt_parts())
+        return TurnReads(window, global_memory, summary, prompt, parts)

@@ -33,7 +33,7 @@ import structlog
 from squidd.core.approvals import Verdict
 from squidd.core.audit import Decision
 from squidd.core.budget import fit_request
-from squidd.core.estimator import messages_chars, tools_chars
+from squidd.core.estimator import messages_chars
 from squidd.core.journal import (
     RecordedAnswer,
     Replay,
@@ -52,6 +52,7 @@ from squidd.core.models import (
     ToolCall,
     ToolCallsReady,
     ToolDefinition,
+    TurnReads,
     Usage,
     utcnow,
 )
@@ -60,7 +61,7 @@ from squidd.core.ports import (
     Tool,
 )
 from squidd.core.resume import load_replay, recorded_result
-from squidd.core.tool_calls import cap_result, dispatch, offer, tools_for
+from squidd.core.tool_calls import Schemas, cap_result, dispatch, offer, tools_for
 from squidd.core.turn_services import TurnServices
 from squidd.core.usage import record_usage
 
@@ -144,6 +145,7 @@ class TurnSteps:
 
     def __init__(self, services: TurnServices) -> None:
         self._services = services
+        self._schemas = Schemas()
 
     def previous_reply(self, ask: TurnInput, window: HistoryWindow) -> str | None:
         """The reply of a finished turn for the same inbound (a redelivery), if any."""
@@ -154,8 +156,9 @@ class TurnSteps:
             log.info("turn_reused", session=ask.session, channel=ask.channel, turn=ask.turn_id)
         return previous
 
-    async def prepare(self, ask: TurnInput, window: HistoryWindow) -> Turn:
-        """Tools, context and attachments: the turn ready for its first round."""
+    async def prepare(self, ask: TurnInput, reads: TurnReads) -> Turn:
+        """Tools, context (from what the turn read) and attachments: the turn ready for its
+        first round."""
         limits = self._services.limits
         guard = LoopGuard(
             # A sub-agent's step cap may lower the limit for its turn, never raise it.
@@ -172,20 +175,21 @@ class TurnSteps:
             ask.channel,
             ask.extra_tools,
         )
-        turn.definitions = offer(turn.tools, self._services.on_demand)
-        turn.reserved = self._services.memory.estimator.tokens(tools_chars(turn.definitions))
-        turn.base_prompt = await self._services.prompt.system_prompt()
-        turn.extra_parts = ask.extra_parts
-        if self._services.prompt_parts is not None:
-            turn.extra_parts = [*await self._services.prompt_parts(), *ask.extra_parts]
+        turn.definitions = offer(turn.tools, self._services.on_demand, self._schemas)
+        turn.reserved = self._services.memory.estimator.tokens(
+            self._schemas.chars(turn.definitions)
+        )
+        turn.base_prompt = reads.prompt
+        turn.extra_parts = [*reads.parts, *ask.extra_parts]
         turn.context = await self._services.memory.build_messages(
             ask.session,
             turn.base_prompt,
             ask.user_message,
-            window=window,
+            window=reads.window,
             reserved_tokens=turn.reserved,
             extra_parts=turn.extra_parts,
             memory_of=ask.memory_of,
+            texts=(reads.global_memory, reads.summary),
         )
         kept_text = ask.user_message
         if ask.attachments and self._services.attachments is not None:
@@ -393,8 +397,7 @@ class TurnSteps:
     ) -> tuple[str, tuple[ToolCall, ...]]:
         parts: list[str] = []
         calls: tuple[ToolCall, ...] = ()
-        chars = messages_chars(messages) + tools_chars(definitions)
-        turn.request_chars = chars
+        turn.request_chars = chars = messages_chars(messages) + self._schemas.chars(definitions)
         on_event = turn.ask.on_event
         async for event in turn.ask.model.chat(messages, definitions):
             if isinstance(event, TextDelta):

@@ -131,10 +131,10 @@ def build_daemon(
     pages: list[Pages] = []  # the dashboard's routes, made below over the daemon's services
     built = (channels or builtin_channels()).build(settings, runtime.media, _all(pages))
     supervisor = _supervisor(settings)
-    handled = HandledFile(data_dir, retention=timedelta(days=gw.handled_retention_days))
-    outbox = OutboxDir(data_dir)
-    parked = ParkedDir(data_dir)
-    jobs = JobsFile(data_dir)
+    outbox, attempts = OutboxDir(data_dir), AttemptsDir(data_dir)
+    retention = timedelta(days=gw.handled_retention_days)
+    handled = HandledFile(data_dir, retention=retention, leftovers=(outbox, attempts))
+    parked, jobs = ParkedDir(data_dir), JobsFile(data_dir)
     mcp = McpHub(settings.mcp)
     by_name = {channel.name: channel for channel in built}
     turns: dict[str, TurnRunner] = {}  # each agent's turn, made below: they need the caps
@@ -144,7 +144,7 @@ def build_daemon(
         return await agent_named(turns, routes.agent_of(inbound), routes.default)(inbound)
 
     done = handled if runtime.journal is None else JournalCleanup(handled, runtime.journal)
-    poison = PoisonGuard(AttemptsDir(data_dir), parked, max_attempts=gw.max_attempts)
+    poison = PoisonGuard(attempts, parked, max_attempts=gw.max_attempts)
     router = _router(settings, by_name, run_turn, supervisor, done, outbox, poison)
     conversations = Conversations(runtime)  # `/new`, `/model`, `/stop`: one for every part
     answers = _approvals_on_channels(

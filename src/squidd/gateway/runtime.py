@@ -27,6 +27,7 @@ from squidd.core.turn_services import TurnLimits, TurnServices
 from squidd.core.usage import AgentUsage
 from squidd.gateway.people import People, memory_scope
 from squidd.gateway.recall import Recall
+from squidd.gateway.turn_reads import TurnFiles
 from squidd.gateway.unattended import UNATTENDED_CHANNELS, UnattendedAsker
 from squidd.llm.breaker import ProviderState, build_providers, close_providers
 from squidd.llm.chain import ProviderChain
@@ -151,7 +152,7 @@ def build_skills(settings: Settings) -> SkillCatalog | None:
     )
 
 
-def build_prompt(settings: Settings) -> PromptSource:
+def build_prompt(settings: Settings) -> WorkspacePrompt:
     # The workspace files (SOUL.md, AGENTS.md, USER.md) make the prompt; the configured or
     # built-in prompt is used while the workspace has none.
     return WorkspacePrompt(
@@ -321,6 +322,7 @@ def build_runtime(
         max_result_chars=mine.tools.max_result_chars,
         attachments=MediaReader(mine.media, vision=llm.vision, transcriber=shared.transcriber),
         prompt_parts=None if skills is None else skills_index_part(skills),
+        reader=TurnFiles(store, prompt, skills),
         recording=shared.recording,
         auditor=shared.auditor.for_agent(name) if settings.agents.list else shared.auditor,
         approvals=approvals,

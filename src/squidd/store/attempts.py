@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import anyio
 import structlog
 
+from squidd.core.poison import message_key
 from squidd.errors import StorageError
 from squidd.fs import make_private_dir, open_private, safe_name
 from squidd.store.records import Codec
@@ -113,6 +116,18 @@ class AttemptsDir:
             return
         await anyio.to_thread.run_sync(_remove, self._path(key))
         del counts[key]
+
+    def leftover(self, channel: str, source_id: str) -> Callable[[], None] | None:
+        """store/handled.py's `Leftover`: the message's count file's removal, if it has one
+        (counted under core/poison.py's `message_key`)."""
+        key = message_key(channel, source_id)
+        if self._counts is None or key not in self._counts:
+            return None
+        return partial(_remove, self._path(key))
+
+    def dropped(self, channel: str, source_id: str) -> None:
+        if self._counts is not None:
+            self._counts.pop(message_key(channel, source_id), None)
 
     async def count(self) -> int:
         """Inputs with attempts counted right now (for tests and status)."""

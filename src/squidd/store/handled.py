@@ -19,15 +19,22 @@ thousand messages, would fragment the heap and cost more RSS than they save); th
 cut to the same count by the daily compaction and at start. In memory an entry is one string
 key and a float: about 110 bytes for a short id, where a tuple of two strings and a
 datetime took 190.
+
+What else is kept for a message only until it is done (its outbox entry, its attempt count:
+`Leftover`s given to the constructor) is dropped in the same worker-thread call that appends
+its line, right after the line is durable, in the order the settlement drops them
+(core/settlement.py, which still asks each store to drop it and then finds nothing left).
+A message's settlement then ends with one hand-off to a worker thread, not three.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 import structlog
@@ -73,6 +80,18 @@ def _line_of(key: str, at: float, *, failed: bool) -> str:
     return _line(channel, source_id, datetime.fromtimestamp(at, UTC), failed=failed)
 
 
+class Leftover(Protocol):
+    """A store of what is kept for a message until it is handled (see the module)."""
+
+    def leftover(self, channel: str, source_id: str) -> Callable[[], None] | None:
+        """A blocking call that drops what is kept for the message; None: nothing is."""
+        ...
+
+    def dropped(self, channel: str, source_id: str) -> None:
+        """That call ran: forget it in memory too."""
+        ...
+
+
 class HandledFile:
     """Implements `core.ports.HandledLog` on one append-only file."""
 
@@ -83,6 +102,7 @@ class HandledFile:
         retention: timedelta = timedelta(days=30),
         clock: Callable[[], datetime] = _now,
         max_entries: int = MAX_ENTRIES,
+        leftovers: Sequence[Leftover] = (),
     ) -> None:
         if max_entries <= 0:
             raise ValueError("max_entries must be > 0")
@@ -97,6 +117,7 @@ class HandledFile:
         self._failed: set[str] = set()
         self._lock = anyio.Lock()
         self._compacted_at = clock()
+        self._leftovers = tuple(leftovers)
 
     @property
     def path(self) -> Path:
@@ -160,8 +181,12 @@ class HandledFile:
         await self._ensure()
         now = self._clock()
         line = _line(channel, source_id, now, failed=failed)
+        drops = [(kept, kept.leftover(channel, source_id)) for kept in self._leftovers]
         async with self._lock:
-            await anyio.to_thread.run_sync(append_lines_locked, self._path, [line])
+            await anyio.to_thread.run_sync(self._append_sync, line, [d for _, d in drops if d])
+            for kept, drop in drops:
+                if drop is not None:
+                    kept.dropped(channel, source_id)
             # Read under the lock: a compaction may have replaced the table meanwhile.
             seen = await self._ensure()
             key = _key(channel, source_id)
@@ -176,6 +201,11 @@ class HandledFile:
                 for old in list(islice(seen, len(seen) - self._max_entries)):
                     del seen[old]
                     self._failed.discard(old)
+
+    def _append_sync(self, line: str, drops: Sequence[Callable[[], None]]) -> None:
+        append_lines_locked(self._path, [line])
+        for drop in drops:
+            drop()
 
     async def _compact(self, seen: dict[str, float], now: datetime) -> None:
         """Drop expired entries, and the oldest beyond `max_entries`, from memory and the

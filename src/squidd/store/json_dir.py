@@ -68,12 +68,16 @@ class JsonDir(Generic[T]):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
-    async def remove(self, channel: str, source_id: str) -> None:
-        """Drop the record; one that is already gone is not an error."""
+    def remove_sync(self, channel: str, source_id: str) -> None:
+        """Drop the record (blocking); one that is already gone is not an error."""
         try:
-            await anyio.to_thread.run_sync(self._remove_sync, self.path(channel, source_id))
+            self._remove_sync(self.path(channel, source_id))
         except OSError as exc:
             raise StorageError(f"cannot remove {self._noun}: {exc.strerror or exc}") from exc
+
+    async def remove(self, channel: str, source_id: str) -> None:
+        """Drop the record; one that is already gone is not an error."""
+        await anyio.to_thread.run_sync(self.remove_sync, channel, source_id)
 
     def _paths_sync(self) -> list[Path]:
         try:

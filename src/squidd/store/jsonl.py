@@ -13,7 +13,8 @@ Layout under the data dir (names from `safe_name`, so no id can escape or collid
 
 The cursor records, besides the message count already consolidated, the byte offset where
 the first unconsolidated message starts. A turn reads from that offset only, so its cost
-depends on the unconsolidated window, not on how long the session has lived. Damaged data
+depends on the unconsolidated window, not on how long the session has lived, and the
+windows of recent sessions stay parsed between turns (store/windows.py). Damaged data
 degrades, never stops: a torn line is skipped with a warning; a corrupt meta file reads as
 cursor 0 (re-consolidation at worst, no data loss).
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from squidd.fs import (
 )
 from squidd.store.history_index import HistoryIndex, match_snippet
 from squidd.store.records import MESSAGE
+from squidd.store.windows import WindowCache, iter_messages
 
 log = structlog.get_logger()
 
@@ -49,44 +51,6 @@ log = structlog.get_logger()
 class _Meta:
     cursor: int
     offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class MessageLine:
-    offset: int
-    end: int
-    message: Message
-
-
-def iter_messages(path: Path, start: int = 0) -> Iterator[MessageLine]:
-    """Messages of a JSONL file from byte `start` on; damaged lines are skipped and logged."""
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    with handle:
-        handle.seek(start)
-        offset = start
-        for raw in handle:
-            end = offset + len(raw)
-            line_offset = offset
-            offset = end
-            if not raw.strip():
-                continue
-            try:
-                message = MESSAGE.loads(raw)
-            except (ValueError, TypeError, KeyError) as exc:
-                torn = not raw.endswith(b"\n")
-                log.warning(
-                    "history_line_skipped",
-                    file=str(path),
-                    offset=line_offset,
-                    reason="torn last line" if torn else f"{type(exc).__name__}",
-                )
-                continue
-            yield MessageLine(line_offset, end, message)
 
 
 def _read_memory_text(path: Path) -> str:
@@ -114,6 +78,7 @@ class JsonlStore:
         self._memory = data_dir / "memory"
         self._workspace = workspace_dir or data_dir / "workspace"
         self._people: dict[str, set[str]] = {}  # who spoke in each session, as written
+        self._windows = WindowCache()  # recent sessions' windows, parsed (store/windows.py)
 
     @property
     def data_dir(self) -> Path:
@@ -221,11 +186,19 @@ class JsonlStore:
             start = self._locate(path, _Meta(0, 0), meta.cursor)
         elif meta.cursor == 0:
             start = 0
-        messages = [line.message for line in iter_messages(path, start)]
-        return HistoryWindow(cursor=meta.cursor, messages=messages)
+        return HistoryWindow(cursor=meta.cursor, messages=self._windows.messages(path, start))
 
     async def load_window(self, session_id: SessionId) -> HistoryWindow:
         return await anyio.to_thread.run_sync(self._load_window_sync, session_id)
+
+    def read_turn_sync(
+        self, session_id: SessionId, person: str | None
+    ) -> tuple[HistoryWindow, str, str]:
+        """The window, MEMORY.md (shared, or `person`'s own) and the summary, for a reader
+        that reads a turn's inputs in one worker-thread call (gateway/turn_reads.py)."""
+        window = self._load_window_sync(session_id)
+        global_memory = _read_memory_text(self.memory_path(person))
+        return window, global_memory, _read_memory_text(self.summary_path(session_id))
 
     async def load_consolidated_cursor(self, session_id: SessionId) -> int:
         meta = await anyio.to_thread.run_sync(self._read_meta, session_id)

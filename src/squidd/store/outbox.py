@@ -13,6 +13,8 @@ file operation, and neither does removing an entry that was never written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,17 @@ class OutboxDir:
             return
         await self._records.remove(channel, source_id)
         present.discard(name)
+
+    def leftover(self, channel: str, source_id: str) -> Callable[[], None] | None:
+        """store/handled.py's `Leftover`: the entry's removal, when there is one."""
+        present = self._present
+        if present is None or self._name(channel, source_id) not in present:
+            return None
+        return partial(self._records.remove_sync, channel, source_id)
+
+    def dropped(self, channel: str, source_id: str) -> None:
+        if self._present is not None:
+            self._present.discard(self._name(channel, source_id))
 
     async def count(self) -> int:
         """Replies waiting for delivery (shown by `squidd status`)."""

@@ -19,7 +19,8 @@ from typing import Literal
 import structlog
 from pydantic import TypeAdapter
 
-from squidd.store.jsonl import JsonlStore, iter_messages
+from squidd.store.jsonl import JsonlStore
+from squidd.store.windows import iter_messages
 
 __all__ = [
     "CHUNK",
