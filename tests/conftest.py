@@ -1,4 +1,7 @@
-"""Shared fixtures: the anyio backend, the scripted LLM server, and the storage ports.
+"""Shared fixtures: the anyio backend, the scripted LLM server, and the storage ports; and
+the hooks that print the lines tests noted for the end of the run (tests/support/summary.py,
+here because the root conftest is the only one a pytest-xdist controller loads), and the
+one that keeps a test's report sendable from a worker (tests/support/reports.py).
 
 Each storage-port fixture is parametrised over the file implementation (`[file]`) and the
 in-memory double of `tests/support/doubles.py` (`[double]`): the contract suites in
@@ -22,6 +25,18 @@ from squidd.store.outbox import OutboxDir
 from tests.support.daemon import kill_leftovers, running
 from tests.support.doubles import InMemoryStore, MemoryHandledLog, MemoryJobStore, MemoryOutbox
 from tests.support.fake_llm import FakeLLM
+from tests.support.reports import (
+    pytest_runtest_makereport as pytest_runtest_makereport,
+)
+from tests.support.summary import (
+    pytest_sessionfinish as pytest_sessionfinish,
+)
+from tests.support.summary import (
+    pytest_terminal_summary as pytest_terminal_summary,
+)
+from tests.support.summary import (
+    pytest_testnodedown as pytest_testnodedown,
+)
 
 # Property tests are the same on every run (CI must never fail by chance: a failing example
 # is found by any run, not by a lucky one), keep no example database in the work tree, and

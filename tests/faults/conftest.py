@@ -1,5 +1,6 @@
 """The fault suite: every test here is marked `faults`, and the counts each scenario
-printed are repeated at the end of the run, where CI output shows them. The real mail
+printed are repeated at the end of the run, where CI output shows them (harness.py notes
+them for tests/support/summary.py, which also carries them out of xdist workers). The real mail
 servers are the email tests' fixture and Synapse the Matrix tests', each started once for
 this package."""
 
@@ -7,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.harness import REPORTED
 from tests.support.daemon import daemons as daemons
 from tests.support.mail import mail_server as mail_server
 from tests.support.matrix import bot as bot
@@ -24,10 +24,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/faults/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.faults)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if REPORTED:
-        terminalreporter.section("fault suite counts")
-        for line in REPORTED:
-            terminalreporter.write_line(line)

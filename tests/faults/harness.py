@@ -19,9 +19,10 @@ from typing import Any
 from tests.support.config import write_daemon_config
 from tests.support.daemon import SPOOL, DaemonProcess
 from tests.support.spool_channel import write_atomic
+from tests.support.summary import note
 
-# Every scenario's counts, printed again at the end of the run by conftest.py.
-REPORTED: list[str] = []
+SUMMARY = "fault suite counts"
+"""The heading under which every scenario's counts are printed again at the end of the run."""
 
 
 DEFAULT_SEED = 674417
@@ -67,7 +68,7 @@ class Counts:
         )
         line = f"{self.scenario}: " + " ".join(f"{k}={v}" for k, v in fields.items())
         print(line)
-        REPORTED.append(line)
+        note(SUMMARY, line)
         return line
 
 

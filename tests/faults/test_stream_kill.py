@@ -17,7 +17,13 @@ from tests.support.matrix import wait_until
 from tests.support.matrix_daemon import MatrixScene
 from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
-pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
+# One worker runs the whole module: it starts the module's own homeserver once.
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.matrix,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("stock-synapse-stream-kill"),
+]
 
 
 @pytest.fixture(scope="module")

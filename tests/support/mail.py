@@ -5,7 +5,8 @@ mail_server as mail_server`) starts them once (installing the Debian packages wh
 missing), on free loopback ports, in a data dir that the mail users (nobody, postfix,
 dovecot) can enter — pytest's own temp dirs are private to root, which Dovecot's delivery
 cannot use. They are stopped by PID once the package's last test is done, and the time the
-mail part took is printed.
+mail part took is printed. Under pytest-xdist each worker that runs a test of the package
+starts its own (free ports, own data dir): tests stop Postfix and count on fresh mailboxes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.channels.email.mailbox import MailServer, start_servers, stop_servers
+from tests.support.summary import note, where, worker_id
 
 
 def _can_run_servers() -> str | None:
@@ -38,7 +40,6 @@ def mail_server(request: pytest.FixtureRequest) -> Iterator[MailServer]:
     started = time.monotonic()
     data = Path(tempfile.mkdtemp(prefix="squidd-mail-", dir="/tmp"))
     data.chmod(0o755)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     ready = float("nan")
     try:
         server = start_servers(data)
@@ -46,11 +47,8 @@ def mail_server(request: pytest.FixtureRequest) -> Iterator[MailServer]:
         yield server
     finally:
         stop_servers(data)
-        capture = request.config.pluginmanager.get_plugin("capturemanager")
-        if reporter is not None and capture is not None:
-            total = time.monotonic() - started
-            with capture.global_and_fixture_disabled():
-                reporter.write_line(
-                    f"\nemail tests: {total:.1f} s against Dovecot + Postfix "
-                    f"(servers up after {ready:.1f} s)"
-                )
+        note(
+            "real servers",
+            f"mail for {where(request)} ({worker_id()}): {time.monotonic() - started:.1f}s "
+            f"against Dovecot + Postfix (servers up after {ready:.1f}s)",
+        )

@@ -2,7 +2,7 @@
 
 * `synapse` (package scope where a conftest imports it): the homeserver from
   tests/servers/synapse, stopped by PID at the end; how long it was up (install and start
-  included) is kept in the config's stash under `ELAPSED` for a summary line.
+  included) is a line of the run's summary (tests/support/summary.py).
 * `bot` / `make_user`: fresh accounts per test (unique localparts), so tests share the
   server without seeing each other's rooms.
 * `Human` / `make_human`: a matrix-nio client (with encryption) that plays the person at the
@@ -48,21 +48,24 @@ from squidd.config.matrix import MatrixSettings
 from tests.servers.element.client import ElementClient
 from tests.servers.synapse.server import SynapseServer, User, default_data_root
 from tests.support.daemon import DaemonProcess
-
-STARTED = pytest.StashKey[float]()
-ELAPSED = pytest.StashKey[float]()
+from tests.support.summary import note, where, worker_id
 
 
-# Package scope: the server stops (and the clock stops) when the Matrix tests are done, not
-# at the end of the whole session.
+# Package scope: the server stops (and the clock stops) when the package's tests are done,
+# not at the end of the whole session. Under pytest-xdist each worker that runs a test of the
+# package starts its own (free port, own data dir): tests stop and restart it.
 @pytest.fixture(scope="package")
-def synapse(pytestconfig: pytest.Config) -> Iterator[SynapseServer]:
-    pytestconfig.stash[STARTED] = time.monotonic()
+def synapse(request: pytest.FixtureRequest) -> Iterator[SynapseServer]:
+    started = time.monotonic()
     try:
         with running_synapse("squidd-synapse-") as server:
             yield server
     finally:
-        pytestconfig.stash[ELAPSED] = time.monotonic() - pytestconfig.stash[STARTED]
+        note(
+            "real servers",
+            f"synapse for {where(request)} ({worker_id()}): {time.monotonic() - started:.1f}s "
+            "(homeserver install/start, tests, stop)",
+        )
 
 
 @contextmanager

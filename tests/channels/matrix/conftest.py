@@ -1,17 +1,12 @@
 """Fixtures of the Matrix tests: one real Synapse per package, people and a bot on it, the
 `squidd run` children a test started and a daemon set up for a person (all from
-tests/support/matrix.py and matrix_daemon.py); how long the Synapse-backed part took is
-printed in the summary. The helpers are in tests/support (matrix.py, matrix_channel.py,
+tests/support/matrix.py and matrix_daemon.py); how long the homeserver was up is printed in
+the summary. The helpers are in tests/support (matrix.py, matrix_channel.py,
 matrix_daemon.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
 from tests.support.daemon import data_dir as data_dir
-from tests.support.matrix import ELAPSED
 from tests.support.matrix import bot as bot
 from tests.support.matrix import make_element as make_element
 from tests.support.matrix import make_human as make_human
@@ -22,12 +17,3 @@ from tests.support.matrix import uid as uid
 from tests.support.matrix_channel import alice_allowed as alice_allowed
 from tests.support.matrix_daemon import matrix_squidd as matrix_squidd
 from tests.support.matrix_daemon import scene as scene
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    elapsed = config.stash.get(ELAPSED, None)
-    if elapsed is not None:
-        terminalreporter.write_line(
-            f"matrix: the Synapse-backed part took {elapsed:.1f}s "
-            "(homeserver install/start, tests, stop)"
-        )

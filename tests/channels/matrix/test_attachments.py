@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -135,13 +136,15 @@ async def test_a_20_mb_file_is_encrypted_from_disk_in_chunks(tmp_path: Path) -> 
             handle.write(os.urandom(MB))
     warm = tmp_path / "warm.bin"  # first use imports modules: not what is measured
     warm.write_bytes(b"w")
-    await gathered(upload._chunks(warm, 1, upload._Pass(Encryptor(AttachmentKey.fresh()))))
+    async with await anyio.open_file(warm, "rb") as opened:
+        await gathered(upload._chunks(opened, 1, upload._Pass(Encryptor(AttachmentKey.fresh()))))
     run = upload._Pass(Encryptor(AttachmentKey.fresh()))
     tracemalloc.start()
     try:
-        with sent.open("wb") as body:  # the request body, as aiohttp writes it out
-            async for chunk in upload._chunks(source, size, run):
-                body.write(chunk)
+        async with await anyio.open_file(source, "rb") as opened:
+            with sent.open("wb") as body:  # the request body, as aiohttp writes it out
+                async for chunk in upload._chunks(opened, size, run):
+                    body.write(chunk)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -159,8 +162,9 @@ async def test_a_file_that_shrinks_while_read_is_no_short_body(tmp_path: Path) -
     source = tmp_path / "shrinking.bin"
     source.write_bytes(os.urandom(100_000))
     run = upload._Pass(Encryptor(AttachmentKey.fresh()))
-    with pytest.raises(ConnectionError):
-        await gathered(upload._chunks(source, 200_000, run))
+    async with await anyio.open_file(source, "rb") as opened:
+        with pytest.raises(ConnectionError, match=r"shrinking\.bin"):
+            await gathered(upload._chunks(opened, 200_000, run))
     assert run.shrank and run.encryptor.length == 100_000
 
 
@@ -168,7 +172,8 @@ async def test_only_the_size_announced_is_read_from_a_growing_file(tmp_path: Pat
     source = tmp_path / "growing.bin"
     source.write_bytes(os.urandom(150_000))
     run = upload._Pass(Encryptor(AttachmentKey.fresh()))
-    ciphertext = await gathered(upload._chunks(source, 100_000, run))
+    async with await anyio.open_file(source, "rb") as opened:
+        ciphertext = await gathered(upload._chunks(opened, 100_000, run))
     info = run.encryptor.file_info()
     plain = decrypt_attachment(ciphertext, info["key"]["k"], info["hashes"]["sha256"], info["iv"])
     assert plain == source.read_bytes()[:100_000]

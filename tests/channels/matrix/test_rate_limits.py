@@ -25,7 +25,14 @@ from tests.support.matrix import Human
 from tests.support.matrix_daemon import MatrixScene
 from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
-pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow, pytest.mark.timeout(1200)]
+# One worker runs the whole module: it starts the module's own homeserver once.
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.matrix,
+    pytest.mark.slow,
+    pytest.mark.timeout(1200),
+    pytest.mark.xdist_group("stock-synapse-rate-limits"),
+]
 
 STORY = answer_text(20).rstrip()
 SHELL = Reply(tool_calls=[("shell", {"command": "echo ran >> ran.txt"})])

@@ -16,7 +16,13 @@ from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.matrix_daemon import MakePerson, MatrixSquidd
 from tests.support.matrix_streams import answer_text, stock_synapse, streamed
 
-pytestmark = [pytest.mark.anyio, pytest.mark.matrix, pytest.mark.slow]
+# One worker runs the whole module: it starts the module's own homeserver once.
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.matrix,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("stock-synapse-streaming"),
+]
 
 
 @pytest.fixture(scope="module")

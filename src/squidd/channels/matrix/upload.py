@@ -137,13 +137,34 @@ async def _upload(
     encrypted: bool,
 ) -> tuple[str | None, dict[str, Any] | None]:
     """(mxc url, the `file` keys when encrypted); (None, None) when the server says too large."""
+    if isinstance(source, bytes):
+        return await _upload_from(client, source, mime, name, size, encrypted=encrypted)
+    # The file is opened and closed here, in the task that sends the reply, never in the body
+    # reader: aiohttp reads the body in a task of its own and cancels it when the response is
+    # in, and a reader cancelled while its worker thread opened the file would drop a handle
+    # nobody closes (a ResourceWarning whenever the collector comes by).
+    try:
+        opened = await anyio.open_file(source, "rb")
+    except OSError as exc:  # gone or unreadable since it was checked: tried again later
+        raise DeliveryError(f"upload: the file {name} cannot be read ({describe(exc)})") from exc
+    async with opened as handle:
+        return await _upload_from(client, handle, mime, name, size, encrypted=encrypted)
+
+
+async def _upload_from(
+    client: AsyncClient,
+    source: anyio.AsyncFile[bytes] | bytes,
+    mime: str,
+    name: str,
+    size: int,
+    *,
+    encrypted: bool,
+) -> tuple[str | None, dict[str, Any] | None]:
     key = AttachmentKey.fresh() if encrypted else None
     passes: list[_Pass] = []
     bodies: list[AsyncGenerator[bytes, None]] = []
 
-    # Called again by nio after a 429: each call starts from the beginning. A file is read
-    # through a handle of our own, closed below however the upload ended (a body aiohttp
-    # stopped reading would otherwise hold its file open until the collector came by).
+    # Called again by nio after a 429: each call starts from the beginning of the source.
     def provider(*_: int) -> io.BytesIO | AsyncIterator[bytes]:
         if key is None and isinstance(source, bytes):
             return io.BytesIO(source)
@@ -187,22 +208,28 @@ class _Pass:
         return chunk if self.encryptor is None else self.encryptor.update(chunk)
 
 
-async def _chunks(source: Path | bytes, size: int, run: _Pass) -> AsyncGenerator[bytes, None]:
-    """The first `size` bytes of `source`, chunk by chunk (encrypted when `run` encrypts)
-    as the body is sent."""
+async def _chunks(
+    source: anyio.AsyncFile[bytes] | bytes, size: int, run: _Pass
+) -> AsyncGenerator[bytes, None]:
+    """The first `size` bytes of `source` from its start, chunk by chunk (encrypted when
+    `run` encrypts) as the body is sent. An open file stays open: its opener closes it."""
     if isinstance(source, bytes):
         for start in range(0, len(source), _CHUNK):
             yield run.update(source[start : start + _CHUNK])
         return
-    async with await anyio.open_file(source, "rb") as handle:
-        left = size
-        while left > 0:
-            chunk = await handle.read(min(_CHUNK, left))
-            if not chunk:
-                run.shrank = True
-                raise _Shrank(source.name)
-            left -= len(chunk)
-            yield run.update(chunk)
+    await source.seek(0)
+    left = size
+    while left > 0:
+        chunk = await source.read(min(_CHUNK, left))
+        if not chunk:
+            run.shrank = True
+            raise _Shrank(_name_of(source))
+        left -= len(chunk)
+        yield run.update(chunk)
+
+
+def _name_of(handle: anyio.AsyncFile[bytes]) -> str:
+    return Path(str(handle.wrapped.name)).name
 
 
 class _Shrank(ConnectionError):
