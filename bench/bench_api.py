@@ -1,10 +1,22 @@
 """What the API channel adds to a model call: requests per second and median latency of
 `POST /v1/chat/completions` through a real `squidd run` (API channel, router, agent loop,
-history, usage ledger) against the same calls made straight to the scripted model server,
-at concurrency 1 and 50, with the ratio printed.
+history, usage ledger, at the daemon's default concurrency cap) against the same calls
+made straight to the scripted model server, with the ratio printed.
 
-    python bench/bench_api.py            # 200 requests per run
-    python bench/bench_api.py --quick    # 40 requests per run
+    python bench/bench_api.py            # c=1: 200 requests; c=50: 500 requests
+    python bench/bench_api.py --quick    # a few requests, to check the bench runs
+
+Two figures, each at the model latency that makes it mean something:
+
+- c=1, the model answering at once (latency 0): the milliseconds squidd adds to one
+  request. With no model time to hide in, this is the whole of squidd's cost per request.
+- c=50, the model taking 0.5 s (`LATENCY_S`, a short real answer): throughput through
+  squidd over throughput straight to the model. At latency 0 the direct figure would be
+  the scripted server's own speed (a Python thread per request, sharing this process with
+  the client), so the ratio would compare squidd with the test harness, not with a model;
+  at 0.5 s, 50 clients straight to the model make 100 requests a second, and the ratio
+  says how much of that squidd keeps (the issue: squidd should cost <= 1 % of a 0.5 s
+  call).
 
 Each concurrent client is its own conversation (`user`), since one conversation's turns
 run in order by design.
@@ -17,8 +29,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import openai
@@ -26,9 +39,50 @@ import openai
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.channels.api.support import ApiDaemon
-from tests.support.fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM, Reply, echo_responder
 
-Call = Callable[[openai.AsyncOpenAI, int], Awaitable[None]]
+LATENCY_S = 0.5
+"""The scripted model's latency for the concurrent figure (the module says why)."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One shape (concurrency, model latency) measured straight and through squidd."""
+
+    concurrency: int
+    latency_s: float
+    direct_rps: float
+    direct_median_s: float
+    api_rps: float
+    api_median_s: float
+
+    @property
+    def added_ms(self) -> float:
+        return (self.api_median_s - self.direct_median_s) * 1000
+
+    @property
+    def ratio(self) -> float:
+        return self.api_rps / self.direct_rps
+
+    def line(self) -> str:
+        return (
+            f"concurrency {self.concurrency:>2}, model latency {self.latency_s:.1f} s: direct "
+            f"{self.direct_rps:7.1f} req/s median {self.direct_median_s * 1000:6.1f} ms | API "
+            f"{self.api_rps:7.1f} req/s median {self.api_median_s * 1000:6.1f} ms | added "
+            f"{self.added_ms:6.1f} ms | throughput ratio API/direct {self.ratio:.2f}"
+        )
+
+
+class _Latency:
+    """The scripted model's answer after `seconds` (changed between the shapes)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        reply = echo_responder(request)
+        reply.delay = self.seconds
+        return reply
 
 
 async def measure(client: openai.AsyncOpenAI, total: int, concurrency: int) -> tuple[float, float]:
@@ -54,32 +108,55 @@ async def measure(client: openai.AsyncOpenAI, total: int, concurrency: int) -> t
     return total / elapsed, statistics.median(latencies)
 
 
-async def main(total: int) -> None:
-    with FakeLLM() as llm, tempfile.TemporaryDirectory() as tmp:
+async def pairs(shapes: list[tuple[int, float, int]], cap: int | None = None) -> list[Pair]:
+    """Each (concurrency, latency, requests) measured straight to the model, then through
+    one `squidd run` (warmed first: imports, first files); `cap`: its
+    `max_concurrent_turns` instead of the default."""
+    latency = _Latency()
+    out: list[Pair] = []
+    gateway: dict[str, Any] = {"shutdown_grace_s": 2}
+    if cap is not None:
+        gateway["max_concurrent_turns"] = cap
+    with FakeLLM(responder=latency) as llm, tempfile.TemporaryDirectory() as tmp:
         api = ApiDaemon(
-            Path(tmp), llm.base_url, requests_per_minute=1_000_000, max_in_flight=10_000
+            Path(tmp),
+            llm.base_url,
+            sections={"gateway": gateway},
+            requests_per_minute=1_000_000,
+            max_in_flight=10_000,
         )
         try:
             await api.start()
             direct = openai.AsyncOpenAI(base_url=llm.base_url, api_key="x", max_retries=0)
             through = api.client(timeout=300)
             async with direct, through:
-                await measure(through, 5, 1)  # warm: imports, first files
-                for concurrency in (1, 50):
+                await measure(through, 5, 1)
+                for concurrency, seconds, total in shapes:
+                    latency.seconds = seconds
+                    await measure(through, concurrency, concurrency)  # every conversation once
                     d_rps, d_med = await measure(direct, total, concurrency)
                     a_rps, a_med = await measure(through, total, concurrency)
-                    print(
-                        f"concurrency {concurrency:>2}: direct {d_rps:7.1f} req/s "
-                        f"median {d_med * 1000:6.1f} ms | API {a_rps:7.1f} req/s "
-                        f"median {a_med * 1000:6.1f} ms | added {(a_med - d_med) * 1000:6.1f} ms"
-                        f" | throughput ratio API/direct {a_rps / d_rps:.2f}"
-                    )
+                    out.append(Pair(concurrency, seconds, d_rps, d_med, a_rps, a_med))
         finally:
             api.close()
+    return out
+
+
+def shapes(quick: bool) -> list[tuple[int, float, int]]:
+    """(concurrency, model latency, requests) of the two figures."""
+    if quick:
+        return [(1, 0.0, 20), (10, 0.1, 40)]
+    return [(1, 0.0, 200), (50, LATENCY_S, 500)]
+
+
+async def main(quick: bool, cap: int | None) -> None:
+    for pair in await pairs(shapes(quick), cap):
+        print(pair.line())
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--cap", type=int, default=None, help="max_concurrent_turns to use")
     args = parser.parse_args()
-    anyio.run(main, 40 if args.quick else 200)
+    anyio.run(main, args.quick, args.cap)
