@@ -19,7 +19,8 @@ Two figures, each at the model latency that makes it mean something:
   call).
 
 Each concurrent client is its own conversation (`user`), since one conversation's turns
-run in order by design.
+run in order by design. Direct and through squidd alternate in slices of the requests,
+and each figure is taken over all the slices of its side.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from tests.support.fake_llm import FakeLLM, Reply, echo_responder
 
 LATENCY_S = 0.5
 """The scripted model's latency for the concurrent figure (the module says why)."""
+CHUNKS = 4
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,14 @@ class _Latency:
 
 async def measure(client: openai.AsyncOpenAI, total: int, concurrency: int) -> tuple[float, float]:
     """(requests per second, median seconds per request) for `total` requests."""
+    elapsed, latencies = await timed(client, total, concurrency)
+    return total / elapsed, statistics.median(latencies)
+
+
+async def timed(
+    client: openai.AsyncOpenAI, total: int, concurrency: int
+) -> tuple[float, list[float]]:
+    """(seconds in all, seconds of each request) for `total` requests."""
     latencies: list[float] = []
     next_index = iter(range(total))
 
@@ -104,8 +114,30 @@ async def measure(client: openai.AsyncOpenAI, total: int, concurrency: int) -> t
     async with anyio.create_task_group() as tg:
         for worker_id in range(concurrency):
             tg.start_soon(worker, worker_id)
-    elapsed = time.perf_counter() - started
-    return total / elapsed, statistics.median(latencies)
+    return time.perf_counter() - started, latencies
+
+
+async def alternated(
+    direct: openai.AsyncOpenAI, through: openai.AsyncOpenAI, total: int, concurrency: int
+) -> tuple[float, float, float, float]:
+    """Direct and through squidd in `CHUNKS` alternating slices of `total` requests each
+    (the machine is shared: a load that comes and goes hits both alike): requests per
+    second and median seconds per request of each, over all their slices."""
+    spent = {"direct": 0.0, "api": 0.0}
+    seen: dict[str, list[float]] = {"direct": [], "api": []}
+    for chunk in range(CHUNKS):
+        order = (("direct", direct), ("api", through))
+        for name, client in order if chunk % 2 == 0 else reversed(order):
+            elapsed, latencies = await timed(client, total // CHUNKS, concurrency)
+            spent[name] += elapsed
+            seen[name] += latencies
+    done = CHUNKS * (total // CHUNKS)
+    return (
+        done / spent["direct"],
+        statistics.median(seen["direct"]),
+        done / spent["api"],
+        statistics.median(seen["api"]),
+    )
 
 
 async def pairs(shapes: list[tuple[int, float, int]], cap: int | None = None) -> list[Pair]:
@@ -134,9 +166,8 @@ async def pairs(shapes: list[tuple[int, float, int]], cap: int | None = None) ->
                 for concurrency, seconds, total in shapes:
                     latency.seconds = seconds
                     await measure(through, concurrency, concurrency)  # every conversation once
-                    d_rps, d_med = await measure(direct, total, concurrency)
-                    a_rps, a_med = await measure(through, total, concurrency)
-                    out.append(Pair(concurrency, seconds, d_rps, d_med, a_rps, a_med))
+                    figures = await alternated(direct, through, total, concurrency)
+                    out.append(Pair(concurrency, seconds, *figures))
         finally:
             api.close()
     return out
