@@ -1,7 +1,8 @@
 """What the API channel adds to a model call: requests per second and median latency of
 `POST /v1/chat/completions` through a real `squidd run` (API channel, router, agent loop,
 history, usage ledger, at the daemon's default concurrency cap) against the same calls
-made straight to the scripted model server, with the ratio printed.
+made straight to the scripted model server (in a process of its own,
+bench/model_process.py), with the ratio printed.
 
     python bench/bench_api.py            # c=1: 200 requests; c=50: 500 requests
     python bench/bench_api.py --quick    # a few requests, to check the bench runs
@@ -39,8 +40,8 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.model_process import ModelProcess
 from tests.channels.api.support import ApiDaemon
-from tests.support.fake_llm import FakeLLM, Reply, echo_responder
 
 LATENCY_S = 0.5
 """The scripted model's latency for the concurrent figure (the module says why)."""
@@ -73,18 +74,6 @@ class Pair:
             f"{self.api_rps:7.1f} req/s median {self.api_median_s * 1000:6.1f} ms | added "
             f"{self.added_ms:6.1f} ms | throughput ratio API/direct {self.ratio:.2f}"
         )
-
-
-class _Latency:
-    """The scripted model's answer after `seconds` (changed between the shapes)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def __call__(self, request: dict[str, Any]) -> Reply:
-        reply = echo_responder(request)
-        reply.delay = self.seconds
-        return reply
 
 
 async def measure(client: openai.AsyncOpenAI, total: int, concurrency: int) -> tuple[float, float]:
@@ -141,35 +130,34 @@ async def alternated(
 
 
 async def pairs(shapes: list[tuple[int, float, int]], cap: int | None = None) -> list[Pair]:
-    """Each (concurrency, latency, requests) measured straight to the model, then through
-    one `squidd run` (warmed first: imports, first files); `cap`: its
-    `max_concurrent_turns` instead of the default."""
-    latency = _Latency()
+    """Each (concurrency, latency, requests) measured straight to the model and through a
+    `squidd run` of its own (warmed first: imports, first files, each conversation once);
+    `cap`: its `max_concurrent_turns` instead of the default."""
     out: list[Pair] = []
     gateway: dict[str, Any] = {"shutdown_grace_s": 2}
     if cap is not None:
         gateway["max_concurrent_turns"] = cap
-    with FakeLLM(responder=latency) as llm, tempfile.TemporaryDirectory() as tmp:
-        api = ApiDaemon(
-            Path(tmp),
-            llm.base_url,
-            sections={"gateway": gateway},
-            requests_per_minute=1_000_000,
-            max_in_flight=10_000,
-        )
-        try:
-            await api.start()
-            direct = openai.AsyncOpenAI(base_url=llm.base_url, api_key="x", max_retries=0)
-            through = api.client(timeout=300)
-            async with direct, through:
-                await measure(through, 5, 1)
-                for concurrency, seconds, total in shapes:
-                    latency.seconds = seconds
-                    await measure(through, concurrency, concurrency)  # every conversation once
+    for concurrency, seconds, total in shapes:
+        with ModelProcess(seconds) as model, tempfile.TemporaryDirectory() as tmp:
+            api = ApiDaemon(
+                Path(tmp),
+                model.base_url,
+                sections={"gateway": gateway},
+                requests_per_minute=1_000_000,
+                max_in_flight=10_000,
+            )
+            try:
+                await api.start()
+                direct = openai.AsyncOpenAI(base_url=model.base_url, api_key="x", max_retries=0)
+                through = api.client(timeout=300)
+                async with direct, through:
+                    await measure(through, 5, 1)
+                    await measure(through, concurrency, concurrency)
+                    await measure(direct, concurrency, concurrency)
                     figures = await alternated(direct, through, total, concurrency)
                     out.append(Pair(concurrency, seconds, *figures))
-        finally:
-            api.close()
+            finally:
+                api.close()
     return out
 
 
