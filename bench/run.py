@@ -5,10 +5,15 @@
     python bench/run.py --only P1 P5    # some entries
     python -m bench                     # the same as bench/run.py
 
-Prints one row per figure (figure, value, target, pass/fail) and writes the rows, the
-machine (`nproc`, CPU model, memory) and the date to `--json` (default bench/results.json).
-Exits 1 when a figure misses its target (not in --quick, whose workloads are too small to
-hold to a target) or a benchmark fails to run.
+Prints one row per figure (figure, value, target, pass/fail), then the machine (cores, CPU
+model, memory) and the load average before and after the run (the figures are only as
+quiet as the machine was), and writes the rows, the machine, the loads and the date to
+`--json` (default bench/results.json). Exits 1 when a figure misses its target (not in
+--quick, whose workloads are too small to hold to a target) or a benchmark fails to run.
+
+One figure of the speed issue's table is not measured here: the CI time (`bash .ci/run` on
+a fresh clone, target <= 10 minutes of tests), which `.ci/run` prints itself ("tests
+took N s") and which needs a fresh clone; the table says so under its rows.
 """
 
 from __future__ import annotations
@@ -47,6 +52,17 @@ def machine() -> dict[str, object]:
     }
 
 
+def load_average() -> tuple[float, float, float]:
+    one, five, fifteen = os.getloadavg()
+    return round(one, 2), round(five, 2), round(fifteen, 2)
+
+
+NOT_HERE = (
+    "not measured here: CI time (`bash .ci/run` on a fresh clone, target <= 10 min of "
+    "tests; .ci/run prints 'tests took N s')"
+)
+
+
 def verdict(row: Row, quick: bool) -> str:
     if row.ok is None:
         return "-"
@@ -71,6 +87,7 @@ def main() -> int:
     parser.add_argument("--json", default=str(Path(__file__).parent / "results.json"))
     args = parser.parse_args()
     started = time.monotonic()
+    load_before = load_average()
     rows: list[Row] = []
     broken: list[str] = []
     for entry in ENTRIES:
@@ -86,8 +103,17 @@ def main() -> int:
         rows.extend(got)
         print(f"  {entry.name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     elapsed = time.monotonic() - started
+    load_after = load_average()
+    box = machine()
     print(table(rows, args.quick) if rows else "no figures")
-    print(f"({elapsed:.0f} s; nproc {os.cpu_count()}; medians over repeats)")
+    print(NOT_HERE)
+    print(
+        f"({elapsed:.0f} s; medians over repeats; {box['nproc']} cores, {box['cpu']}, "
+        f"{box['memory_gib']} GiB; load average (1, 5, 15 min) {load_before} before, "
+        f"{load_after} after)"
+    )
+    if args.quick:
+        print("--quick: small workloads, not held to the targets")
     if broken:
         print("did not run: " + ", ".join(broken))
     Path(args.json).write_text(
@@ -96,7 +122,9 @@ def main() -> int:
                 "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 "quick": args.quick,
                 "seconds": round(elapsed, 1),
-                "machine": machine(),
+                "machine": box,
+                "load_before": load_before,
+                "load_after": load_after,
                 "rows": [asdict(r) for r in rows],
                 "broken": broken,
             },

@@ -147,6 +147,10 @@ class FakeLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body (and each streamed event) go out as separate writes: with
+            # Nagle's algorithm on, the second waits for the client's delayed ACK, about
+            # 40 ms a request, which a benchmark would count as the model's latency.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 return

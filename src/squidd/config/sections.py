@@ -232,7 +232,9 @@ class LoggingSettings(Section):
 class GatewaySettings(Section):
     """The daemon: concurrency, shutdown, restart and delivery behaviour."""
 
-    max_concurrent_turns: int = Field(default=8, gt=0, le=1000)
+    # 64: at a 0.5 s model call, about what one core of the daemon turns over (P2 and the
+    # API benchmark, docs/performance.md "Concurrency"); more only queues inside the loop.
+    max_concurrent_turns: int = Field(default=64, gt=0, le=1000)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
     restart_initial_delay_s: float = Field(default=1.0, gt=0)
     restart_max_delay_s: float = Field(default=300.0, gt=0)
