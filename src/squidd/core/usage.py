@@ -30,6 +30,8 @@ Purpose = Literal[
 ]
 PURPOSES: tuple[str, ...] = get_args(Purpose)
 GroupBy = Literal["session", "model", "purpose", "day", "provider", "agent", "person"]
+UsageKey = tuple[str, str, str, str, str, str, str]
+"""What records are summed by: day, agent, person, session, provider, model, purpose."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ class UsageRecord:
         """The name prices are looked up by first: provider/model when a provider is named."""
         return f"{self.provider}/{self.model}" if self.provider else self.model
 
-    def key(self) -> tuple[str, str, str, str, str, str, str]:
+    def key(self) -> UsageKey:
         return (
             self.day,
             self.agent,
@@ -209,29 +211,31 @@ def cost_of(record: UsageRecord, prices: Mapping[str, Price]) -> float:
     return money / 1_000_000
 
 
+def add_up(first: UsageRecord, second: UsageRecord) -> UsageRecord:
+    """Two records of one key (`UsageRecord.key`) as one: tokens and calls summed."""
+    return UsageRecord(
+        day=second.day,
+        session=second.session,
+        model=second.model,
+        purpose=second.purpose,
+        prompt_tokens=first.prompt_tokens + second.prompt_tokens,
+        completion_tokens=first.completion_tokens + second.completion_tokens,
+        cached_tokens=first.cached_tokens + second.cached_tokens,
+        calls=first.calls + second.calls,
+        provider=second.provider,
+        agent=second.agent,
+        person=second.person,
+    )
+
+
 def compact(records: Iterable[UsageRecord]) -> list[UsageRecord]:
     """One record per (day, session, provider, model, purpose), summed; order of first
     appearance."""
-    sums: dict[tuple[str, str, str, str, str, str, str], UsageRecord] = {}
+    sums: dict[UsageKey, UsageRecord] = {}
     for record in records:
         key = record.key()
         seen = sums.get(key)
-        if seen is None:
-            sums[key] = record
-            continue
-        sums[key] = UsageRecord(
-            day=record.day,
-            session=record.session,
-            model=record.model,
-            purpose=record.purpose,
-            prompt_tokens=seen.prompt_tokens + record.prompt_tokens,
-            completion_tokens=seen.completion_tokens + record.completion_tokens,
-            cached_tokens=seen.cached_tokens + record.cached_tokens,
-            calls=seen.calls + record.calls,
-            provider=record.provider,
-            agent=record.agent,
-            person=record.person,
-        )
+        sums[key] = record if seen is None else add_up(seen, record)
     return list(sums.values())
 
 
