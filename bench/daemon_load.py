@@ -188,7 +188,13 @@ class LoadedDaemon:
             stdout=self._log,
             stderr=self._log,
         )
-        self._connect()
+        try:
+            self._connect()
+        except BaseException:
+            # A daemon that did not start in time is still running: stop it here, since
+            # `with` calls __exit__ only once __enter__ has returned.
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(
