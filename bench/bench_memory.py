@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.daemon_load import LoadedDaemon
+from bench.daemon_load import LoadedDaemon, household_responder, reporting_usage
 
 TARGET_KIB = 5 * 1024
 
@@ -72,7 +72,11 @@ def main() -> int:
     checkpoints = sorted({*range(warm_rounds, all_rounds, step), all_rounds})
 
     started = time.monotonic()
-    with LoadedDaemon(trace_frames=args.trace, base_dir=args.data_dir) as daemon:
+    # Every reply reports its usage, as a provider's does: the daemon records it per call.
+    responder = reporting_usage(household_responder)
+    with LoadedDaemon(
+        trace_frames=args.trace, base_dir=args.data_dir, responder=responder
+    ) as daemon:
         print(f"squidd run pid {daemon.pid}; start RSS {mib(daemon.rss_kib())}")
         figures: dict[int, int] = {}
         snapshots: list[Path] = []

@@ -67,6 +67,21 @@ def prompt_tokens(request: dict[str, Any]) -> int:
     return chars // 4
 
 
+def reporting_usage(responder: Responder) -> Responder:
+    """The responder's replies with the usage a provider reports at the end of a stream
+    (prompt: `prompt_tokens`; completion: the reply's characters / 4). A real provider
+    reports it on every call and the daemon records it (the usage ledger, the caps), so a
+    memory benchmark that leaves it out measures less than a deployment keeps."""
+
+    def respond(request: dict[str, Any]) -> Reply:
+        reply = responder(request)
+        if reply.usage is None:
+            reply.usage = (prompt_tokens(request), max(1, len(reply.content) // 4), 0)
+        return reply
+
+    return respond
+
+
 class QuietLLM(FakeLLM):
     """The scripted server without its request record (it would grow with every turn); it
     keeps only the sizes of the last turns' prompts (the messages' characters, and the whole
@@ -286,6 +301,14 @@ class LoadedDaemon:
     def rounds(self, sessions: Sequence[str], count: int) -> None:
         for _ in range(count):
             self.round(sessions)
+
+    def command(self, name: str) -> Any:
+        """A load channel command without arguments (`gc`, `trim`); returns its answer."""
+        self._send({"cmd": name})
+        while True:
+            reply = self._receive()
+            if name in reply:
+                return reply[name]
 
     def snapshot(self, path: Path) -> Path:
         """A tracemalloc snapshot of the daemon (started with `trace_frames`), dumped to path."""

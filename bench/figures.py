@@ -23,7 +23,7 @@ from typing import Any, TextIO
 import anyio
 from bench import bench_build_messages as p1
 from bench import bench_start
-from bench.daemon_load import LoadedDaemon, household_responder
+from bench.daemon_load import LoadedDaemon, household_responder, reporting_usage
 from tests.support.fake_llm import FakeLLM, Reply
 
 
@@ -323,7 +323,8 @@ def measure_p5(quick: bool) -> list[Row]:
 def measure_p6(quick: bool) -> list[Row]:
     sessions, warm, total = (20, 2, 6) if quick else (200, 10, 100)
     names = [f"p6-{i:04d}" for i in range(sessions)]
-    with LoadedDaemon(base_dir=shm_dir()) as d:
+    # Every reply reports its usage, as a provider's does: the daemon records it per call.
+    with LoadedDaemon(base_dir=shm_dir(), responder=reporting_usage(household_responder)) as d:
         d.rounds(names, warm)
         first = d.rss_kib()
         d.rounds(names, total - warm)

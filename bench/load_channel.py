@@ -7,12 +7,21 @@ to `<data dir>/load/port` once it listens. A client sends one JSON object per li
     {"id": "m1", "session": "s1", "text": "hello"}      a message (source id, session, text)
     {"cmd": "snapshot", "path": "/abs/file"}             dump a tracemalloc snapshot there
                                                          (only when the daemon traces)
+    {"cmd": "gc"}                                        run a full garbage collection
+    {"cmd": "trim"}                                      give the C heap's free pages back
+                                                         (glibc's malloc_trim)
 
 and gets lines back on the same connection:
 
     {"reply": "m1", "text": "..."}   the reply to message m1 was sent
     {"ack": "m1"}                    m1 is handled (recorded, acknowledged)
     {"snapshot": "/abs/file"}        or {"snapshot": null, "error": "..."}
+    {"gc": 123}                      the objects the collection found unreachable
+    {"trim": true}                   whether malloc_trim released memory (null: no glibc)
+
+`gc` and `trim` tell live memory from memory the process holds but does not use: a growth
+that a full collection takes back was garbage waiting in the oldest generation; one that
+`trim` takes back was free space kept by the allocator.
 
 Nothing is kept per message beyond the time it is in flight (a source id -> connection map
 entry dropped at the acknowledgement), so the channel itself does not grow with the number
@@ -21,6 +30,9 @@ of turns it carries: a memory benchmark measures the daemon, not its load genera
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import json
 import tracemalloc
 from pathlib import Path
@@ -89,6 +101,12 @@ class LoadChannel:
                 if data.get("cmd") == "snapshot":
                     await conn.write(await self._snapshot(str(data["path"])))
                     continue
+                if data.get("cmd") == "gc":
+                    await conn.write({"gc": gc.collect()})
+                    continue
+                if data.get("cmd") == "trim":
+                    await conn.write({"trim": _malloc_trim()})
+                    continue
                 await inbox.put(self._inbound(conn, data))
 
     @staticmethod
@@ -126,6 +144,15 @@ class LoadChannel:
             await conn.write({"reply": source, "text": outbound.text})
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise DeliveryError(f"load client gone: {exc}") from exc
+
+
+def _malloc_trim() -> bool | None:
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None  # not glibc
+    return bool(trim(0))
 
 
 def create_channel(settings: Settings) -> LoadChannel:
