@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -155,12 +156,30 @@ def _port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+PORT_ATTEMPTS = 3
+
+
 def start_servers(data: Path) -> MailServer:
     users = " ".join(f"{u}:{PASSWORD}" for u in [*BOTS, *HUMANS])
     env = {**os.environ, "MAIL_DOMAIN": DOMAIN, "MAIL_USERS": users}
     for key in [k for k in env if k.endswith("_PORT") and k.startswith("MAIL_")]:
         del env[key]
-    subprocess.run(["bash", str(SERVERS / "start.sh"), str(data)], check=True, env=env, timeout=900)
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        done = subprocess.run(
+            ["bash", str(SERVERS / "start.sh"), str(data)],
+            env=env,
+            timeout=900,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        sys.stderr.write(done.stderr)
+        # A port found free can be taken before the server binds it (another worker's
+        # server, or the kernel handing it out as a client's source port): new ports, again.
+        if done.returncode == 0 or "Address already in use" not in done.stderr:
+            break
+        sys.stderr.write(f"mail servers: a port was taken meanwhile, try {attempt + 1}\n")
+    done.check_returncode()
     return MailServer.from_env_file(data)
 
 

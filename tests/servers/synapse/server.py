@@ -84,6 +84,9 @@ def ensure_installed(venv: Path = VENV_DIR, spec: str = SYNAPSE_PIN) -> Path:
     return python
 
 
+PORT_ATTEMPTS = 3
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -255,7 +258,25 @@ class SynapseServer:
         (self.data_dir / "log.config").write_text(_log_config(self.data_dir))
 
     def start(self, port: int | None = None) -> None:
-        """Start the server (on `port`, else the last one, else a free one) and wait for it."""
+        """Start the server (on `port`, else the last one, else a free one) and wait for it.
+
+        A port found free can be taken before Synapse binds it (another test worker's
+        server, or the kernel handing it out as a client's source port): a port chosen here
+        is then chosen again, a few times."""
+        chosen = not (port or self.port)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start_once(port)
+            except SynapseError as error:
+                taken = "Address already in use" in str(error)
+                if not (chosen and taken) or attempt == PORT_ATTEMPTS:
+                    raise
+                _log(f"port {self.port} was taken meanwhile, try {attempt + 1}")
+                self.port = 0
+            else:
+                return
+
+    def _start_once(self, port: int | None) -> None:
         if self.python is None:
             self.python = ensure_installed()
         self.port = port or self.port or free_port()

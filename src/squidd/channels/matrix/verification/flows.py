@@ -256,11 +256,12 @@ class Verifications:
             return None
         log.info("matrix_verification_requested", flow=flow_id, user=sender, device=device)
         await self._wire.query_device(sender, device)
+        flow.state = "ready"
+        await self._save()  # kept before she sees `ready`: a run killed after it goes on
         if "methods" in content:  # a request gets `ready`; a bare start goes on at once
             await self._wire.send(
                 flow, "ready", {"from_device": self._wire.own.device_id, "methods": [SAS_V1]}
             )
-        flow.state = "ready"
         return flow
 
     def _allowed(self, sender: str) -> bool:
