@@ -265,18 +265,20 @@ def measure_agents(quick: bool) -> list[Row]:
 
 
 def measure_p4(quick: bool) -> list[Row]:
-    ready, idle = bench_start.measure(quick, with_channels=False)
+    got = bench_start.measure(quick, with_channels=False)
     rows = [
-        Row("P4 start -> READY=1, no channel", ready, "s", "<= 0.6", ready <= 0.6),
-        Row("P4 idle RSS, no channel", idle, "MiB", "", None),
+        Row("P4 start -> READY=1, no channel", got.seconds, "s", "<= 0.6", got.seconds <= 0.6),
+        Row("P4 daemon CPU at READY=1, no channel", got.cpu_seconds, "s", "", None),
+        Row("P4 idle RSS, no channel", got.rss_mib, "MiB", "", None),
     ]
     if quick:
         return rows  # the servers' start-up is the tests' business; --quick checks the bench
-    ready, idle = bench_start.measure(quick, with_channels=True)
+    got = bench_start.measure(quick, with_channels=True)
     return [
         *rows,
-        Row("P4 start -> READY=1, Matrix + email", ready, "s", "<= 1.0", ready <= 1.0),
-        Row("P4 idle RSS, Matrix + email", idle, "MiB", "<= 70", idle <= 70),
+        Row("P4 start -> READY=1, Matrix + email", got.seconds, "s", "<= 1.0", got.seconds <= 1.0),
+        Row("P4 daemon CPU at READY=1, Matrix + email", got.cpu_seconds, "s", "", None),
+        Row("P4 idle RSS, Matrix + email", got.rss_mib, "MiB", "<= 70", got.rss_mib <= 70),
     ]
 
 

@@ -4,6 +4,7 @@ handler; the CLI runs the start-up phases a command asked for and knows no comma
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 from pathlib import Path
 
@@ -127,3 +128,69 @@ def test_building_the_parser_loads_no_adapter_library() -> None:
     probe = run_python("-c", PROBE)
     assert probe.returncode == 0, probe.stderr
     assert json.loads(probe.stdout.strip().splitlines()[-1]) == []
+
+
+class _Collector:
+    """A command that notes whether the garbage collector is on when its handler runs."""
+
+    def __init__(self, start: Start) -> None:
+        self.start = start
+        self.on: list[bool] = []
+
+    def register(self, commands: Commands) -> None:
+        commands.add(
+            "collector", help="notes the collector's state", run=self.run, start=self.start
+        )
+
+    def run(self, args: argparse.Namespace, settings: Settings | None = None) -> int:
+        self.on.append(gc.isenabled())
+        return 0
+
+
+@pytest.mark.parametrize("start", [Start.ARGS, Start.SETTINGS, Start.INTERACTIVE])
+def test_a_command_runs_with_the_collector_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: Start
+) -> None:
+    """Start-up pauses the garbage collector (docs/performance.md); every command but the
+    daemon gets it back before its handler runs: `squidd chat` runs turns for hours."""
+    command = _Collector(start)
+    monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, command))
+    assert cli.main(["collector", "--config", str(_config(tmp_path))]) == 0
+    assert command.on == [True]
+    assert gc.isenabled()
+
+
+def test_the_daemon_starts_with_the_collector_paused_and_it_is_back_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`squidd run` resumes the collector at READY=1 itself; a daemon that stops before
+    (a refused start) leaves it on."""
+    command = _Collector(Start.DAEMON)
+    monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, command))
+    assert cli.main(["collector", "--config", str(_config(tmp_path))]) == 0
+    assert command.on == [False]
+    assert gc.isenabled()
+
+
+MAIN_PROBE = """
+import gc, runpy, sys
+seen = []
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "squidd.cli":
+            seen.append(gc.isenabled())
+        return None
+sys.meta_path.insert(0, Finder())
+sys.argv = ["squidd", "--version"]
+try:
+    runpy.run_module("squidd", run_name="__main__")
+except SystemExit:
+    pass
+print(seen)
+"""
+
+
+def test_python_m_squidd_pauses_the_collector_before_the_command_modules() -> None:
+    probe = run_python("-c", MAIN_PROBE)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip().splitlines()[-1] == "[False]"

@@ -33,6 +33,8 @@ from squidd.commands import (
     memory,
     models,
     parked,
+    pause_collection,
+    resume_collection,
     rooms,
     run,
     run_marking_new_data_dir,
@@ -100,6 +102,9 @@ def _print_config_problems(exc: ConfigError) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Start-up runs with the garbage collector paused (squidd.commands.pause_collection);
+    # it is back on before any handler runs, except `run`'s, which resumes it at READY=1.
+    pause_collection()
     try:
         return _main(argv)
     except BrokenPipeError:
@@ -108,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    finally:
+        resume_collection()
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -119,6 +126,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     begin: Start = args.start
+    if begin is not Start.DAEMON:
+        resume_collection()  # the daemon resumes it once started (commands/run.py)
     if begin is Start.ARGS:
         return int(args.run(args))
 

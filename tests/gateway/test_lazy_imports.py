@@ -177,3 +177,29 @@ def test_the_dashboard_built_at_its_first_mount_is_the_one_every_mount_serves(
 
     assert pages(first)  # the pages were mounted
     assert pages(first) == pages(second)  # the same objects, with their logins
+
+
+# `squidd run` as the command line starts it: every command module is imported for its
+# subparser, then the daemon is built. What other commands need (the MCP client `squidd
+# mcp` connects with, the terminal's password prompt of `squidd matrix`) stays out.
+RUN_PROBE = """
+import json, sys
+from pathlib import Path
+from squidd import cli
+from squidd.config import load_settings
+from squidd.gateway.build import build_daemon
+from squidd.web import dashboard
+
+cli._parser().parse_args(["run"])
+build_daemon(load_settings(Path(sys.argv[1])), dashboard=dashboard)
+print(json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)))
+"""
+
+OTHER_COMMANDS_ONLY = ("squidd.gateway.mcp", "getpass", "termios")
+
+
+def test_run_does_not_load_what_only_other_commands_need(tmp_path: Path) -> None:
+    config = write_daemon_config(tmp_path, "http://127.0.0.1:9/v1", api_key="sk-lazy-imports")
+    probe = run_python("-c", RUN_PROBE, str(config), json.dumps(OTHER_COMMANDS_ONLY))
+    assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout.strip().splitlines()[-1]) == []

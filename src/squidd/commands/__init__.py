@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,7 +23,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from squidd.config import Settings
 
-__all__ = ["CommandModule", "Commands", "Start", "run_marking_new_data_dir"]
+__all__ = [
+    "CommandModule",
+    "Commands",
+    "Start",
+    "pause_collection",
+    "resume_collection",
+    "run_marking_new_data_dir",
+]
 
 
 class Start(enum.Enum):
@@ -80,6 +88,32 @@ class Commands:
 def _sentence(text: str) -> str:
     text = text.strip()
     return f"{text[:1].upper()}{text[1:]}{'' if text.endswith('.') else '.'}"
+
+
+def pause_collection() -> None:
+    """The cyclic garbage collector off while a command starts.
+
+    Importing squidd's modules and building the daemon make a few hundred thousand objects
+    that live as long as the process (classes, pydantic's schemas and validators, functions,
+    the settings). Each young-generation collection walks what was made since the last one
+    and each full one everything: about 150 collections, a fifth of `squidd run`'s CPU to
+    READY=1, spent finding almost nothing (a few thousand objects of garbage in all,
+    docs/performance.md). `squidd.cli.main` pauses it first thing (`python -m squidd` even
+    before the command modules are imported) and resumes it before a command's handler
+    runs; `squidd run` resumes it once READY=1 is sent (`resume_collection(freeze=True)`).
+    """
+    gc.disable()
+
+
+def resume_collection(*, freeze: bool = False) -> None:
+    """The collector back on. With `freeze`, what start-up left is collected once and the
+    survivors are moved out of the generations the collector scans (`gc.freeze`): they
+    live as long as the daemon, and a full collection later (during a turn) then walks only
+    what was made after start-up, not the start-up's objects again each time."""
+    if freeze:
+        gc.collect()
+        gc.freeze()
+    gc.enable()
 
 
 class CommandModule(Protocol):

@@ -20,7 +20,6 @@ a request the daemon picks up on its next sync.
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from pathlib import Path
 
@@ -104,6 +103,8 @@ def _account(args: argparse.Namespace, settings: Settings) -> Settings | None:
 def _ask_password() -> str | None:
     if not sys.stdin.isatty():
         return None
+    import getpass  # termios with it: only when a password is asked for
+
     return getpass.getpass("The homeserver wants the bot account's password: ") or None
 
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
 from squidd.commands import Commands
 from squidd.config import Settings
 from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from squidd.gateway.mcp import connected_mcp
-from squidd.tools.mcp import McpHub
+
+if TYPE_CHECKING:
+    from squidd.tools.mcp import McpHub
 
 __all__ = ["mcp_command", "register"]
 
@@ -73,6 +74,8 @@ def format_servers(hub: McpHub) -> str:
 
 
 async def _list(settings: Settings, out: TextIO) -> int:
+    from squidd.gateway.mcp import connected_mcp  # the MCP client: this command's, not run's
+
     async with connected_mcp(settings) as hub:
         out.write(format_servers(hub) + "\n")
         down = [name for name, server in hub.servers.items() if not server.tools()]
@@ -82,6 +85,8 @@ async def _list(settings: Settings, out: TextIO) -> int:
 async def _call(
     settings: Settings, server: str, tool: str, arguments: dict[str, Any], out: TextIO
 ) -> int:
+    from squidd.gateway.mcp import connected_mcp
+
     async with connected_mcp(settings, only=server) as hub:
         connection = hub.servers[server]
         wanted = f"{server}__{tool}" if not tool.startswith(f"{server}__") else tool

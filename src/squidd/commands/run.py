@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from squidd.commands import Commands, Start
+from squidd.commands import Commands, Start, resume_collection
 from squidd.config import Settings
 from squidd.core.models import Destination
 from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, SquiddError
@@ -169,6 +169,7 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
     async def main() -> int:
         try:
             async with anyio.create_task_group() as tg:
+                tg.start_soon(_resume_collection_when_ready, serving)
                 tg.start_soon(_check_model_when_ready, serving, settings)
                 code = await serving.serve()
                 tg.cancel_scope.cancel()
@@ -186,6 +187,13 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
         else:
             log.exception("daemon_failed", reason=f"{type(inner).__name__}: {inner}")
         return EXIT_FAILURE
+
+
+async def _resume_collection_when_ready(daemon: Daemon) -> None:
+    """The garbage collector, paused for start-up (squidd.commands.pause_collection), on
+    again once READY=1 is sent: one collection of what start-up left, its survivors frozen."""
+    await daemon.ready.wait()
+    resume_collection(freeze=True)
 
 
 async def _check_model_when_ready(daemon: Daemon, settings: Settings) -> None:
