@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -165,18 +166,21 @@ def start_servers(data: Path) -> MailServer:
     for key in [k for k in env if k.endswith("_PORT") and k.startswith("MAIL_")]:
         del env[key]
     for attempt in range(1, PORT_ATTEMPTS + 1):
-        done = subprocess.run(
-            ["bash", str(SERVERS / "start.sh"), str(data)],
-            env=env,
-            timeout=900,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        sys.stderr.write(done.stderr)
+        # stderr to a file, not a pipe: the servers it starts keep their inherited handles
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errors:
+            done = subprocess.run(
+                ["bash", str(SERVERS / "start.sh"), str(data)],
+                env=env,
+                timeout=900,
+                stderr=errors,
+                check=False,
+            )
+            errors.seek(0)
+            said = errors.read()
+        sys.stderr.write(said)
         # A port found free can be taken before the server binds it (another worker's
         # server, or the kernel handing it out as a client's source port): new ports, again.
-        if done.returncode == 0 or "Address already in use" not in done.stderr:
+        if done.returncode == 0 or "Address already in use" not in said:
             break
         sys.stderr.write(f"mail servers: a port was taken meanwhile, try {attempt + 1}\n")
     done.check_returncode()
