@@ -30,3 +30,14 @@ async def test_the_daemon_resumes_the_collector_once_ready() -> None:
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+async def test_a_start_that_never_gets_ready_resumes_the_collector_after_its_bound() -> None:
+    gc.disable()
+    try:
+        daemon = SimpleNamespace(ready=anyio.Event())  # never set: a start that hangs
+        await run._resume_collection_when_ready(daemon, longest_pause_s=0)
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+        gc.enable()

@@ -66,6 +66,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 _DEFAULT_LLM_URL = "https://api.openai.com/v1"
+LONGEST_COLLECTOR_PAUSE_S = 60.0
 SETUP_HINT = "run `squidd init --interactive` (scripts/squidd in a checkout) to set it up"
 
 
@@ -189,10 +190,15 @@ def run_command(settings: Settings, *, channels: ChannelRegistry | None = None) 
         return EXIT_FAILURE
 
 
-async def _resume_collection_when_ready(daemon: Daemon) -> None:
+async def _resume_collection_when_ready(
+    daemon: Daemon, longest_pause_s: float = LONGEST_COLLECTOR_PAUSE_S
+) -> None:
     """The garbage collector, paused for start-up (squidd.commands.pause_collection), on
-    again once READY=1 is sent: one collection of what start-up left, its survivors frozen."""
-    await daemon.ready.wait()
+    again once READY=1 is sent: one collection of what start-up left, its survivors frozen.
+    A start that takes longer than `longest_pause_s` (a channel's first attempt hanging)
+    gets it back then: the pause is for a start's seconds, never a daemon's hours."""
+    with anyio.move_on_after(longest_pause_s):
+        await daemon.ready.wait()
     resume_collection(freeze=True)
 
 
