@@ -28,6 +28,8 @@ from tests.support.fake_llm import FakeLLM
 from tests.support.reports import (
     pytest_runtest_makereport as pytest_runtest_makereport,
 )
+from tests.support.servers import mail_server as mail_server
+from tests.support.servers import synapse as synapse
 from tests.support.summary import (
     pytest_sessionfinish as pytest_sessionfinish,
 )

@@ -36,10 +36,8 @@ from tests.contracts.channel_contract import (
     check_stop_within_grace,
 )
 from tests.servers.synapse.server import SynapseServer
-from tests.support.mail import mail_server as mail_server
 from tests.support.matrix import Human, wait_until
 from tests.support.matrix import bot_settings as matrix_settings
-from tests.support.matrix import synapse as synapse
 from tests.support.memory_channel import MemoryChannel
 
 pytestmark = pytest.mark.anyio

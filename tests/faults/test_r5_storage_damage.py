@@ -56,6 +56,10 @@ def test_damaged_files_are_reported_and_the_daemon_keeps_answering(
         for session in SESSIONS:
             converse(daemon, session, 2, sent)
         assert daemon.current.proc.poll() is None
+        # Every message settled first (acknowledged): the damage below is the kill point, not
+        # the window between a reply's send and its record, in which this spool channel (its
+        # sends are not idempotent) would show a reply twice.
+        wait_until(lambda: daemon.pending() == 0, "every message acknowledged")
         daemon.current.kill()  # damage is what a crash leaves: no clean shutdown either
         before = {s: complete_lines(store.history_path(s)) for s in SESSIONS}
 

@@ -1,8 +1,6 @@
 """The Matrix world the end-to-end tests share: one real Synapse, people and a bot on it.
 
-* `synapse` (package scope where a conftest imports it): the homeserver from
-  tests/servers/synapse, stopped by PID at the end; how long it was up (install and start
-  included) is a line of the run's summary (tests/support/summary.py).
+* the homeserver itself is the session's `synapse` (tests/support/servers.py).
 * `bot` / `make_user`: fresh accounts per test (unique localparts), so tests share the
   server without seeing each other's rooms.
 * `Human` / `make_human`: a matrix-nio client (with encryption) that plays the person at the
@@ -12,18 +10,14 @@
   still running.
 
 A conftest makes these fixtures available by importing them (`from tests.support.matrix
-import synapse as synapse`).
+import bot as bot`).
 """
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,39 +40,8 @@ from squidd.channels.matrix.identity.api import MatrixApi
 from squidd.channels.matrix.identity.local import IdentityFiles
 from squidd.config.matrix import MatrixSettings
 from tests.servers.element.client import ElementClient
-from tests.servers.synapse.server import SynapseServer, User, default_data_root
+from tests.servers.synapse.server import SynapseServer, User
 from tests.support.daemon import DaemonProcess
-from tests.support.summary import note, where, worker_id
-
-
-# Package scope: the server stops (and the clock stops) when the package's tests are done,
-# not at the end of the whole session. Under pytest-xdist each worker that runs a test of the
-# package starts its own (free port, own data dir): tests stop and restart it.
-@pytest.fixture(scope="package")
-def synapse(request: pytest.FixtureRequest) -> Iterator[SynapseServer]:
-    started = time.monotonic()
-    try:
-        with running_synapse("squidd-synapse-") as server:
-            yield server
-    finally:
-        note(
-            "real servers",
-            f"synapse for {where(request)} ({worker_id()}): {time.monotonic() - started:.1f}s "
-            "(homeserver install/start, tests, stop)",
-        )
-
-
-@contextmanager
-def running_synapse(prefix: str, *, stock_limits: bool = False) -> Iterator[SynapseServer]:
-    """A homeserver in a fresh folder (named from `prefix`), stopped by PID and removed."""
-    root = Path(tempfile.mkdtemp(prefix=prefix, dir=default_data_root()))
-    server = SynapseServer(root / "hs", stock_limits=stock_limits)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

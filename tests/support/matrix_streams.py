@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.servers.synapse.server import SynapseServer
-from tests.support.matrix import Human, Seen, running_synapse
+from tests.support.matrix import Human, Seen
+from tests.support.servers import running_synapse
 
 
 def answer_text(sentences: int) -> str:

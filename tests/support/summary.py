@@ -12,7 +12,6 @@ can carry these hooks: the controller collects nothing, so it loads no package's
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,13 +28,6 @@ def note(section: str, line: str) -> None:
 def worker_id() -> str:
     """`gw0`, `gw1`... in a pytest-xdist worker; `main` in a run without workers."""
     return os.environ.get("PYTEST_XDIST_WORKER", "main")
-
-
-def where(request: pytest.FixtureRequest) -> str:
-    """The folder (relative to the root) of the package or module a fixture serves."""
-    path = Path(request.node.path)
-    folder = path if path.is_dir() else path.parent
-    return folder.relative_to(request.config.rootpath).as_posix()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

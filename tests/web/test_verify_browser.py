@@ -21,7 +21,6 @@ from tests.support.matrix import bot as bot
 from tests.support.matrix import make_element as make_element
 from tests.support.matrix import make_user as make_user
 from tests.support.matrix import squidds as squidds
-from tests.support.matrix import synapse as synapse
 from tests.support.matrix import uid as uid
 from tests.support.matrix_daemon import MatrixSquidd
 from tests.support.matrix_daemon import matrix_squidd as matrix_squidd

@@ -25,6 +25,7 @@ A record that is not one (a wrong type, a missing required field) raises
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import typing
 from collections.abc import Mapping
@@ -97,9 +98,16 @@ class Codec(Generic[T]):
         if unknown:
             raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
         self.names = tuple(spec)
-        self._model: type[BaseModel] = create_model(
-            f"Stored{cls.__name__}", __base__=_Stored, **spec
+        self._spec = spec
+
+    @functools.cached_property
+    def _model(self) -> type[BaseModel]:
+        """The pydantic model, built at the codec's first use rather than at import: most
+        records are first read or written by a turn, not by the daemon's start."""
+        model: type[BaseModel] = create_model(
+            f"Stored{self.cls.__name__}", __base__=_Stored, **self._spec
         )
+        return model
 
     def dump(self, record: T) -> dict[str, Any]:
         """The record as a JSON object (plain dicts, lists, text, numbers). A value JSON

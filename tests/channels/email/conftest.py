@@ -1,12 +1,5 @@
-"""Fixtures of the email tests: one real Dovecot + Postfix for all of them (the fixture is
-shared: tests/support/mail.py).
-
-The servers are started once (installing the Debian packages when missing), on free
-loopback ports, in a data dir that the mail users (nobody, postfix, dovecot) can enter —
-pytest's own temp dirs are private to root, which Dovecot's delivery cannot use. They are
-stopped by PID once the last email test is done (package scope, so the servers do not stay
-up for the rest of the suite), and the time the email part took is printed.
-"""
+"""Fixtures of the email tests: a bot mailbox of its own for each test on the suite's one
+real Dovecot + Postfix (`mail_server`, tests/support/servers.py, started once per worker)."""
 
 from __future__ import annotations
 
@@ -14,9 +7,8 @@ import pytest
 
 from tests.channels.email.mailbox import MailServer
 from tests.support.daemon import daemons, data_dir
-from tests.support.mail import mail_server
 
-__all__ = ["daemons", "data_dir", "mail_server"]
+__all__ = ["daemons", "data_dir"]
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ DOMAIN = "example.test"
 # The one person the test bots answer (`allowed_senders`) and the usual sender of test mail.
 ALICE = f"alice@{DOMAIN}"
 PASSWORD = "secret-pw-1"
-BOTS = [f"bot{i}" for i in range(1, 61)]
+BOTS = [f"bot{i}" for i in range(1, 201)]  # a mailbox of its own for every test of a worker
 HUMANS = ["alice", "bob"]
 
 

@@ -1,8 +1,7 @@
-"""Fixtures of the Matrix tests: one real Synapse per package, people and a bot on it, the
-`squidd run` children a test started and a daemon set up for a person (all from
-tests/support/matrix.py and matrix_daemon.py); how long the homeserver was up is printed in
-the summary. The helpers are in tests/support (matrix.py, matrix_channel.py,
-matrix_daemon.py)."""
+"""Fixtures of the Matrix tests: people and a bot on the suite's real Synapse
+(tests/support/servers.py), the `squidd run` children a test started and a daemon set up
+for a person (all from tests/support/matrix.py and matrix_daemon.py). The helpers are in
+tests/support (matrix.py, matrix_channel.py, matrix_daemon.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from tests.support.matrix import make_element as make_element
 from tests.support.matrix import make_human as make_human
 from tests.support.matrix import make_user as make_user
 from tests.support.matrix import squidds as squidds
-from tests.support.matrix import synapse as synapse
 from tests.support.matrix import uid as uid
 from tests.support.matrix_channel import alice_allowed as alice_allowed
 from tests.support.matrix_daemon import matrix_squidd as matrix_squidd
