@@ -82,6 +82,7 @@ def run_argv(config: Path, channel: str | None = None) -> list[str]:
 
 SPOOL = "tests.support.spool_channel:create_channel"
 
+HEAD_BYTES = 256
 _started: list[DaemonProcess] = []
 
 
@@ -99,6 +100,10 @@ class DaemonProcess:
     ):
         self.log_path = log_path
         self._log = log_path.open("w")
+        self._log_head = b""  # the log's first bytes, to notice a log started anew
+        self._log_read = 0  # bytes of the log parsed into `_parsed` (and `_rest`)
+        self._log_rest = b""
+        self._log_events: list[dict[str, Any]] = []
         self.proc = subprocess.Popen(
             run_argv(config, channel),
             env=dict(env) if env is not None else daemon_env(),
@@ -113,16 +118,33 @@ class DaemonProcess:
         return self.log_path.read_text()
 
     def events(self) -> list[dict[str, Any]]:
-        """The JSON log lines (anything else the child printed is skipped)."""
-        out = []
-        for line in self.log_text().splitlines():
+        """The JSON log lines (anything else the child printed is skipped).
+
+        Tests poll this every 50 ms while they wait, for minutes at a time: the lines parsed
+        before are kept, and only what the child appended since is read and parsed (parsing
+        the whole log at each poll was a large share of the suite's CPU). A log started anew
+        on the same path (another child's) is read again from its start."""
+        if not self._log.closed:
+            self._log.flush()
+        with self.log_path.open("rb") as handle:
+            head = handle.read(len(self._log_head))
+            if len(head) < len(self._log_head) or head != self._log_head:
+                self._log_head, self._log_read, self._log_rest, self._log_events = b"", 0, b"", []
+            handle.seek(self._log_read)
+            chunk = handle.read()
+        if not self._log_head:
+            self._log_head = chunk[:HEAD_BYTES]
+        self._log_read += len(chunk)
+        lines = (self._log_rest + chunk).split(b"\n")
+        self._log_rest = lines.pop()  # a line not ended yet is parsed once it is
+        for line in lines:
             try:
                 event = json.loads(line)
             except ValueError:
                 continue
             if isinstance(event, dict):
-                out.append(event)
-        return out
+                self._log_events.append(event)
+        return list(self._log_events)
 
     def count(self, event: str) -> int:
         """How many log lines have this event name."""
