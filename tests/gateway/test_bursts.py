@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from squidd.store.handled import HandledFile
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.gateway import make_settings, running_daemon
 from tests.support.memory_channel import MemoryChannel
@@ -94,6 +95,27 @@ async def test_a_command_is_never_merged_and_keeps_its_place(
         await channel.wait_for(2, what="acked")
     assert channel.sent[0].text == "answer"
     assert channel.sent[1].text.startswith("Commands:")
+
+
+async def test_a_message_answered_before_a_restart_is_not_answered_again_with_a_newer_one(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # A restart between an answer's record and the message's acknowledgement brings the
+    # message again, and the person's next message comes within the quiet window. Merged,
+    # the old question was answered a second time (ten sessions at once and a SIGKILL,
+    # tests/scenarios/test_household_at_once.py); alone, it is only acknowledged.
+    settings = make_settings(tmp_path / "data", fake_llm.base_url)
+    await HandledFile(tmp_path / "data").add("matrix", "m-old")
+    fake_llm.push(Reply(content="dessert: an apple"))
+    channel = MatrixLike()
+    async with running_daemon(settings, [channel]):
+        channel.inject("what's for dinner?", session="!room", source_id="m-old")
+        channel.inject("and dessert?", session="!room", source_id="m-new")
+        await channel.wait_for(2, what="acked")
+    assert [s.text for s in channel.sent] == ["dessert: an apple"]
+    assert len(fake_llm.chat_requests) == 1
+    assert _users(fake_llm.chat_requests[0])[-1] == "and dessert?"
+    assert sorted(channel.acked) == ["m-new", "m-old"]
 
 
 class MatrixLike(MemoryChannel):

@@ -156,7 +156,7 @@ def build_daemon(
     agent_caps = {name: caps.for_agent(name, settings.agent_caps(name)) for name in runtime.agents}
     turns.update(_turn_runners(runtime, agent_caps, by_name, conversations, cron, mcp, scheduled))
     first = turns[runtime.name]
-    begun = began_before(runtime.journal, outbox, by_name)
+    begun = began_before(runtime.journal, outbox, handled, by_name)
     daemon = Daemon(
         settings=settings,
         runtime=runtime,

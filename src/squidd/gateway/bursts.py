@@ -14,7 +14,10 @@ command, so the order holds; `/usr is full` is no command and is merged like any
 message that is not a person's (cron, heartbeat) passes straight through, and so does one
 whose answer had already begun before a restart (`begun`: its turn journal, its reply in
 the outbox, or the channel's streamed message of it): merged with newer messages, it would
-be answered anew instead of its answer being finished. An answer to an approval question
+be answered anew instead of its answer being finished. So does one answered already (the
+handled record holds it): a restart between its answer and its acknowledgement brings it
+again, and merged with a newer message it would be answered a second time; alone, the
+router only acknowledges it. An answer to an approval question
 and `/stop` never reach this stage: earlier stages take them.
 """
 
@@ -31,7 +34,15 @@ import structlog
 from squidd.core.command_words import parse
 from squidd.core.journal import turn_key
 from squidd.core.models import Inbound, InboundKind
-from squidd.core.ports import Channel, HandOn, Later, Outbox, ShowsAnswers, TurnJournal
+from squidd.core.ports import (
+    Channel,
+    HandledLog,
+    HandOn,
+    Later,
+    Outbox,
+    ShowsAnswers,
+    TurnJournal,
+)
 
 __all__ = ["Begun", "Bursts", "began_before", "merge", "never_begun"]
 
@@ -91,12 +102,18 @@ async def never_begun(message: Inbound) -> bool:
 
 
 def began_before(
-    journal: TurnJournal | None, outbox: Outbox, channels: Mapping[str, Channel]
+    journal: TurnJournal | None,
+    outbox: Outbox,
+    handled: HandledLog,
+    channels: Mapping[str, Channel],
 ) -> Begun:
-    """A message's answer had begun before a restart when its turn journal, its reply in the
-    outbox, or its channel's record of a streamed answer (`ShowsAnswers`) says so."""
+    """A message's answer had begun before a restart when it was answered already (the
+    handled record), or its turn journal, its reply in the outbox, or its channel's record
+    of a streamed answer (`ShowsAnswers`) says so."""
 
     async def begun(inbound: Inbound) -> bool:
+        if await handled.contains(inbound.channel, inbound.record):
+            return True
         if journal is not None and await journal.holds(turn_key(inbound.channel, inbound.record)):
             return True
         if await outbox.get(inbound.channel, inbound.record) is not None:
