@@ -3,6 +3,7 @@ and systemd credentials, the documented example file."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -91,6 +92,88 @@ def test_env_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     settings = load_settings(config)
     assert settings.llm.model == "from-env"
     assert settings.llm.max_retries == 1
+
+
+def test_env_nested_lists_sections_and_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three levels deep, a list as JSON, a whole section as JSON with a key of its own
+    laid over it, the name in any case: each over the file's value, the rest of the
+    file's table kept."""
+    config = write(
+        tmp_path,
+        '[llm]\nmodel = "file"\nmax_retries = 1\nfallback_models = ["f"]\n'
+        '[tools.shell]\nenabled = false\n[limits]\nrefusal_text = "file"\n',
+    )
+    monkeypatch.setenv("SQUIDD_TOOLS__SHELL__ENABLED", "true")
+    monkeypatch.setenv("SQUIDD_LLM__FALLBACK_MODELS", '["a", "b"]')
+    monkeypatch.setenv("squidd_limits", '{"refusal_text": "json", "daily_tokens": 5}')
+    monkeypatch.setenv("SQUIDD_LIMITS__REFUSAL_TEXT", "nested")
+    monkeypatch.setenv("SQUIDD_TIMEZONE", "Europe/Berlin")
+    settings = load_settings(config)
+    expected = load_settings(
+        write(
+            tmp_path,
+            'timezone = "Europe/Berlin"\n[llm]\nmodel = "file"\nmax_retries = 1\n'
+            'fallback_models = ["a", "b"]\n[tools.shell]\nenabled = true\n'
+            '[limits]\nrefusal_text = "nested"\ndaily_tokens = 5\n',
+        )
+    )
+    assert settings == expected
+
+
+def test_env_problems_name_the_key_not_the_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write(tmp_path, '[llm]\nmodel = "file"\n')
+    monkeypatch.setenv("SQUIDD_LLM__MAX_RETRIES", "many-secret-7")
+    monkeypatch.setenv("SQUIDD_LLM__NO_SUCH_KEY", "x")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert caught.value.problems == [
+        "llm.max_retries: Input should be a valid integer, unable to parse string as an integer",
+        "llm.no_such_key: unknown key (check the spelling against config.example.toml)",
+    ]
+    monkeypatch.delenv("SQUIDD_LLM__MAX_RETRIES")
+    monkeypatch.delenv("SQUIDD_LLM__NO_SUCH_KEY")
+    monkeypatch.setenv("SQUIDD_LLM__FALLBACK_MODELS", "[secret-not-json")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert "llm" in str(caught.value)
+    assert "as JSON" in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+def test_env_library_loaded_only_for_an_env_key(tmp_path: Path) -> None:
+    """The environment's reader (pydantic-settings) is imported only when a `SQUIDD_*`
+    variable names a key: `SQUIDD_CONFIG` names the file, not a key."""
+    config = write(tmp_path, '[llm]\nmodel = "file"\n')
+    probe = (
+        "import sys; from pathlib import Path; from squidd.config import load_settings; "
+        f"s = load_settings(Path({str(config)!r})); "
+        "print(s.llm.model, 'pydantic_settings' in sys.modules)"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("SQUIDD_")}
+    runs = {
+        "none": {},
+        "config": {"SQUIDD_CONFIG": str(config)},
+        "key": {"SQUIDD_LLM__MODEL": "env"},
+    }
+    seen = {
+        name: subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**clean, **extra},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        for name, extra in runs.items()
+    }
+    assert seen == {
+        "none": ["file", "False"],
+        "config": ["file", "False"],
+        "key": ["env", "True"],
+    }
 
 
 def test_config_path_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from squidd.commands import Commands
 from squidd.config import Settings
+from squidd.llm.http import async_client
 
 if TYPE_CHECKING:
     from squidd.config.providers import ProviderSettings
@@ -86,7 +87,7 @@ async def survey(settings: Settings) -> dict[str, Any]:
     timeout = httpx2.Timeout(cfg.connect_timeout_s * 2, connect=cfg.connect_timeout_s)
     chain = [entry.label for entry in cfg.resolved_chain()]
     providers = []
-    async with httpx2.AsyncClient(timeout=timeout) as client:
+    async with async_client(timeout=timeout) as client:
         for provider in cfg.resolved_providers():
             trial = await try_provider(provider, client=client)
             providers.append(

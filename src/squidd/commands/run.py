@@ -25,6 +25,7 @@ from squidd.core.models import Destination
 from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, SquiddError
 from squidd.fs import make_private_dir
 from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, socket_path
+from squidd.llm.http import async_client
 
 if TYPE_CHECKING:
     from squidd.gateway.channels import ChannelRegistry
@@ -243,7 +244,7 @@ async def _check_providers(settings: Settings, health: ModelHealth) -> None:
     cfg = settings.llm
     timeout = httpx2.Timeout(cfg.connect_timeout_s * 2, connect=cfg.connect_timeout_s)
     failed: list[str] = []
-    async with httpx2.AsyncClient(timeout=timeout) as client:
+    async with async_client(timeout=timeout) as client:
         for provider in cfg.resolved_providers():
             trial = await try_provider(provider, client=client)
             for number in trial.refused:

@@ -18,12 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from squidd.config.accounts import (
     EMAIL,
@@ -37,6 +32,7 @@ from squidd.config.api import ApiSettings
 from squidd.config.backup import BackupSettings
 from squidd.config.checks import check_timezone
 from squidd.config.email import EmailSettings
+from squidd.config.environment import environment_overrides, overlay
 from squidd.config.heartbeat import HeartbeatSettings
 from squidd.config.limits import LimitsSettings
 from squidd.config.matrix import MatrixSettings
@@ -67,15 +63,12 @@ DEFAULT_AGENT = "main"
 TIMEZONE_KEYS = (("cron", "default_timezone"), ("heartbeat", "timezone"), ("limits", "timezone"))
 
 
-class Settings(BaseSettings):
-    """Everything squidd can be told. Passed down explicitly; never a global."""
+class Settings(BaseModel):
+    """Everything squidd can be told. Passed down explicitly; never a global. Built from
+    the file's values with the environment's `SQUIDD_*` keys laid over them by
+    `load_settings` (config/environment.py); built directly, it is the values given."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="SQUIDD_",
-        env_nested_delimiter="__",
-        extra="forbid",
-        validate_default=True,
-    )
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     # The owner's IANA timezone; a section's own timezone key, when set, wins over it.
     timezone: str = "UTC"
@@ -99,18 +92,6 @@ class Settings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     people: list[PersonSettings] = Field(default_factory=list)
     """The people who share the assistant, each with all their ids (`[[people]]`)."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The TOML file arrives as init kwargs; the environment overrides it.
-        return (env_settings, init_settings)
 
     @field_validator("timezone")
     @classmethod
@@ -367,6 +348,7 @@ def load_settings(path: Path | None = None) -> Settings:
             raise ConfigError([f"{config_file}: not UTF-8 text"]) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError([f"{config_file}: TOML syntax: {exc}"]) from None
+    data = overlay(data, environment_overrides(Settings))
     try:
         return Settings(**data)
     except ValidationError as exc:

@@ -46,6 +46,7 @@ from squidd.errors import (
 )
 from squidd.llm.breaker import KeyState, ProviderState, build_providers, close_providers
 from squidd.llm.health import ModelHealth
+from squidd.llm.http import async_client
 from squidd.llm.local import served_window
 from squidd.llm.openai import RequestOptions, to_openai_message, to_openai_tool
 
@@ -168,7 +169,7 @@ class ProviderChain:
         if not asked:
             return
         timeout = httpx2.Timeout(self._settings.connect_timeout_s * 2)
-        async with httpx2.AsyncClient(timeout=timeout) as client:
+        async with async_client(timeout=timeout) as client:
             for link in asked:
                 state = link.provider
                 key = state.keys[0].secret if state.keys else None

@@ -25,6 +25,7 @@ import httpx2
 from squidd.config import Settings
 from squidd.config.providers import split_entry
 from squidd.errors import ConfigError, LLMCredentialsError, LLMRejectedError, LLMUnavailableError
+from squidd.llm.http import async_client
 from squidd.llm.local import openai_base
 
 __all__ = ["EmbeddingsClient", "embeddings_client"]
@@ -47,7 +48,7 @@ class EmbeddingsClient:
         self._url = f"{base_url.rstrip('/')}/embeddings"
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = http_client or httpx2.AsyncClient(timeout=timeout_s)
+        self._client = http_client or async_client(timeout=timeout_s)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order."""

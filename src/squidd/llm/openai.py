@@ -24,8 +24,8 @@ a network failure or timeout, before the answer or during it, through the adapte
 event or a garbled one as a broken stream. No message carries the API key.
 
 Each endpoint keeps its own connection pool (one `httpx2.AsyncClient`, built at its first
-request: a client makes a TLS context, 70-120 ms), as large as the SDK's was: a shared
-default pool of 20 connections cost fifty turns at once +17% CPU.
+request, with the process's one TLS context: llm/http.py), as large as the SDK's was: a
+shared default pool of 20 connections cost fifty turns at once +17% CPU.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from squidd.core.models import (
 )
 from squidd.errors import LLMUnavailableError
 from squidd.llm import errors, status
+from squidd.llm.http import async_client
 from squidd.text import clean_text
 
 
@@ -146,7 +147,7 @@ class EndpointClient:
         client's own default headers were merged once."""
         client = self._http_client
         if client is None:
-            client = self._http_client = httpx2.AsyncClient(
+            client = self._http_client = async_client(
                 timeout=self._timeout, limits=_LIMITS, follow_redirects=True
             )
         if self._headers is None:

@@ -20,6 +20,7 @@ from squidd.config.sections import LLMSettings
 from squidd.core.models import Message, TextDelta
 from squidd.errors import LLMUnavailableError
 from squidd.llm import causes, status
+from squidd.llm.http import async_client
 from squidd.llm.openai import EndpointClient, RequestOptions, to_openai_message
 
 __all__ = ["list_models", "one_token", "one_token_at"]
@@ -33,7 +34,7 @@ async def list_models(settings: LLMSettings) -> list[str] | None:
     """The ids the endpoint lists, or None when it has no `/models` (some servers do not)."""
     api_key = settings.api_key.get_secret_value() if settings.api_key else "not-needed"
     timeout = httpx2.Timeout(settings.connect_timeout_s * 2, connect=settings.connect_timeout_s)
-    async with httpx2.AsyncClient(timeout=timeout, follow_redirects=True) as client:
+    async with async_client(timeout=timeout, follow_redirects=True) as client:
         try:
             response = await client.get(
                 f"{settings.base_url.rstrip('/')}/models",

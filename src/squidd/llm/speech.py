@@ -21,6 +21,7 @@ import structlog
 from squidd.config.speech import SPEECH_INPUT_LIMIT, SpeechSettings
 from squidd.core.models import utcnow
 from squidd.errors import SpeechError
+from squidd.llm.http import async_client
 
 __all__ = ["SpeechClient", "SpeechHealth"]
 
@@ -79,7 +80,7 @@ class SpeechClient:
     ) -> None:
         self._settings = settings
         self._max_bytes = max_bytes
-        self._client = client or httpx2.AsyncClient(timeout=settings.timeout_s)
+        self._client = client or async_client(timeout=settings.timeout_s)
         self.health = SpeechHealth(enabled=bool(settings.base_url))
 
     async def speak(self, text: str) -> bytes:

@@ -16,6 +16,7 @@ import structlog
 
 from squidd.config.media import TranscriptionSettings
 from squidd.errors import TranscriptionError
+from squidd.llm.http import async_client
 from squidd.text import clean_text
 
 log = structlog.get_logger(__name__)
@@ -28,7 +29,7 @@ class WhisperTranscriber:
         self, settings: TranscriptionSettings, *, client: httpx2.AsyncClient | None = None
     ) -> None:
         self._settings = settings
-        self._client = client or httpx2.AsyncClient(timeout=settings.timeout_s)
+        self._client = client or async_client(timeout=settings.timeout_s)
 
     async def transcribe(self, path: Path, mime: str) -> str:
         settings = self._settings

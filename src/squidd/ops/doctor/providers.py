@@ -14,6 +14,7 @@ import httpx2
 from squidd.config import Settings
 from squidd.config.providers import LOCAL_KINDS, ChainEntry, ProviderSettings
 from squidd.errors import LLMError
+from squidd.llm.http import async_client
 from squidd.llm.local import openai_base, served_window
 from squidd.llm.probe import one_token_at
 from squidd.llm.survey import ProviderTrial, try_provider
@@ -146,7 +147,7 @@ async def provider_checks(
     timeout = httpx2.Timeout(cfg.connect_timeout_s * 2, connect=cfg.connect_timeout_s)
     checks: list[Check] = []
     trials: dict[str, ProviderTrial] = {}
-    async with httpx2.AsyncClient(timeout=timeout) as client:
+    async with async_client(timeout=timeout) as client:
         for provider in cfg.resolved_providers():
             trial = await try_provider(provider, client=client)
             trials[provider.name] = trial

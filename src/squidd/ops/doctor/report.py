@@ -9,6 +9,7 @@ import anyio
 import httpx2
 
 from squidd.config import Settings
+from squidd.llm.http import async_client
 from squidd.ops.doctor import Check
 from squidd.ops.doctor.agents import agent_checks
 from squidd.ops.doctor.local import (
@@ -50,7 +51,7 @@ async def _model_checks(settings: Settings, *, llm_call: bool) -> list[Check]:
     provider's, each pair's; then the fixed prompt against the smallest window."""
     cfg = settings.llm
     timeout = httpx2.Timeout(cfg.connect_timeout_s * 2, connect=cfg.connect_timeout_s)
-    async with httpx2.AsyncClient(timeout=timeout) as client:
+    async with async_client(timeout=timeout) as client:
         windows = await served_windows(settings, client)
     if cfg.providers:
         checks = await provider_checks(settings, call=llm_call, windows=windows)

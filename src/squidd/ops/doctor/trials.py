@@ -16,6 +16,7 @@ from squidd.channels.matrix.errors import NETWORK_ERRORS, describe
 from squidd.config.email import EmailSettings
 from squidd.config.sections import LLMSettings
 from squidd.errors import LLMCredentialsError, LLMError, SquiddError
+from squidd.llm.http import async_client
 from squidd.llm.local import Kind, ServedModel, openai_base
 from squidd.llm.probe import list_models, one_token, one_token_at
 
@@ -84,7 +85,7 @@ async def try_local_models(kind: Kind, base_url: str) -> list[ServedModel]:
 
     provider = ProviderSettings(name="local", kind=kind, base_url=base_url)
     timeout = httpx2.Timeout(_TIMEOUT_S, connect=5.0)
-    async with httpx2.AsyncClient(timeout=timeout) as client:
+    async with async_client(timeout=timeout) as client:
         trial = await try_provider(provider, client=client)
     if not trial.ok:
         raise Refused("url", f"{base_url} did not answer as a {kind} server: {trial.reason}")

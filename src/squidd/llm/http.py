@@ -1,0 +1,39 @@
+"""The HTTP clients of the model endpoints (chat, models, embeddings, speech,
+transcription) and the checks that try them: one TLS context for all of them.
+
+Building a verifying TLS context reads the system's CA bundle (30-120 ms of CPU, more with
+`SSL_CERT_FILE` naming a full bundle), and an `httpx2.AsyncClient` builds one of its own
+unless it is given one: a start with a model check, embeddings, speech and transcription
+built four, and each endpoint of a chain one more at its first request. They are all the
+same context (the system's CAs, or `SSL_CERT_FILE`/`SSL_CERT_DIR` as httpx2 reads them, and
+the same HTTP/1.1 ALPN), so the process builds it once, at the first client, and each
+client keeps its own connection pool as before. Clients with settings of their own (the
+web tools, which do not trust the environment's proxies or CA overrides) build their own.
+"""
+
+from __future__ import annotations
+
+import functools
+import ssl
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = ["async_client", "tls_context"]
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The verifying TLS context the model endpoints' clients share, built at first use
+    exactly as an `httpx2.AsyncClient` with default settings builds its own."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
+def async_client(**options: Any) -> httpx2.AsyncClient:
+    """An `httpx2.AsyncClient` with `options`, verifying TLS with the shared context."""
+    import httpx2
+
+    return httpx2.AsyncClient(verify=tls_context(), **options)
