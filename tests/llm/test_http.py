@@ -1,11 +1,15 @@
-"""The model endpoints' HTTP clients share one verifying TLS context (llm/http.py)."""
+"""The model endpoints' HTTP clients (llm/http.py): one verifying TLS context for all, and
+connections that keep their socket (llm/backend.py)."""
 
 from __future__ import annotations
 
+import socket
 import ssl
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
+import anyio.abc
 import httpx2
 import httpx2._transports.default as httpx2_transport
 import pytest
@@ -13,6 +17,7 @@ import pytest
 from squidd.config.media import TranscriptionSettings
 from squidd.config.speech import SpeechSettings
 from squidd.llm import http
+from squidd.llm.backend import KeptSocketStream, readable
 from squidd.llm.embeddings import EmbeddingsClient
 from squidd.llm.speech import SpeechClient
 from squidd.llm.transcription import WhisperTranscriber
@@ -71,3 +76,50 @@ async def test_a_client_with_its_own_verify_still_builds_its_own(
     finally:
         await own.aclose()
         await shared.aclose()
+
+
+async def test_an_idle_connection_the_server_closed_is_not_used_again() -> None:
+    """The pool asks an idle connection whether the server closed it (its socket readable)
+    before reusing it: through the kept socket, a closed one is dropped and the next request
+    gets a new connection instead of a "server disconnected" error."""
+    connections: list[int] = []
+    closed = anyio.Event()
+
+    async def answer_once(stream: anyio.abc.SocketStream) -> None:
+        connections.append(1)
+        async with stream:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += await stream.receive()
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        closed.set()  # the server hangs up on an idle keep-alive connection
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610 - anyio's, not Django's
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, answer_once)
+        client = http.async_client(timeout=10)
+        async with client:
+            first = await client.get(f"http://127.0.0.1:{port}/")
+            assert isinstance(first.extensions["network_stream"], KeptSocketStream)
+            await closed.wait()
+            stream = first.extensions["network_stream"]
+            with anyio.fail_after(10):
+                # the FIN on its way over loopback; the socket is the connection's (its
+                # transport reads it), so its state is polled, not awaited
+                while not stream.get_extra_info("is_readable"):  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            second = await client.get(f"http://127.0.0.1:{port}/")
+        tg.cancel_scope.cancel()
+    assert (first.text, second.text) == ("ok", "ok")
+    assert len(connections) == 2
+
+
+def test_readable_is_what_the_socket_says() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        assert not readable(left)
+        right.sendall(b"x")
+        assert readable(left)
+    assert readable(left)  # closed
+    assert readable(None)

@@ -1,5 +1,6 @@
 """The HTTP clients of the model endpoints (chat, models, embeddings, speech,
-transcription) and the checks that try them: one TLS context for all of them.
+transcription) and the checks that try them: one TLS context for all of them, and
+connections that keep their socket (llm/backend.py).
 
 Building a verifying TLS context reads the system's CA bundle (30-120 ms of CPU, more with
 `SSL_CERT_FILE` naming a full bundle), and an `httpx2.AsyncClient` builds one of its own
@@ -33,7 +34,26 @@ def tls_context() -> ssl.SSLContext:
 
 
 def async_client(**options: Any) -> httpx2.AsyncClient:
-    """An `httpx2.AsyncClient` with `options`, verifying TLS with the shared context."""
+    """An `httpx2.AsyncClient` with `options`, verifying TLS with the shared context, its
+    pools (the direct one and any proxy's the environment names) connecting through
+    `KeptSocketBackend`."""
     import httpx2
 
-    return httpx2.AsyncClient(verify=tls_context(), **options)
+    client = httpx2.AsyncClient(verify=tls_context(), **options)
+    # private attributes of httpx2: _connect_through_kept_sockets says why
+    for transport in (client._transport, *client._mounts.values()):
+        _connect_through_kept_sockets(transport)
+    return client
+
+
+def _connect_through_kept_sockets(transport: object) -> None:
+    """The backend set on the transport's connection pool before its first connection.
+    httpx2 builds the pool itself and offers no way to name its backend (httpcore2's pools
+    take one: `network_backend`); the pool keeps it as `_network_backend` and hands it to
+    each connection it creates (tests/llm/test_http.py holds that the backend is used, so
+    a new httpx2 that moves it fails there, not silently)."""
+    from squidd.llm.backend import KeptSocketBackend
+
+    pool = getattr(transport, "_pool", None)
+    if pool is not None and hasattr(pool, "_network_backend"):
+        pool._network_backend = KeptSocketBackend()
