@@ -3,6 +3,7 @@ connections that keep their socket (llm/backend.py)."""
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 from collections.abc import Iterator
@@ -117,9 +118,11 @@ async def test_an_idle_connection_the_server_closed_is_not_used_again() -> None:
 
 def test_readable_is_what_the_socket_says() -> None:
     left, right = socket.socketpair()
+    kept = select.poll()
+    kept.register(left, select.POLLIN)
     with left, right:
-        assert not readable(left)
+        assert (readable(left), readable(left, kept)) == (False, False)
         right.sendall(b"x")
-        assert readable(left)
-    assert readable(left)  # closed
+        assert (readable(left), readable(left, kept)) == (True, True)
+    assert (readable(left), readable(left, kept)) == (True, True)  # closed
     assert readable(None)

@@ -8,7 +8,8 @@ attributes are built anew, a dict of a dozen getters, at each ask. Under fifty t
 that was about 0.9 ms of CPU per turn (a seventh of P3's figure, `bench/profile_p3.py`:
 `has_expired`, `get_extra_info`, `extra_attributes`), for a socket that never changes.
 The streams here keep their socket from the connection's start (the TLS stream's is the
-same socket) and answer the pool's question with the same readiness check; everything else
+same socket), registered with a poller of their own, and answer the pool's question with
+the same readiness check; everything else
 goes to httpcore2's stream unchanged. A module of its own because it subclasses httpcore2's
 interfaces: it is imported, with httpcore2, by the first client.
 """
@@ -26,13 +27,15 @@ import httpcore2
 __all__ = ["KeptSocketBackend", "readable"]
 
 
-def readable(sock: socket.socket | None) -> bool:
+def readable(sock: socket.socket | None, poller: select.poll | None = None) -> bool:
     """Whether the socket has something to read now (or is gone): for an idle HTTP/1.1
-    connection that means the server closed it. The test httpcore2's own stream makes."""
+    connection that means the server closed it. The test httpcore2's own stream makes;
+    `poller`, when given, already has the socket registered."""
     if sock is None or sock.fileno() < 0:
         return True
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
+    if poller is None:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))
 
 
@@ -42,6 +45,11 @@ class KeptSocketStream(httpcore2.AsyncNetworkStream):
     def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
         self._inner = inner
         self._socket: socket.socket | None = inner.get_extra_info("socket")
+        # registered once; a closed socket (fileno -1) is caught before it is polled, so a
+        # number the system gave to another file meanwhile is never asked about
+        self._poller = select.poll()
+        if self._socket is not None and self._socket.fileno() >= 0:
+            self._poller.register(self._socket, select.POLLIN)
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109 - httpcore's stream interface
         return await self._inner.read(max_bytes, timeout)
@@ -62,7 +70,7 @@ class KeptSocketStream(httpcore2.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
-            return readable(self._socket)
+            return readable(self._socket, self._poller)
         if info == "socket":
             return self._socket
         return self._inner.get_extra_info(info)
