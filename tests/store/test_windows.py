@@ -108,3 +108,35 @@ async def test_only_the_sessions_read_last_are_kept(
     assert counting.lines == 6  # the last two are kept
     cache.messages(paths[0], 0)
     assert counting.lines == 8  # the first was dropped: parsed again
+
+
+async def test_a_damaged_line_is_logged_once_not_at_every_turn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged whole line (garbage, or a torn line terminated by the next append) is
+    skipped and logged when first read; the next turns read only what was appended after
+    it, in order, and say nothing more about it."""
+    store = JsonlStore(tmp_path)
+    path = store.history_path(S)
+    await store.append_messages(S, [msg(0)])
+    append_lines_locked(path, ['{"role": "user", "content": 5, "broken'])
+    assert contents((await store.load_window(S)).messages) == ["m0"]
+    with path.open("a") as handle:
+        handle.write(MESSAGE.dumps(msg(1))[:8])  # and a writer died mid-line after it
+    for turn in range(2, 5):
+        await store.append_messages(S, [msg(turn)])
+        assert contents((await store.load_window(S)).messages) == ["m0"] + [
+            f"m{i}" for i in range(2, turn + 1)
+        ]
+    # a fresh reader (a restart) sees the same, each damaged line once
+    fresh = JsonlStore(tmp_path)
+    assert contents((await fresh.load_window(S)).messages) == ["m0", "m2", "m3", "m4"]
+    skipped = [
+        line for line in capsys.readouterr().out.splitlines() if "history_line_skipped" in line
+    ]
+    offsets = [line.split("offset=")[1].split()[0] for line in skipped]
+    garbage, torn = offsets[0], offsets[1]
+    # each damaged line once as the daemon read on (the torn one once terminated: no read
+    # came while it was torn), then once each by the fresh reader
+    assert offsets == [garbage, torn, garbage, torn]
+    assert not any("torn last line" in line for line in skipped)

@@ -45,6 +45,22 @@ class MessageLine:
 
 def iter_messages(path: Path, start: int = 0) -> Iterator[MessageLine]:
     """Messages of a JSONL file from byte `start` on; damaged lines are skipped and logged."""
+    for line in _lines(path, start):
+        if line.message is not None:
+            yield MessageLine(line.offset, line.end, line.message)
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    offset: int
+    end: int
+    message: Message | None  # None: a damaged whole line, skipped and logged
+
+
+def _lines(path: Path, start: int) -> Iterator[_Line]:
+    """Each whole line of a JSONL file from byte `start` on, a damaged one as None (logged
+    once per read); a torn last line (no newline yet) is logged and not passed: the next
+    append terminates it, after which it is a damaged whole line."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
@@ -70,8 +86,10 @@ def iter_messages(path: Path, start: int = 0) -> Iterator[MessageLine]:
                     offset=line_offset,
                     reason="torn last line" if torn else f"{type(exc).__name__}",
                 )
+                if not torn:
+                    yield _Line(line_offset, end, None)
                 continue
-            yield MessageLine(line_offset, end, message)
+            yield _Line(line_offset, end, message)
 
 
 _Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
@@ -108,9 +126,10 @@ class WindowCache:
         if kept is None or kept.start != start or not _grew(kept.stamp, stamp):
             kept = _Kept(stamp, start, start, [])
         if kept.stamp != stamp or not kept.messages:
-            for line in iter_messages(path, kept.end):
-                kept.messages.append(line.message)
-                kept.end = line.end
+            for line in _lines(path, kept.end):
+                if line.message is not None:
+                    kept.messages.append(line.message)
+                kept.end = line.end  # past a damaged whole line too: logged once, not each turn
             kept.stamp = stamp
         with self._lock:
             self._kept[path] = kept
