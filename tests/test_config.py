@@ -139,9 +139,9 @@ def test_env_problems_name_the_key_not_the_value(
     monkeypatch.setenv("SQUIDD_LLM__FALLBACK_MODELS", "[secret-not-json")
     with pytest.raises(ConfigError) as caught:
         load_settings(config)
-    assert "llm" in str(caught.value)
-    assert "as JSON" in str(caught.value)
-    assert "secret" not in str(caught.value)
+    assert caught.value.problems == [
+        "environment: a SQUIDD_LLM... value is not valid JSON (lists and tables are given as JSON)"
+    ]
 
 
 def test_env_library_loaded_only_for_an_env_key(tmp_path: Path) -> None:
@@ -281,3 +281,19 @@ def test_prices_and_limits_load(tmp_path: Path) -> None:
     assert settings.llm.prices["gpt-4o-mini"].cached_input == 0.075
     assert settings.limits.daily_cost == 2.5
     assert settings.agents.context_budget == 16000
+
+
+def test_a_broken_env_value_stops_run_with_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """As an operator meets it: `Environment=SQUIDD_LLM__FALLBACK_MODELS=[x` in the unit,
+    `squidd run` and `config check` exit 2 (systemd does not restart on it) naming the
+    variable's section, the value not echoed."""
+    config = write(tmp_path, '[llm]\nmodel = "file"\n')
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SQUIDD_")}
+    env["SQUIDD_LLM__FALLBACK_MODELS"] = "[secret-not-json"
+    line = "config: environment: a SQUIDD_LLM... value is not valid JSON"
+    for command in (["run"], ["config", "check"]):
+        result = squidd("--config", str(config), *command, env=env)
+        assert (result.returncode, result.stdout) == (2, ""), result
+        assert result.stderr.startswith(line), result.stderr
+        assert "Traceback" not in result.stderr
+        assert "secret" not in result.stderr

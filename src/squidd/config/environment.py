@@ -14,6 +14,7 @@ the file and is not a key.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,7 +52,12 @@ def environment_overrides(model: type[BaseModel]) -> dict[str, Any]:
     try:
         return dict(source())
     except SettingsError as exc:
-        raise ConfigError([f"environment: {exc} (lists and tables are given as JSON)"]) from None
+        # pydantic-settings names the section ("... for field "llm" ..."), never the value
+        found = re.search(r'field "(\w+)"', str(exc))
+        where = f"{PREFIX}{found.group(1).upper()}..." if found else f"{PREFIX}..."
+        raise ConfigError(
+            [f"environment: a {where} value is not valid JSON (lists and tables are given as JSON)"]
+        ) from None
 
 
 def overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
