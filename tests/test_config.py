@@ -111,7 +111,10 @@ def test_env_nested_lists_sections_and_case(
     monkeypatch.setenv("SQUIDD_LIMITS__REFUSAL_TEXT", "nested")
     monkeypatch.setenv("SQUIDD_TIMEZONE", "Europe/Berlin")
     settings = load_settings(config)
-    expected = load_settings(
+    for name in list(os.environ):
+        if name.upper().startswith("SQUIDD_"):
+            monkeypatch.delenv(name)
+    expected = load_settings(  # the same settings written out, with no environment
         write(
             tmp_path,
             'timezone = "Europe/Berlin"\n[llm]\nmodel = "file"\nmax_retries = 1\n'
@@ -120,6 +123,22 @@ def test_env_nested_lists_sections_and_case(
         )
     )
     assert settings == expected
+
+
+def test_top_level_keys_of_the_file_in_any_case_as_before(tmp_path: Path) -> None:
+    """The file's top-level keys were matched in any case (the settings read them so until
+    the environment's reader moved): `[LLM]` still loads; two spellings of one key are one
+    problem, not a silent pick. Keys inside a section are exact, as they always were."""
+    settings = load_settings(write(tmp_path, 'Timezone = "Asia/Tokyo"\n[LLM]\nmodel = "x"\n'))
+    assert (settings.timezone, settings.llm.model) == ("Asia/Tokyo", "x")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, '[llm]\nmodel = "x"\n[LLM]\nmodel = "y"\n'))
+    assert caught.value.problems == ["LLM: the same key as llm (case does not matter here)"]
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, '[llm]\nModel = "x"\n'))
+    assert caught.value.problems == [
+        "llm.Model: unknown key (check the spelling against config.example.toml)"
+    ]
 
 
 def test_env_problems_name_the_key_not_the_value(

@@ -38,6 +38,9 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[ssl.SSLContext]]:
         return context
 
     http.tls_context.cache_clear()
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        for name in (proxy, proxy.lower()):  # a proxy's transport builds a context too
+            monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(httpx2, "create_ssl_context", counting)
     # what a client's transport calls (it imported the function itself)
     monkeypatch.setattr(httpx2_transport, "create_ssl_context", counting)
@@ -65,18 +68,20 @@ async def test_clients_share_one_verifying_context(built: list[ssl.SSLContext]) 
             await client.aclose()
 
 
-async def test_a_client_with_its_own_verify_still_builds_its_own(
+async def test_a_client_with_tls_options_of_its_own_builds_its_own_context(
     built: list[ssl.SSLContext],
 ) -> None:
     own = httpx2.AsyncClient(trust_env=False)
     shared = http.async_client()
+    also_own = http.async_client(trust_env=False)
     try:
-        assert len(built) == 3
+        assert len(built) == 4
         assert built[0] is not built[1]
-        assert built[1] is built[2]
+        assert built[1] is built[2]  # the shared one, then given to the client as it is
+        assert built[3] not in built[:3]
     finally:
-        await own.aclose()
-        await shared.aclose()
+        for client in (own, shared, also_own):
+            await client.aclose()
 
 
 async def test_an_idle_connection_the_server_closed_is_not_used_again() -> None:
@@ -114,6 +119,39 @@ async def test_an_idle_connection_the_server_closed_is_not_used_again() -> None:
         tg.cancel_scope.cancel()
     assert (first.text, second.text) == ("ok", "ok")
     assert len(connections) == 2
+
+
+async def test_an_idle_connection_the_server_keeps_is_used_again() -> None:
+    """Keep-alive, what the kept socket is for: while the server keeps the connection open
+    it is not readable, and the next request goes over it (one connection for both)."""
+    connections: list[int] = []
+
+    async def keep_answering(stream: anyio.abc.SocketStream) -> None:
+        connections.append(1)
+        async with stream:
+            received = b""
+            while True:
+                while b"\r\n\r\n" not in received:
+                    try:
+                        received += await stream.receive()
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        return
+                _, _, received = received.partition(b"\r\n\r\n")
+                await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610 - anyio's, not Django's
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, keep_answering)
+        async with http.async_client(timeout=10) as client:
+            first = await client.get(f"http://127.0.0.1:{port}/")
+            stream = first.extensions["network_stream"]
+            assert isinstance(stream, KeptSocketStream)
+            assert stream.get_extra_info("is_readable") is False
+            second = await client.get(f"http://127.0.0.1:{port}/")
+            assert second.extensions["network_stream"] is stream
+        tg.cancel_scope.cancel()
+    assert (first.text, second.text, len(connections)) == ("ok", "ok", 1)
 
 
 def test_readable_is_what_the_socket_says() -> None:

@@ -130,7 +130,8 @@ def _own_timezones(current: dict[str, Any]) -> None:
 
 def _check(text: str, answers: Answers) -> None:
     """The config to write must load (its new secrets by value: their files come with it);
-    a problem is a `ValidationError` naming its key."""
+    a problem is a `ValidationError` naming its key. The file alone is checked: the
+    environment's `SQUIDD_*` values are not part of what is written."""
     from squidd.config import Settings
 
     data = tomllib.loads(text)

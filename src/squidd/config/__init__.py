@@ -333,6 +333,21 @@ def _format_error(err: Any) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
+def _top_level_in_any_case(data: dict[str, Any]) -> dict[str, Any]:
+    """The file's top-level keys lowercased: they were always matched in any case (`[LLM]`
+    loads), as the environment's names are; keys inside a section are exact. Two spellings
+    of one key are a problem named, not a silent pick."""
+    keys: dict[str, str] = {}
+    problems: list[str] = []
+    for key in data:
+        first = keys.setdefault(key.lower(), key)
+        if first != key:
+            problems.append(f"{key}: the same key as {first} (case does not matter here)")
+    if problems:
+        raise ConfigError(problems)
+    return {key.lower(): value for key, value in data.items()}
+
+
 def load_settings(path: Path | None = None) -> Settings:
     """Read and validate the configuration; raise `ConfigError` listing every problem."""
     config_file = find_config_file(path)
@@ -348,7 +363,7 @@ def load_settings(path: Path | None = None) -> Settings:
             raise ConfigError([f"{config_file}: not UTF-8 text"]) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError([f"{config_file}: TOML syntax: {exc}"]) from None
-    data = overlay(data, environment_overrides(Settings))
+    data = overlay(_top_level_in_any_case(data), environment_overrides(Settings))
     try:
         return Settings(**data)
     except ValidationError as exc:

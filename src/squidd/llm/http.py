@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["async_client", "tls_context"]
+__all__ = ["OWN_TLS", "async_client", "tls_context"]
 
 
 @functools.cache
@@ -33,13 +33,22 @@ def tls_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
+OWN_TLS = frozenset({"verify", "cert", "trust_env", "http2"})
+"""Options that make a client's TLS context its own: a client given any of them builds
+one (httpx2 would load a certificate into, read other CAs for, or set another ALPN on the
+shared one, changing it for every client)."""
+
+
 def async_client(**options: Any) -> httpx2.AsyncClient:
-    """An `httpx2.AsyncClient` with `options`, verifying TLS with the shared context, its
-    pools (the direct one and any proxy's the environment names) connecting through
-    `KeptSocketBackend`."""
+    """An `httpx2.AsyncClient` with `options`, verifying TLS with the shared context (its
+    own with any of `OWN_TLS`), its pools (the direct one and any proxy's the environment
+    names) connecting through `KeptSocketBackend`."""
     import httpx2
 
-    client = httpx2.AsyncClient(verify=tls_context(), **options)
+    if options.keys() & OWN_TLS:
+        client = httpx2.AsyncClient(**options)
+    else:
+        client = httpx2.AsyncClient(verify=tls_context(), **options)
     # private attributes of httpx2: _connect_through_kept_sockets says why
     for transport in (client._transport, *client._mounts.values()):
         _connect_through_kept_sockets(transport)
