@@ -78,8 +78,27 @@ greeting_is() {  # greeting_is PORT PREFIX
   exec 3<&- 3>&-
   [[ "$line" == "$2"* ]]
 }
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+# free_ports COUNT [TAKEN...]: COUNT free ports, none of them TAKEN. All are held bound
+# until every one is chosen, so no port is handed out twice (ports chosen one at a time,
+# each released before the next, could come back equal: Dovecot then refuses the config,
+# "duplicate listener").
+free_ports() {
+  python3 - "$@" <<'PY'
+import socket, sys
+
+count, taken = int(sys.argv[1]), set(sys.argv[2:])
+held, ports = [], []
+while len(ports) < count:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    held.append(sock)
+    port = str(sock.getsockname()[1])
+    if port not in taken and port not in ports:
+        ports.append(port)
+print(" ".join(ports))
+for sock in held:
+    sock.close()
+PY
 }
 
 # ports the caller asked for (read before mail.env of an earlier run is sourced)
@@ -98,9 +117,10 @@ if [ -s "$DATA/mail.env" ]; then
 fi
 "$HERE/stop.sh" "$DATA" > /dev/null 2>&1 || true
 
-pick() { if [ -n "${1:-}" ]; then echo "$1"; else free_port; fi; }
-IMAP=$(pick "$REQ_IMAP"); IMAPS=$(pick "$REQ_IMAPS"); SMTP=$(pick "$REQ_SMTP")
-LMTP=$(pick "$REQ_LMTP"); AUTH=$(pick "$REQ_AUTH")
+# shellcheck disable=SC2086 # the ports asked for, as separate words (an empty one is none)
+read -r -a FREE <<< "$(free_ports 5 $REQ_IMAP $REQ_IMAPS $REQ_SMTP $REQ_LMTP $REQ_AUTH)"
+IMAP=${REQ_IMAP:-${FREE[0]}}; IMAPS=${REQ_IMAPS:-${FREE[1]}}; SMTP=${REQ_SMTP:-${FREE[2]}}
+LMTP=${REQ_LMTP:-${FREE[3]}}; AUTH=${REQ_AUTH:-${FREE[4]}}
 
 # ------------------------------------------------------------------ files
 mkdir -p "$DATA/tls" "$DATA/mail" "$DATA/dovecot-state" "$DATA/postfix/etc" "$DATA/postfix/lib"
