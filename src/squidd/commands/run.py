@@ -25,7 +25,7 @@ from squidd.core.models import Destination
 from squidd.errors import EXIT_CONFIG, EXIT_FAILURE, ConfigError, SquiddError
 from squidd.fs import make_private_dir
 from squidd.gateway.status import DaemonAlreadyRunningError, check_socket_path, socket_path
-from squidd.llm.http import async_client
+from squidd.llm.http import async_client, tls_context
 
 if TYPE_CHECKING:
     from squidd.gateway.channels import ChannelRegistry
@@ -207,6 +207,9 @@ async def _check_model_when_ready(daemon: Daemon, settings: Settings) -> None:
     """The model check once READY=1 is sent: its HTTP client (httpcore2 and its HTTP/2
     half, imported with the first client) is then not on the start's path."""
     await daemon.ready.wait()
+    # The endpoints' shared TLS context reads the CA bundle: built here in a worker thread,
+    # so neither this check's client nor a turn's reads it on the event loop.
+    await anyio.to_thread.run_sync(tls_context)
     await check_model(settings, daemon.runtime.llm.health)
 
 
